@@ -1,0 +1,258 @@
+"""`workbench`: the command line, a thin front over the same core the window uses.
+
+    workbench [PROJECT_DIR]                          open the window
+    workbench send PROJECT (--conversation ID | --new [--title T]) [--model M] TEXT
+    workbench import PROJECT FILE
+    workbench export PROJECT --conversation ID [--format openai|jsonl|markdown]
+    workbench list PROJECT
+
+Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
+ended in an error entry (send); 64 a usage mistake; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from core.store.conversations import ConversationStore
+from core.store.errors import ConversationNotFound, ProjectPathError
+from core.store.project import Project
+
+EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
+COMMANDS = ("send", "import", "export", "list")
+
+
+class CliError(Exception):
+    """A failure to report on stderr in one sentence, with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="workbench", description="Context Workbench command line")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def model_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", help="litellm model string, e.g. gpt-4o-mini, ollama/llama3")
+        p.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
+        p.add_argument("--max-tokens", type=int, help="maximum output tokens for the answer")
+
+    p = sub.add_parser("send", help="send a message and print the answer as it streams")
+    p.add_argument("project", type=Path)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
+    which.add_argument("--new", action="store_true", help="start a new conversation")
+    p.add_argument("--title", help="title of the new conversation")
+    model_flags(p)
+    p.add_argument("text", help="the message; '-' reads it from standard input")
+
+    p = sub.add_parser("import", help="import an OpenAI-format conversation (JSON)")
+    p.add_argument("project", type=Path)
+    p.add_argument("file", type=Path)
+    p.add_argument("--title", help="title (default: from the file)")
+
+    p = sub.add_parser("export", help="write a conversation to standard output")
+    p.add_argument("project", type=Path)
+    p.add_argument("--conversation", "-c", metavar="ID", required=True)
+    p.add_argument("--format", choices=("openai", "jsonl", "markdown"), default="openai")
+
+    p = sub.add_parser("list", help="list the conversations of a project")
+    p.add_argument("project", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list or (args_list[0] not in COMMANDS and not args_list[0].startswith("-")):
+        from app.gui import run_gui  # the window; imported only when wanted
+
+        return run_gui(args_list[0] if args_list else None)
+    args = build_parser().parse_args(args_list)
+    try:
+        if args.command == "send":
+            return cmd_send(args)
+        if args.command == "import":
+            return cmd_import(args)
+        if args.command == "export":
+            return cmd_export(args)
+        return cmd_list(args)
+    except CliError as e:
+        print(f"workbench: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("\nworkbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `workbench export ... | head`
+        return EXIT_OK
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    # litellm takes seconds to import: start it (and the tokenizer) now, in parallel with
+    # opening the project and appending the user's message.
+    from core.llm.runtime import start_background_import
+
+    start_background_import()
+    text = sys.stdin.read() if args.text == "-" else args.text
+    if not text.strip():
+        raise CliError("the message is empty", EXIT_USAGE)
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
+
+    from core.engine import Engine, EntryAppended, StreamText, TurnFinished
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    project = _open(args.project, create=True)
+    cli_values = {"model": args.model, "api_base": args.api_base,
+                  "max_output_tokens": args.max_tokens}
+    try:
+        settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
+                                        global_settings=SettingsStore().load())
+    except SettingsError as e:
+        raise CliError(str(e)) from None
+    from core.llm.tokens import encoding_for_model, get_encoding
+
+    threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
+                     daemon=True).start()
+    store = project.conversations
+    _require_writable(project)
+    if args.new:
+        conv_id = store.create(title=args.title or _title_from(text), model=settings.model).id
+        print(f"conversation {conv_id}", file=sys.stderr)
+    else:
+        conv_id = _resolve(store, args.conversation)
+
+    engine = Engine(store)
+
+    async def run() -> int:
+        status = "error"
+        async for event in engine.send(conv_id, text, settings):
+            if isinstance(event, StreamText):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, TurnFinished):
+                status = event.status
+                if status == "ok":
+                    sys.stdout.write("\n")
+                elif event.message.error is not None:
+                    if event.message.text():
+                        sys.stdout.write("\n")
+                    print(f"workbench: {event.message.error.message}", file=sys.stderr)
+            elif isinstance(event, EntryAppended):
+                pass
+        return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
+
+    try:
+        return asyncio.run(run())
+    finally:
+        project.close()
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.interchange import ImportProblem, parse_openai_messages, read_import_file
+    from core.llm.tokens import TokenCounter
+    from core.settings import SettingsStore, resolve_llm_settings
+
+    try:
+        title, raw = read_import_file(args.file)
+        messages = parse_openai_messages(raw)
+    except ImportProblem as e:
+        raise CliError(f"cannot import: {e}") from None
+    project = _open(args.project, create=True)
+    try:
+        _require_writable(project)
+        settings = resolve_llm_settings(project=project.overrides,
+                                        global_settings=SettingsStore().load())
+        counter = TokenCounter.for_model(settings.model)
+        messages = [counter.with_count(m) for m in messages]
+        meta = project.conversations.create(title=args.title or title)
+        project.conversations.append_many(meta.id, messages)
+        print(f"imported {len(messages)} messages as {meta.title!r}", file=sys.stderr)
+        print(meta.id)
+    finally:
+        project.close()
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.interchange import export_jsonl, export_markdown, export_openai
+
+    project = _open(args.project, create=False, read_only=True)
+    try:
+        conv_id = _resolve(project.conversations, args.conversation)
+        loaded = project.conversations.load(conv_id)
+    finally:
+        project.close()
+    for problem in loaded.problems:
+        print(f"workbench: warning: {problem}", file=sys.stderr)
+    if args.format == "openai":
+        out = export_openai(loaded.messages, loaded.meta.title)
+    elif args.format == "jsonl":
+        out = export_jsonl(loaded.messages)
+    else:
+        out = export_markdown(loaded.messages, loaded.meta.title)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    project = _open(args.project, create=False, read_only=True)
+    try:
+        rows = project.conversations.list()
+    finally:
+        project.close()
+    if not rows:
+        print("no conversations yet", file=sys.stderr)
+    for r in rows:
+        when = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
+        print(f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}")
+    return EXIT_OK
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _open(path: Path, *, create: bool, read_only: bool = False) -> Project:
+    try:
+        return Project.open(path, create=create, read_only=read_only)
+    except ProjectPathError as e:
+        raise CliError(str(e)) from None
+
+
+def _require_writable(project: Project) -> None:
+    if project.read_only_reason is not None:
+        project.close()
+        raise CliError(project.read_only_reason)
+
+
+def _resolve(store: ConversationStore, conv: str) -> str:
+    try:
+        return store.resolve(conv)
+    except ConversationNotFound as e:
+        raise CliError(str(e)) from None
+
+
+def _title_from(text: str) -> str:
+    first = " ".join(text.split())
+    return first[:60] + ("…" if len(first) > 60 else "")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""One turn: user input -> request -> stream -> persisted log entries, reported as events.
+
+The engine is the only code that turns a user's action into log entries, for the GUI, the CLI and
+the tests alike. Every outcome is persisted before it is reported: a complete answer becomes an
+assistant entry; any failure, including the user pressing Stop, becomes a visible `kind=error`
+entry that carries the partial text streamed so far, so nothing shown on screen is ever lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.llm.adapter import (
+    Finished,
+    LLMClient,
+    LLMRequest,
+    TextDelta,
+    ToolCallsReady,
+    Usage,
+)
+from core.llm.errors import LLMError
+from core.llm.tokens import TokenCounter, encoding_for_model
+from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall
+from core.settings import LLMSettings
+from core.store.conversations import ConversationStore
+
+# --- events ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntryAppended:
+    """A log entry is on disk (user, assistant or error)."""
+
+    message: ConversationMessage
+
+
+@dataclass(frozen=True)
+class StreamText:
+    """Text of the answer being streamed (not yet persisted as an entry)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RequestStarted:
+    model: str
+    message_count: int
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    status: Literal["ok", "error", "stopped"]
+    message: ConversationMessage
+
+
+EngineEvent = EntryAppended | StreamText | RequestStarted | TurnFinished
+
+
+class Engine:
+    """Runs turns against one conversation store.
+
+    Attributes:
+        store: where entries are persisted.
+        client: the LLM adapter.
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        client: LLMClient | None = None,
+        counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
+    ) -> None:
+        self.store = store
+        self.client = client or LLMClient()
+        self._counter_for = counter_for
+        self._counters: dict[str, TokenCounter] = {}
+
+    def counter(self, model: str | None) -> TokenCounter:
+        enc = encoding_for_model(model)
+        if enc not in self._counters:
+            self._counters[enc] = self._counter_for(model)
+        return self._counters[enc]
+
+    async def send(
+        self, conv_id: str, text: str, settings: LLMSettings, mode: Mode = "chat"
+    ) -> AsyncIterator[EngineEvent]:
+        """Append the user's message and stream the answer."""
+        counter = self.counter(settings.model)
+        user = counter.with_count(ConversationMessage(role="user", content=text, mode=mode))
+        self.store.append(conv_id, user)
+        yield EntryAppended(user)
+        async for event in self.respond(conv_id, settings, mode):
+            yield event
+
+    async def respond(
+        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
+    ) -> AsyncIterator[EngineEvent]:
+        """Stream an answer to the conversation as it stands on disk."""
+        counter = self.counter(settings.model)
+        history = self.store.load(conv_id).messages
+        messages = request_messages(history)
+        request = LLMRequest(
+            model=settings.model,
+            messages=messages,
+            api_base=settings.api_base,
+            max_tokens=settings.max_output_tokens,
+        )
+        yield RequestStarted(settings.model, len(messages))
+
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        usage: dict[str, Any] | None = None
+        finish: str | None = None
+        started = time.monotonic()
+
+        def elapsed_ms() -> int:
+            return int((time.monotonic() - started) * 1000)
+
+        try:
+            async for ev in self.client.stream(request):
+                if isinstance(ev, TextDelta):
+                    parts.append(ev.text)
+                    yield StreamText(ev.text)
+                elif isinstance(ev, ToolCallsReady):
+                    calls = ev.calls
+                elif isinstance(ev, Usage):
+                    usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
+                                       "completion_tokens": ev.completion_tokens}
+                elif isinstance(ev, Finished):
+                    finish = ev.reason
+        except LLMError as e:
+            entry = self._error_entry(conv_id, e.info(partial=bool(parts)), parts, settings,
+                                      mode, elapsed_ms(), counter)
+            yield EntryAppended(entry)
+            yield TurnFinished("error", entry)
+            return
+        except (asyncio.CancelledError, GeneratorExit):
+            info = ErrorInfo(type="stopped", message="Stopped by you. The partial answer is kept.",
+                             retryable=True, partial=bool(parts))
+            self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter)
+            raise
+
+        text = "".join(parts)
+        answer = counter.with_count(
+            ConversationMessage(
+                role="assistant",
+                content=text or None,
+                tool_calls=calls or None,
+                mode=mode,
+                model=settings.model,
+                finish_reason=finish,
+                usage=usage,
+                duration_ms=elapsed_ms(),
+                status="ok",
+            )
+        )
+        self.store.append(conv_id, answer)
+        yield EntryAppended(answer)
+        yield TurnFinished("ok", answer)
+
+    def _error_entry(
+        self,
+        conv_id: str,
+        info: ErrorInfo,
+        parts: list[str],
+        settings: LLMSettings,
+        mode: Mode,
+        duration_ms: int,
+        counter: TokenCounter,
+    ) -> ConversationMessage:
+        entry = counter.with_count(
+            ConversationMessage(
+                role="assistant",
+                kind="error",
+                content="".join(parts),
+                error=info,
+                mode=mode,
+                model=settings.model,
+                duration_ms=duration_ms,
+                status="aborted" if info.type == "stopped" else "error",
+            )
+        )
+        self.store.append(conv_id, entry)
+        return entry
+
+
+def request_messages(history: list[ConversationMessage]) -> list[dict[str, Any]]:
+    """The OpenAI messages for a request: the entries that take part in the context.
+
+    A stand-in until the context builder: error and notice entries are left out.
+    """
+    return [
+        m.to_openai()
+        for m in history
+        if m.include_in_context and m.kind in ("message", "summary")
+    ]

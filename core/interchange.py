@@ -1,0 +1,139 @@
+"""Import and export of conversations: OpenAI `messages[]`, our JSONL log, and Markdown.
+
+Import validates the whole file before anything is written, so a bad file creates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from core.model import ConversationMessage, InvalidMessage
+
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+
+
+class ImportProblem(ValueError):
+    """The import file cannot be used as it is; the message says where and why."""
+
+
+def read_import_file(path: Path, max_bytes: int = MAX_IMPORT_BYTES) -> tuple[str, list[dict]]:
+    """Read and check an import file. Returns (suggested title, raw OpenAI messages)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ImportProblem(f"{path} does not exist") from None
+    except OSError as e:
+        raise ImportProblem(f"{path} cannot be read: {e.strerror}") from None
+    if path.is_dir():
+        raise ImportProblem(f"{path} is a folder; give the JSON file to import")
+    if size > max_bytes:
+        raise ImportProblem(
+            f"{path.name} is {size / 2**20:.0f} MB; the import limit is {max_bytes / 2**20:.0f} MB"
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ImportProblem(f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportProblem(
+            f"{path.name} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+        ) from None
+    title = path.stem
+    if isinstance(data, dict):
+        if "messages" not in data:
+            raise ImportProblem(
+                f"{path.name} has no \"messages\" list; expected {{\"messages\": [...]}} or [...]"
+            )
+        title = str(data.get("title") or data.get("id") or title)
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise ImportProblem(f"{path.name}: \"messages\" must be a list of chat messages")
+    return title, data
+
+
+def parse_openai_messages(raw: Iterable[Any]) -> list[ConversationMessage]:
+    """Validate OpenAI-format messages, including tool-call pairing.
+
+    Raises:
+        ImportProblem: naming the first bad message (1-based) and what is wrong with it.
+    """
+    out: list[ConversationMessage] = []
+    issued: set[str] = set()
+    answered: set[str] = set()
+    for n, item in enumerate(raw, start=1):
+        try:
+            msg = ConversationMessage.from_openai(item)
+        except InvalidMessage as e:
+            raise ImportProblem(f"message {n}: {e}") from None
+        if msg.tool_calls:
+            issued.update(tc.id for tc in msg.tool_calls)
+        if msg.role == "tool":
+            call = msg.tool_call_id or ""
+            if call not in issued:
+                raise ImportProblem(
+                    f"message {n} is a tool result for call {call!r}, but no earlier assistant "
+                    "message made that call"
+                )
+            if call in answered:
+                raise ImportProblem(f"message {n} answers tool call {call!r} a second time")
+            answered.add(call)
+        out.append(msg)
+    if not out:
+        raise ImportProblem("the file holds no messages")
+    return out
+
+
+def export_openai(messages: Iterable[ConversationMessage], title: str | None = None) -> str:
+    body: dict[str, Any] = {}
+    if title:
+        body["title"] = title
+    body["messages"] = [m.to_openai() for m in messages if m.kind in ("message", "summary")]
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+def export_jsonl(messages: Iterable[ConversationMessage]) -> str:
+    return "".join(m.model_dump_json(exclude_defaults=True) + "\n" for m in messages)
+
+
+def export_markdown(messages: Iterable[ConversationMessage], title: str | None = None) -> str:
+    lines: list[str] = [f"# {title}", ""] if title else []
+    for m in messages:
+        if m.kind == "error" and m.error is not None:
+            lines += [f"## Error ({m.error.type})", "", f"> {m.error.message}", ""]
+            if m.text():
+                lines += ["Partial answer:", "", m.text(), ""]
+            continue
+        heading = {"user": "User", "assistant": "Assistant", "system": "System",
+                   "tool": "Tool result"}[m.role]
+        if m.kind == "summary":
+            heading = "Summary"
+        lines += [f"## {heading}", ""]
+        if m.role == "tool":
+            lines += [f"`{m.tool_call_id}`", "", _fence(m.text()), ""]
+            continue
+        if m.text():
+            lines += [m.text(), ""]
+        for tc in m.tool_calls or []:
+            lines += [f"**Tool call** `{tc.function.name}` (`{tc.id}`)", "",
+                      _fence(_pretty(tc.function.arguments), "json"), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _pretty(args: str) -> str:
+    try:
+        return json.dumps(json.loads(args), indent=2, ensure_ascii=False)
+    except ValueError:
+        return args

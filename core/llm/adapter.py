@@ -1,0 +1,302 @@
+"""The one place that calls litellm: a streaming request in, typed events out.
+
+    async for event in client.stream(request):
+        TextDelta(text) ... ToolCallsReady(calls) | Usage(...) | Finished(reason)
+
+A stream that ends without the provider's own finish_reason raises StreamInterrupted: litellm
+fills in a synthetic "stop" in that case, which we must not mistake for a complete answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.llm.errors import (
+    AuthError,
+    ContextOverflow,
+    LLMError,
+    LLMTimeout,
+    MissingApiKey,
+    NetworkError,
+    ProviderError,
+    RateLimited,
+    StreamInterrupted,
+    UnknownModel,
+)
+from core.llm.runtime import load_litellm
+from core.model import FunctionCall, ToolCall
+from core.settings import KEYLESS_PROVIDERS, key_env_var, lookup_api_key
+
+# --- events ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallsReady:
+    """Every tool call of the answer, assembled from its deltas (arguments as JSON text)."""
+
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: str  # the provider's finish_reason: stop, length, tool_calls, content_filter, ...
+
+
+StreamEvent = TextDelta | ToolCallsReady | Usage | Finished
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    api_base: str | None = None
+    max_tokens: int | None = None
+    tools: Sequence[dict[str, Any]] | None = None
+    timeout: float = 600.0
+    api_key: str | None = None  # None: looked up from the environment / keyring
+
+
+class LLMClient:
+    """Streams chat completions through litellm. Stateless; safe to share."""
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        litellm = load_litellm()
+        kwargs = self._kwargs(litellm, request)
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except Exception as e:  # noqa: BLE001 - every provider failure is translated here
+            raise translate_error(e, request.model) from e
+
+        calls: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        try:
+            async for chunk in response:
+                usage = getattr(chunk, "usage", None)
+                if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+                    yield Usage(
+                        int(usage.prompt_tokens or 0),
+                        int(usage.completion_tokens or 0),
+                        _plain(usage),
+                    )
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta is not None:
+                    if delta.content:
+                        yield TextDelta(delta.content)
+                    for tc in delta.tool_calls or []:
+                        _merge_tool_delta(calls, tc)
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        except LLMError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise translate_error(e, request.model, mid_stream=True) from e
+
+        provider_finish = getattr(response, "received_finish_reason", finish)
+        provider_finish = provider_finish or getattr(response, "intermittent_finish_reason", None)
+        if not provider_finish:
+            raise StreamInterrupted(
+                "The answer stopped before the model finished it (the connection ended without "
+                "a finish signal). What arrived is kept; you can continue or retry.",
+                details="stream ended without finish_reason",
+            )
+        if calls:
+            yield ToolCallsReady(_assemble(calls))
+        yield Finished(finish or provider_finish)
+
+    def _kwargs(self, litellm: Any, request: LLMRequest) -> dict[str, Any]:
+        provider = detect_provider(request.model, request.api_base)
+        api_key = request.api_key or lookup_api_key(provider)
+        if not api_key:
+            if request.api_base or provider in KEYLESS_PROVIDERS:
+                api_key = "sk-no-key-needed"  # local servers ignore it; the SDK insists on one
+            else:
+                raise MissingApiKey(
+                    f"No API key for {provider}. Set {key_env_var(provider)} in the environment "
+                    "or save a key in Settings.",
+                    details=f"provider={provider}",
+                )
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "api_key": api_key,
+            "timeout": request.timeout,
+            # Retries are ours to decide (visible, cancellable); litellm and the SDK must not
+            # retry behind our back.
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if request.api_base:
+            kwargs["api_base"] = request.api_base
+        if request.max_tokens:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
+        return kwargs
+
+
+def detect_provider(model: str, api_base: str | None = None) -> str:
+    """litellm's provider name for a model string.
+
+    Raises:
+        UnknownModel: litellm cannot tell which provider serves the model.
+    """
+    litellm = load_litellm()
+    try:
+        return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
+    except Exception as e:  # noqa: BLE001 - litellm raises BadRequestError here
+        raise UnknownModel(
+            f"Unknown model {model!r}: litellm cannot tell which provider serves it. Use a "
+            "provider prefix such as 'openai/', 'anthropic/' or 'ollama/' (see Settings).",
+            details=str(e),
+        ) from e
+
+
+def translate_error(e: BaseException, model: str, mid_stream: bool = False) -> LLMError:
+    """Map a litellm (or transport) exception to our own type, in plain words."""
+    litellm = load_litellm()
+    raw = str(e)
+    status = getattr(e, "status_code", None)
+    if isinstance(e, litellm.ContextWindowExceededError):
+        limit = _stated_limit(raw)
+        said = f" (the model accepts {limit:,} tokens)" if limit else ""
+        return ContextOverflow(
+            f"The conversation is longer than {model} accepts{said}. Shorten it or use a model "
+            "with a larger context window.",
+            details=raw, limit=limit,
+        )
+    if isinstance(e, litellm.AuthenticationError):
+        return AuthError(
+            f"The provider rejected the API key for {model}. Check the key in Settings.",
+            details=raw,
+        )
+    if isinstance(e, litellm.RateLimitError):
+        after = _retry_after(e)
+        wait = f" It asks to wait {after:g} s." if after else ""
+        return RateLimited(
+            f"The provider is rate-limiting requests.{wait} Try again shortly.",
+            details=raw, retry_after=after,
+        )
+    if isinstance(e, litellm.NotFoundError):
+        return UnknownModel(
+            f"The provider does not know the model {model!r}. Check the model name in Settings.",
+            details=raw,
+        )
+    if isinstance(e, litellm.Timeout):
+        return LLMTimeout(
+            "The provider did not answer in time. Check the connection and try again.", details=raw
+        )
+    if mid_stream or "MidStreamFallbackError" in type(e).__name__:
+        return StreamInterrupted(
+            "The connection broke while the answer was streaming. What arrived is kept; you can "
+            "continue or retry.",
+            details=raw,
+        )
+    if isinstance(e, litellm.APIConnectionError) and status in (None, 500) and _is_network(raw):
+        return NetworkError(
+            "Could not reach the provider. Check the network or the server address in Settings.",
+            details=raw,
+        )
+    if isinstance(e, (litellm.BadRequestError,)) and "LLM Provider NOT provided" in raw:
+        return UnknownModel(
+            f"Unknown model {model!r}: add a provider prefix such as 'openai/' or 'ollama/'.",
+            details=raw,
+        )
+    code = int(status) if isinstance(status, int) else None
+    return ProviderError(
+        f"The provider returned an error{f' (HTTP {code})' if code else ''}. "
+        + ("It may be temporary; retry in a moment." if code is None or code >= 500
+           else "Check the request settings."),
+        details=raw, status=code,
+    )
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _merge_tool_delta(calls: dict[int, dict[str, str]], tc: Any) -> None:
+    index = getattr(tc, "index", None)
+    if index is None:
+        index = len(calls)
+    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if getattr(tc, "id", None):
+        slot["id"] = tc.id
+    fn = getattr(tc, "function", None)
+    if fn is not None:
+        if getattr(fn, "name", None):
+            slot["name"] = fn.name
+        if getattr(fn, "arguments", None):
+            slot["arguments"] += fn.arguments
+
+
+def _assemble(calls: dict[int, dict[str, str]]) -> list[ToolCall]:
+    out = []
+    for index in sorted(calls):
+        slot = calls[index]
+        call_id = slot["id"] or f"call_{index}"
+        out.append(ToolCall(id=call_id, function=FunctionCall(name=slot["name"],
+                                                              arguments=slot["arguments"])))
+    return out
+
+
+def _plain(usage: Any) -> dict[str, Any]:
+    try:
+        data = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
+        return json.loads(json.dumps(data, default=str))
+    except Exception:  # noqa: BLE001 - usage detail is a nicety
+        return {}
+
+
+def _retry_after(e: BaseException) -> float | None:
+    seen = 0
+    x: BaseException | None = e
+    while x is not None and seen < 6:
+        for headers in (getattr(x, "litellm_response_headers", None),
+                        getattr(x, "headers", None),
+                        getattr(getattr(x, "response", None), "headers", None)):
+            if not headers:
+                continue
+            try:
+                ms = headers.get("retry-after-ms")
+                if ms:
+                    return float(ms) / 1000.0
+                value = headers.get("retry-after")
+                if value:
+                    return float(value)
+            except (TypeError, ValueError):
+                continue
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return None
+
+
+def _stated_limit(text: str) -> int | None:
+    m = re.search(r"maximum context length is ([\d,]+)", text) or re.search(
+        r"context (?:window|length)[^\d]{0,30}([\d,]{3,})", text
+    )
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def _is_network(text: str) -> bool:
+    needles = ("connect", "connection", "name or service", "refused", "unreachable", "resolve")
+    return any(n in text.lower() for n in needles)

@@ -1,0 +1,114 @@
+"""Token counting with tiktoken, cached per message.
+
+The BPE files come from litellm's package (see runtime.configure_offline_environment), so counting
+never downloads anything. Counts follow OpenAI's accounting for chat messages: a few tokens of
+framing per message on top of the content, the tool calls' names and arguments, and the reply
+primer. A message's count is computed once and kept, in memory and in the log line itself, keyed
+by encoding name, so reopening a long conversation never re-tokenizes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from core.llm.runtime import configure_offline_environment
+from core.model import ConversationMessage, ImagePart, TextPart
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMER = 3
+TOKENS_PER_TOOL_CALL = 7  # framing of one call: id, type, name/arguments keys
+TOKENS_PER_IMAGE = 85  # the low-detail price; a floor, not an exact figure
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+
+_encodings: dict[str, Any] = {}
+_enc_lock = threading.Lock()
+
+
+def encoding_for_model(model: str | None) -> str:
+    """o200k_base for current OpenAI models, cl100k_base for everything else."""
+    name = (model or "").split("/")[-1].lower()
+    return "o200k_base" if name.startswith(_O200K_PREFIXES) else "cl100k_base"
+
+
+def get_encoding(name: str) -> Any:
+    enc = _encodings.get(name)
+    if enc is None:
+        with _enc_lock:
+            enc = _encodings.get(name)
+            if enc is None:
+                configure_offline_environment()
+                import tiktoken
+
+                enc = tiktoken.get_encoding(name)
+                _encodings[name] = enc
+    return enc
+
+
+class TokenCounter:
+    """Counts tokens for one encoding, remembering every message it has counted."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        self.encoding_name = encoding
+        self._enc = get_encoding(encoding)
+        self._cache: dict[str, int] = {}
+
+    @classmethod
+    def for_model(cls, model: str | None) -> TokenCounter:
+        return cls(encoding_for_model(model))
+
+    def text(self, text: str) -> int:
+        if not text:
+            return 0
+        # disallowed_special=() so text that happens to contain "<|endoftext|>" is counted, not
+        # refused: users paste all sorts of things.
+        return len(self._enc.encode(text, disallowed_special=()))
+
+    def message(self, msg: ConversationMessage) -> int:
+        cached = msg.token_counts.get(self.encoding_name)
+        if cached is not None:
+            return cached
+        cached = self._cache.get(msg.id)
+        if cached is None:
+            cached = self.openai_message(msg.to_openai())
+            self._cache[msg.id] = cached
+        return cached
+
+    def messages(self, msgs: Iterable[ConversationMessage]) -> int:
+        return sum(self.message(m) for m in msgs) + REPLY_PRIMER
+
+    def openai_message(self, m: dict[str, Any]) -> int:
+        n = TOKENS_PER_MESSAGE + self.text(str(m.get("role", "")))
+        content = m.get("content")
+        if isinstance(content, str):
+            n += self.text(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, TextPart):
+                    n += self.text(part.text)
+                elif isinstance(part, ImagePart):
+                    n += TOKENS_PER_IMAGE
+                elif isinstance(part, dict):
+                    n += self.text(str(part.get("text", ""))) if part.get("type") == "text" \
+                        else TOKENS_PER_IMAGE
+        if m.get("name"):
+            n += TOKENS_PER_NAME + self.text(str(m["name"]))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            n += TOKENS_PER_TOOL_CALL + self.text(fn.get("name", "")) + self.text(
+                fn.get("arguments", "")
+            )
+        if m.get("tool_call_id"):
+            n += self.text(str(m["tool_call_id"]))
+        return n
+
+    def with_count(self, msg: ConversationMessage) -> ConversationMessage:
+        """A copy of `msg` carrying its count, ready to be persisted with it."""
+        if self.encoding_name in msg.token_counts:
+            return msg
+        return msg.model_copy(
+            update={"token_counts": {**msg.token_counts, self.encoding_name: self.message(msg)}}
+        )

@@ -1,0 +1,281 @@
+"""The conversation log's value types.
+
+`ConversationMessage` is a superset of an OpenAI chat message: the protocol fields convert to
+`messages[]` without losing tool-call structure, and the extra fields carry what the context
+engine and the window need (identity, context flags, result metadata). Messages are plain values;
+ids, files and indexes are the store's business.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Role = Literal["system", "user", "assistant", "tool"]
+Kind = Literal["message", "summary", "error", "notice"]
+Mode = Literal["chat", "agent", "run"]
+Status = Literal["ok", "error", "aborted"]
+ErrorType = Literal[
+    "auth",
+    "rate_limited",
+    "timeout",
+    "network",
+    "stream_interrupted",
+    "context_overflow",
+    "provider_error",
+    "unknown_model",
+    "missing_api_key",
+    "stopped",
+    "max_tokens",
+    "app_closed",
+]
+
+PROTOCOL_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+class InvalidMessage(ValueError):
+    """An OpenAI-format message that cannot be represented faithfully."""
+
+
+# --- ids ---------------------------------------------------------------------------------------
+
+_id_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def new_id() -> str:
+    """A UUIDv7-style id: 32 hex chars that sort by creation time, unique within the process.
+
+    The first 12 hex digits are the Unix time in milliseconds; a 12-bit counter keeps ids made in
+    the same millisecond ordered; the rest is random.
+    """
+    global _last_ms, _seq
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            _seq += 1
+            if _seq > 0xFFF:  # counter exhausted: borrow the next millisecond
+                ms += 1
+                _seq = 0
+        else:
+            _seq = 0
+        _last_ms = ms
+        seq = _seq
+    rand = int.from_bytes(os.urandom(8), "big") & 0x3FFF_FFFF_FFFF_FFFF
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0x2 << 62) | rand
+    return f"{value:032x}"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- content parts (a union discriminated on `type`) -------------------------------------------
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class TextPart(_Part):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageUrl(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(_Part):
+    type: Literal["image_url"] = "image_url"
+    image_url: ImageUrl
+
+
+class InputAudioPart(_Part):
+    type: Literal["input_audio"] = "input_audio"
+    input_audio: dict[str, Any]
+
+
+class FilePart(_Part):
+    type: Literal["file"] = "file"
+    file: dict[str, Any]
+
+
+class RefusalPart(_Part):
+    type: Literal["refusal"] = "refusal"
+    refusal: str
+
+
+ContentPart = Annotated[
+    TextPart | ImagePart | InputAudioPart | FilePart | RefusalPart, Field(discriminator="type")
+]
+Content = str | list[ContentPart]
+
+
+# --- tool calls --------------------------------------------------------------------------------
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    arguments: str = ""  # JSON text, exactly as the model produced it (possibly malformed)
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+# --- metadata ----------------------------------------------------------------------------------
+
+
+class ErrorInfo(BaseModel):
+    """Why a turn failed, in plain words, with the provider's raw text kept aside."""
+
+    model_config = ConfigDict(frozen=True)
+    type: ErrorType
+    message: str
+    retryable: bool = False
+    partial: bool = False
+    details: str | None = None
+    retry_after: float | None = None
+
+
+class Offload(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: str
+    size: int
+
+
+class ConversationMessage(BaseModel):
+    """One entry of the log.
+
+    Attributes:
+        role, content, tool_calls, tool_call_id, name: the OpenAI protocol fields.
+        id, created_at: identity; ids sort by creation time.
+        kind: message | summary | error | notice.
+        include_in_context, pinned: how the context engine treats the entry.
+        token_counts: cached token counts keyed by tiktoken encoding name.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    # protocol
+    role: Role
+    content: Content | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    # identity
+    id: str = Field(default_factory=new_id)
+    created_at: datetime = Field(default_factory=utc_now)
+
+    # context
+    kind: Kind = "message"
+    include_in_context: bool = True
+    pinned: bool = False
+    mode: Mode | None = None
+    run_id: str | None = None
+    step_id: str | None = None
+    covers: list[str] | None = None
+    offload: Offload | None = None
+    token_counts: dict[str, int] = Field(default_factory=dict)
+    continues: str | None = None  # id of the entry whose answer this one continues
+
+    # result metadata
+    model: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
+    tool_name: str | None = None
+    duration_ms: int | None = None
+    status: Status | None = None
+
+    @model_validator(mode="after")
+    def _check_protocol(self) -> ConversationMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id (the id of the call it answers)")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r}")
+        if self.role == "assistant" and self.kind != "error":
+            if self.content in (None, "", []) and not self.tool_calls:
+                raise ValueError("an assistant message needs content or tool_calls")
+        if self.role in ("system", "user") and self.content is None:
+            raise ValueError(f"a {self.role} message needs content")
+        if self.kind == "error" and self.error is None:
+            raise ValueError("an error entry needs its error details")
+        return self
+
+    # --- conversions ---------------------------------------------------------------------------
+
+    def text(self) -> str:
+        """The readable text of the content (text parts joined), '' when there is none."""
+        return content_text(self.content)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat message: protocol fields only, None fields left out where allowed."""
+        out: dict[str, Any] = {"role": self.role}
+        if isinstance(self.content, list):
+            out["content"] = [p.model_dump(exclude_none=True) for p in self.content]
+        else:
+            out["content"] = self.content
+        if self.tool_calls:
+            out["tool_calls"] = [tc.model_dump() for tc in self.tool_calls]
+        if self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role in ("user", "assistant", "system"):
+            out["name"] = self.name
+        if self.role == "assistant" and out["content"] in ("", []) and self.tool_calls:
+            out["content"] = None
+        return out
+
+    @classmethod
+    def from_openai(cls, data: Any, **extra: Any) -> ConversationMessage:
+        """Parse one OpenAI-format message dict; `extra` sets non-protocol fields.
+
+        Raises:
+            InvalidMessage: with a sentence that says what is wrong.
+        """
+        if not isinstance(data, dict):
+            raise InvalidMessage(f"a message must be a JSON object, not {type(data).__name__}")
+        fields = {k: data[k] for k in PROTOCOL_FIELDS if k in data}
+        if "function_call" in data and "tool_calls" not in data:
+            # legacy single function call: keep it as a tool call so nothing is lost
+            fc = data["function_call"] or {}
+            fields["tool_calls"] = [{"id": f"call_{new_id()[:24]}", "function": fc}]
+        for call in fields.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                args = call["function"].get("arguments")
+                if args is not None and not isinstance(args, str):
+                    raise InvalidMessage("tool call arguments must be a JSON string")
+        try:
+            return cls.model_validate({**fields, **extra})
+        except ValidationError as e:
+            raise InvalidMessage(_first_error(e)) from e
+
+
+def content_text(content: Content | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg

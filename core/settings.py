@@ -1,0 +1,213 @@
+"""Settings: global ones in the platform's config folder, per-project overrides, and secrets.
+
+Precedence for every LLM setting: CLI flag > environment > project > global > default.
+API keys are looked up in the environment first, then in the OS keyring; they are never written
+to a project folder, a log line or an export.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.store.fileio import atomic_write_json, read_json
+
+APP_NAME = "context-workbench"
+KEYRING_SERVICE = "context-workbench"
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+MAX_RECENT = 12
+
+# provider -> environment variable litellm reads for its key
+KEY_ENV_VARS: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "xai": "XAI_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "azure": "AZURE_API_KEY",
+}
+# providers that run on the user's machine and need no key
+KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "llamafile", "hosted_vllm", "vllm"}
+
+ENV_MODEL = "WORKBENCH_MODEL"
+ENV_API_BASE = "WORKBENCH_API_BASE"
+ENV_MAX_TOKENS = "WORKBENCH_MAX_OUTPUT_TOKENS"
+
+
+class SettingsError(ValueError):
+    """A settings value or file that cannot be used; the message says which and why."""
+
+
+class ProviderEntry(BaseModel):
+    """A named way to reach a model: the model string litellm understands and where to send it."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    model: str
+    api_base: str | None = None
+    max_output_tokens: int | None = Field(default=None, gt=0)
+
+
+class GlobalSettings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    recent_projects: list[str] = Field(default_factory=list)
+    providers: list[ProviderEntry] = Field(default_factory=list)
+    active_provider: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+    max_output_tokens: int | None = Field(default=None, gt=0)
+
+    def provider(self, name: str | None) -> ProviderEntry | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+
+class LLMSettings(BaseModel):
+    """The effective settings for one request, and where each value came from."""
+
+    model: str = DEFAULT_MODEL
+    api_base: str | None = None
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+def config_dir() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+class SettingsStore:
+    """Reads and writes `settings.json` in the config folder."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or config_dir()
+        self.path = self.folder / "settings.json"
+        self.problem: str | None = None
+
+    def load(self) -> GlobalSettings:
+        try:
+            return GlobalSettings.model_validate(read_json(self.path))
+        except FileNotFoundError:
+            return GlobalSettings()
+        except (OSError, ValueError, ValidationError) as e:
+            # A broken settings file must not stop the app; say so and keep the file for the user.
+            self.problem = f"{self.path} could not be read ({type(e).__name__}); using defaults"
+            return GlobalSettings()
+
+    def save(self, settings: GlobalSettings) -> None:
+        if self.problem and self.path.exists():
+            # Do not overwrite a file we failed to read: move it aside first.
+            self.path.replace(self.path.with_suffix(".json.bad"))
+            self.problem = None
+        atomic_write_json(self.path, settings.model_dump(mode="json", exclude_none=True))
+
+    def remember_project(self, path: Path) -> GlobalSettings:
+        settings = self.load()
+        p = str(Path(path).absolute())
+        settings.recent_projects = [p] + [x for x in settings.recent_projects if x != p]
+        settings.recent_projects = settings.recent_projects[:MAX_RECENT]
+        self.save(settings)
+        return settings
+
+
+def resolve_llm_settings(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    project: Mapping[str, Any] | None = None,
+    global_settings: GlobalSettings | None = None,
+) -> LLMSettings:
+    """Merge the layers: CLI flag > environment > project > global > default."""
+    env = os.environ if env is None else env
+    g = global_settings or GlobalSettings()
+    provider = g.provider(g.active_provider)
+    global_layer: dict[str, Any] = {}
+    if provider is not None:
+        global_layer.update(provider.model_dump(exclude={"name"}, exclude_none=True))
+    global_layer.update({k: getattr(g, k) for k in ("model", "api_base", "max_output_tokens")
+                         if getattr(g, k) is not None})
+    env_layer = {
+        "model": env.get(ENV_MODEL),
+        "api_base": env.get(ENV_API_BASE),
+        "max_output_tokens": env.get(ENV_MAX_TOKENS),
+    }
+    layers = [
+        ("cli", dict(cli or {})),
+        ("environment", env_layer),
+        ("project", dict(project or {})),
+        ("global", global_layer),
+    ]
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in ("model", "api_base", "max_output_tokens"):
+        for source, layer in layers:
+            value = layer.get(key)
+            if value not in (None, ""):
+                values[key], sources[key] = value, source
+                break
+        else:
+            sources[key] = "default"
+    if "max_output_tokens" in values:
+        try:
+            values["max_output_tokens"] = int(values["max_output_tokens"])
+            if values["max_output_tokens"] <= 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise SettingsError(
+                f"max output tokens from the {sources['max_output_tokens']} must be a positive "
+                f"whole number, not {values['max_output_tokens']!r}"
+            ) from None
+    return LLMSettings(**values, sources=sources)
+
+
+# --- secrets -----------------------------------------------------------------------------------
+
+
+def key_env_var(provider: str) -> str:
+    return KEY_ENV_VARS.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def lookup_api_key(provider: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The key for `provider` from the environment, else from the OS keyring, else None."""
+    env = os.environ if env is None else env
+    value = env.get(key_env_var(provider))
+    if value:
+        return value
+    return keyring_get(provider)
+
+
+def keyring_get(provider: str) -> str | None:
+    try:
+        import keyring
+        from keyring.errors import KeyringError
+
+        try:
+            return keyring.get_password(KEYRING_SERVICE, provider)
+        except KeyringError:
+            return None
+    except Exception:  # noqa: BLE001 - any keyring backend failure means "no keyring here"
+        return None
+
+
+def keyring_set(provider: str, key: str) -> bool:
+    """Store a key in the OS keyring; False when no working keyring exists."""
+    try:
+        import keyring
+
+        keyring.set_password(KEYRING_SERVICE, provider, key)
+        return True
+    except Exception:  # noqa: BLE001 - any backend failure: the caller explains the env var
+        return False

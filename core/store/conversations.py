@@ -1,0 +1,255 @@
+"""Conversations inside a project: metadata, the append-only log, and the index cache.
+
+Layout under `.workbench/conversations/`:
+    index.json                 list of summaries, a cache rebuilt from the folders when stale
+    <id>/conversation.json     ConversationMeta, replaced atomically
+    <id>/messages.jsonl        one ConversationMessage per line, appended durably
+Deleting moves a conversation's folder to `.workbench/trash/`, so a slip is never final.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.model import ConversationMessage, Mode, new_id, utc_now
+from core.store.errors import ConversationNotFound, ReadOnlyError, StoreError
+from core.store.fileio import append_durably, atomic_write_json, read_json, timestamp_tag
+from core.store.log import encode_line, ensure_clean_tail, read_log
+
+DEFAULT_TITLE = "New conversation"
+
+
+class ConversationMeta(BaseModel):
+    """What `conversation.json` holds: everything about a conversation except its messages."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    title: str = DEFAULT_TITLE
+    created_at: datetime = Field(default_factory=utc_now)
+    mode: Mode = "chat"
+    model: str | None = None
+    compaction: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConversationSummary(BaseModel):
+    """One row of `index.json` (and of the conversation list)."""
+
+    id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    mode: Mode
+    message_count: int
+    # Size and mtime of the files the row was computed from: how staleness is detected.
+    stamp: list[int] = Field(default_factory=list)
+
+
+@dataclass
+class LoadedConversation:
+    meta: ConversationMeta
+    messages: list[ConversationMessage]
+    problems: list[str] = field(default_factory=list)
+
+
+class ConversationStore:
+    """All conversations of one project.
+
+    Attributes:
+        root: the `conversations/` folder.
+        read_only_reason: None when writable; otherwise the sentence to show the user.
+    """
+
+    def __init__(self, root: Path, trash: Path, read_only_reason: str | None) -> None:
+        self.root = root
+        self.trash = trash
+        self.read_only_reason = read_only_reason
+        self._clean_tails: set[str] = set()
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def list(self) -> list[ConversationSummary]:
+        """Summaries, most recently active first; refreshes stale index rows from the folders."""
+        cached = {s.id: s for s in self._read_index()}
+        fresh: list[ConversationSummary] = []
+        changed = False
+        for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if not entry.is_dir() or not (entry / "conversation.json").exists():
+                continue
+            stamp = _stamp(entry)
+            row = cached.get(entry.name)
+            if row is None or row.stamp != stamp:
+                row = self._summarize(entry, stamp)
+                if row is None:
+                    continue
+                changed = True
+            fresh.append(row)
+        if changed or len(fresh) != len(cached):
+            self._write_index(fresh)
+        fresh.sort(key=lambda s: s.updated_at, reverse=True)
+        return fresh
+
+    def resolve(self, id_or_prefix: str) -> str:
+        """The full id for an id or a unique prefix of one (at least 4 characters)."""
+        if (self.root / id_or_prefix / "conversation.json").exists():
+            return id_or_prefix
+        if len(id_or_prefix) >= 4 and self.root.is_dir():
+            hits = [p.name for p in self.root.iterdir() if p.name.startswith(id_or_prefix)]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise ConversationNotFound(
+                    f"{id_or_prefix!r} matches {len(hits)} conversations; give more of the id"
+                )
+        raise ConversationNotFound(f"no conversation with id {id_or_prefix!r} in this project")
+
+    def meta(self, conv_id: str) -> ConversationMeta:
+        path = self._dir(conv_id) / "conversation.json"
+        try:
+            return ConversationMeta.model_validate(read_json(path))
+        except FileNotFoundError:
+            raise ConversationNotFound(f"no conversation with id {conv_id!r}") from None
+        except (ValueError, ValidationError) as e:
+            # Unreadable metadata must not hide the messages: fall back to defaults.
+            return ConversationMeta(id=conv_id, title=f"{conv_id[:8]} (metadata unreadable: {e})")
+
+    def load(self, conv_id: str) -> LoadedConversation:
+        meta = self.meta(conv_id)
+        result = read_log(self._dir(conv_id) / "messages.jsonl", repair=self.writable)
+        if self.writable:
+            self._clean_tails.add(conv_id)
+        return LoadedConversation(meta, result.messages, result.problems)
+
+    def message_count(self, conv_id: str) -> int:
+        path = self._dir(conv_id) / "messages.jsonl"
+        try:
+            return path.read_bytes().count(b"\n")
+        except FileNotFoundError:
+            return 0
+
+    # --- writing -------------------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self.read_only_reason is None
+
+    def create(
+        self, title: str | None = None, mode: Mode = "chat", model: str | None = None
+    ) -> ConversationMeta:
+        self._check_writable()
+        meta = ConversationMeta(id=new_id(), title=_clean_title(title), mode=mode, model=model)
+        folder = self.root / meta.id
+        folder.mkdir(parents=True)
+        (folder / "messages.jsonl").touch()
+        self._write_meta(meta)
+        return meta
+
+    def update_meta(self, conv_id: str, **changes: Any) -> ConversationMeta:
+        self._check_writable()
+        if "title" in changes:
+            changes["title"] = _clean_title(changes["title"])
+        meta = self.meta(conv_id).model_copy(update=changes)
+        self._write_meta(meta)
+        return meta
+
+    def rename(self, conv_id: str, title: str) -> ConversationMeta:
+        return self.update_meta(conv_id, title=title)
+
+    def delete(self, conv_id: str) -> Path:
+        """Move the conversation to the project's trash; returns where it went."""
+        self._check_writable()
+        src = self._dir(conv_id)
+        if not src.is_dir():
+            raise ConversationNotFound(f"no conversation with id {conv_id!r}")
+        self.trash.mkdir(parents=True, exist_ok=True)
+        dst = self.trash / f"{conv_id}-{timestamp_tag()}"
+        shutil.move(str(src), dst)
+        self._clean_tails.discard(conv_id)
+        self.list()  # drop the row from the index now
+        return dst
+
+    def append(self, conv_id: str, msg: ConversationMessage) -> list[str]:
+        """Append one message durably. Returns problems found (and repaired) on the way."""
+        return self.append_many(conv_id, [msg])
+
+    def append_many(self, conv_id: str, msgs: Iterable[ConversationMessage]) -> list[str]:
+        """Append messages in one write and one fsync; all or none are acknowledged."""
+        self._check_writable()
+        path = self._dir(conv_id) / "messages.jsonl"
+        if not path.parent.is_dir():
+            raise ConversationNotFound(f"no conversation with id {conv_id!r}")
+        problems: list[str] = []
+        if conv_id not in self._clean_tails:
+            repaired = ensure_clean_tail(path)
+            if repaired is not None:
+                problems = repaired.problems
+            self._clean_tails.add(conv_id)
+        data = b"".join(encode_line(m) for m in msgs)
+        if data:
+            append_durably(path, data)
+        return problems
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _dir(self, conv_id: str) -> Path:
+        if not conv_id or "/" in conv_id or "\\" in conv_id or conv_id.startswith("."):
+            raise ConversationNotFound(f"{conv_id!r} is not a conversation id")
+        return self.root / conv_id
+
+    def _check_writable(self) -> None:
+        if self.read_only_reason is not None:
+            raise ReadOnlyError(self.read_only_reason)
+
+    def _write_meta(self, meta: ConversationMeta) -> None:
+        atomic_write_json(self._dir(meta.id) / "conversation.json", meta.model_dump(mode="json"))
+
+    def _summarize(self, folder: Path, stamp: list[int]) -> ConversationSummary | None:
+        try:
+            meta = self.meta(folder.name)
+        except StoreError:
+            return None
+        mtimes = [stamp[1], stamp[3]]
+        updated = datetime.fromtimestamp(max(mtimes) / 1e9, UTC)
+        return ConversationSummary(
+            id=meta.id,
+            title=meta.title,
+            created_at=meta.created_at,
+            updated_at=max(updated, meta.created_at),
+            mode=meta.mode,
+            message_count=self.message_count(folder.name),
+            stamp=stamp,
+        )
+
+    def _read_index(self) -> list[ConversationSummary]:
+        try:
+            rows = read_json(self.root / "index.json")
+            return [ConversationSummary.model_validate(r) for r in rows]
+        except (OSError, ValueError, TypeError, ValidationError):
+            return []  # missing or unreadable: it is only a cache, rebuilt from the folders
+
+    def _write_index(self, rows: list[ConversationSummary]) -> None:
+        if self.writable:
+            atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows])
+
+
+def _stamp(folder: Path) -> list[int]:
+    out: list[int] = []
+    for name in ("messages.jsonl", "conversation.json"):
+        try:
+            st = os.stat(folder / name)
+            out += [st.st_size, st.st_mtime_ns]
+        except FileNotFoundError:
+            out += [0, 0]
+    return out
+
+
+def _clean_title(title: str | None) -> str:
+    title = " ".join((title or "").split())
+    return title[:200] if title else DEFAULT_TITLE

@@ -1,0 +1,96 @@
+"""Durable file primitives: atomic JSON replacement, fsync'ed appends, quarantine of bad bytes.
+
+Every write the store acknowledges has reached the disk: appends are fsync'ed before they return;
+JSON files are written to a temp file, fsync'ed, renamed over the old one, and the directory is
+fsync'ed so the rename itself survives a power cut.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in `path` durable (no-op where directories can't be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; raises OSError, UnicodeDecodeError or json.JSONDecodeError."""
+    return json.loads(path.read_bytes().decode("utf-8"))
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append `data` and return only after it is on disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def timestamp_tag() -> str:
+    """A filesystem-safe UTC timestamp for naming quarantine files."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def quarantine(original: Path, chunks: list[tuple[int, bytes]]) -> Path:
+    """Keep the bytes we could not load beside `original`, with the line numbers they came from.
+
+    The quarantine file is itself written durably before the caller rewrites the original, so
+    the bad bytes are never lost, only moved aside.
+    """
+    target = original.with_name(f"{original.name}.corrupt-{timestamp_tag()}")
+    n = 0
+    while target.exists():  # two repairs in the same microsecond: keep both
+        n += 1
+        target = original.with_name(f"{original.name}.corrupt-{timestamp_tag()}-{n}")
+    body = bytearray()
+    for line_no, raw in chunks:
+        body += f"# line {line_no} of {original.name}\n".encode()
+        body += raw
+        body += b"\n"
+    atomic_write_bytes(target, bytes(body))
+    return target

@@ -1,0 +1,130 @@
+"""Reading and repairing `messages.jsonl`, the append-only conversation log.
+
+A line is one `ConversationMessage` as JSON. A crash can leave a torn last line (no newline);
+disk trouble or hand edits can leave garbage anywhere. Neither stops a conversation from opening:
+the bad lines are moved aside to a `.corrupt-<timestamp>` file and reported, the rest loads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from core.model import ConversationMessage
+from core.store.fileio import atomic_write_bytes, quarantine
+
+_many = TypeAdapter(list[ConversationMessage])
+
+
+@dataclass
+class LogReadResult:
+    messages: list[ConversationMessage] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    quarantined_to: Path | None = None
+
+
+def read_log(path: Path, *, repair: bool) -> LogReadResult:
+    """Load every valid line of `path`.
+
+    With `repair`, bad lines are quarantined and the log is rewritten without them so the next
+    append lands on a clean line; without it (read-only projects) the file is left untouched.
+    """
+    result = LogReadResult()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return result
+    if not data:
+        return result
+
+    torn = not data.endswith(b"\n")
+    lines = data.split(b"\n")
+    if not torn:
+        lines.pop()  # the empty string after the final newline
+
+    fast = _parse_all(lines)
+    if fast is not None and not torn:
+        result.messages = fast
+        return result
+
+    bad: list[tuple[int, bytes]] = []
+    good_lines: list[bytes] = []
+    last = len(lines) - 1
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            msg = ConversationMessage.model_validate_json(raw)
+        except ValidationError as e:
+            bad.append((i + 1, raw))
+            what = "an unfinished last line (the app was interrupted while writing it)"
+            if not (torn and i == last):
+                what = f"line {i + 1} could not be read ({_reason(e)})"
+            result.problems.append(what)
+            continue
+        if torn and i == last:
+            # Complete JSON that lost only its newline: keep it, but rewrite the file cleanly.
+            pass
+        result.messages.append(msg)
+        good_lines.append(raw)
+
+    if repair and (bad or torn):
+        if bad:
+            result.quarantined_to = quarantine(path, bad)
+        body = b"".join(line + b"\n" for line in good_lines)
+        atomic_write_bytes(path, body)
+    if bad and result.quarantined_to is not None:
+        result.problems.append(f"the unreadable lines were kept in {result.quarantined_to.name}")
+    elif bad:
+        result.problems.append("the project is read-only, so the file was left as it is")
+    return result
+
+
+def ensure_clean_tail(path: Path) -> LogReadResult | None:
+    """Before appending: if the file does not end in a newline, repair it first.
+
+    Returns the repair report when one was needed, else None. Cheap: reads one byte.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        last = os.pread(fd, 1, size - 1)
+    finally:
+        os.close(fd)
+    if last == b"\n":
+        return None
+    return read_log(path, repair=True)
+
+
+def encode_line(msg: ConversationMessage) -> bytes:
+    line = msg.model_dump_json(exclude_defaults=True).encode("utf-8")
+    return line + b"\n"
+
+
+def _parse_all(lines: list[bytes]) -> list[ConversationMessage] | None:
+    """All lines in one validation call (the common, healthy case); None if any line is bad."""
+    if any(not ln.strip() for ln in lines):
+        return None
+    try:
+        msgs = _many.validate_json(b"[" + b",".join(lines) + b"]")
+    except ValidationError:
+        return None
+    # Two broken halves can join into one valid object; a count mismatch sends us line by line.
+    return msgs if len(msgs) == len(lines) else None
+
+
+def _reason(e: ValidationError) -> str:
+    err = e.errors()[0]
+    if err.get("type") == "json_invalid":
+        return "not valid JSON"
+    loc = ".".join(str(x) for x in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg

@@ -1,0 +1,181 @@
+"""A project: a folder the user chooses, with its state in `<folder>/.workbench/`."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.store.conversations import ConversationStore
+from core.store.errors import ProjectPathError, ReadOnlyError
+from core.store.fileio import atomic_write_json, read_json
+from core.store.lock import ProjectLock
+from core.store.migrations import MIGRATIONS, Migration, current_version, migrate
+
+STATE_DIR = ".workbench"
+
+
+class Project:
+    """An open project.
+
+    Attributes:
+        root: the project folder.
+        state: its `.workbench` folder.
+        info: the content of `project.json` (name, schema_version, settings overrides).
+        read_only_reason: None when this process may write; otherwise a sentence saying why not.
+        conversations: the conversation store.
+        migrations_applied: names of the migrations run while opening.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        info: dict[str, Any],
+        lock: ProjectLock | None,
+        read_only_reason: str | None,
+        migrations_applied: list[str],
+    ) -> None:
+        self.root = root
+        self.state = root / STATE_DIR
+        self.info = info
+        self._lock = lock
+        self.read_only_reason = read_only_reason
+        self.migrations_applied = migrations_applied
+        self.conversations = ConversationStore(
+            self.state / "conversations", self.state / "trash", read_only_reason
+        )
+
+    @property
+    def name(self) -> str:
+        return str(self.info.get("name") or self.root.name)
+
+    @property
+    def read_only(self) -> bool:
+        return self.read_only_reason is not None
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        value = self.info.get("settings", {})
+        return value if isinstance(value, dict) else {}
+
+    def update_info(self, **changes: Any) -> None:
+        if self.read_only_reason is not None:
+            raise ReadOnlyError(self.read_only_reason)
+        self.info = {**self.info, **changes}
+        atomic_write_json(self.state / "project.json", self.info)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        migrations: Sequence[Migration] = MIGRATIONS,
+    ) -> Project:
+        """Open (and by default create) the project at `path`.
+
+        Never fails because another process has the project, or because a newer version wrote
+        it: those open read-only with the reason in `read_only_reason`.
+
+        Raises:
+            ProjectPathError: the path is a file, does not exist (with create=False), or cannot
+                be written to create the project.
+        """
+        root = Path(path).expanduser().absolute()
+        if root.exists() and not root.is_dir():
+            raise ProjectPathError(f"{root} is a file, not a folder; choose a folder for the project")
+        state = root / STATE_DIR
+        if not state.is_dir():
+            if not create:
+                raise ProjectPathError(f"{root} is not a Context Workbench project (no {STATE_DIR}/)")
+            _create(root)
+
+        reason: str | None = "opened read-only on request" if read_only else None
+        version = current_version(migrations)
+        info, info_problem = _read_info(state / "project.json", root)
+        if info_problem:
+            reason = reason or info_problem
+        found = int(info.get("schema_version", 1)) if not info_problem else version
+        if found > version:
+            reason = reason or (
+                f"This project was saved by a newer Context Workbench (schema {found}; this "
+                f"version understands up to {version}). It is open read-only so nothing is "
+                "lost; update the app to edit it."
+            )
+
+        lock: ProjectLock | None = None
+        if reason is None:
+            lock = ProjectLock(state / "lock")
+            try:
+                taken = lock.acquire()
+            except OSError as e:
+                taken, lock = False, None
+                reason = f"The project folder cannot be written ({e.strerror}); it is open read-only."
+            if not taken and reason is None:
+                holder = f" ({lock.holder})" if lock and lock.holder else ""
+                reason = (
+                    f"Another Context Workbench{holder} has this project open. This view is "
+                    "read-only; close the other one to edit here."
+                )
+                lock = None
+
+        applied: list[str] = []
+        if reason is None and found < version:
+            info, applied = migrate(state, info, migrations)
+            atomic_write_json(state / "project.json", info)
+        for sub in ("conversations", "tool-results", "requests"):
+            if reason is None:
+                (state / sub).mkdir(exist_ok=True)
+        return cls(root, info, lock, reason, applied)
+
+
+def _create(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        state = root / STATE_DIR
+        state.mkdir(exist_ok=True)
+        for sub in ("conversations", "tool-results", "requests"):
+            (state / sub).mkdir(exist_ok=True)
+        atomic_write_json(
+            state / "project.json",
+            {"schema_version": current_version(), "name": root.name, "settings": {}},
+        )
+    except OSError as e:
+        what = {
+            errno.EACCES: "permission denied",
+            errno.EPERM: "not permitted",
+            errno.EROFS: "the disk is read-only",
+            errno.ENOTDIR: "part of the path is a file",
+            errno.ENOSPC: "the disk is full",
+        }.get(e.errno or 0, e.strerror or str(e))
+        raise ProjectPathError(f"Cannot create a project in {root}: {what}") from e
+
+
+def _read_info(path: Path, root: Path) -> tuple[dict[str, Any], str | None]:
+    try:
+        info = read_json(path)
+    except FileNotFoundError:
+        return {"schema_version": 1, "name": root.name, "settings": {}}, None
+    except (OSError, ValueError) as e:
+        return {"name": root.name}, (
+            f"{path} cannot be read ({type(e).__name__}: {e}). The project is open read-only so "
+            "nothing is overwritten; fix or remove that file to edit."
+        )
+    if not isinstance(info, dict):
+        return {"name": root.name}, f"{path} is not a JSON object; the project is open read-only."
+    return info, None

@@ -1,0 +1,37 @@
+"""Shared fixtures: an isolated environment for every test, a loopback LLM server, a project."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.fake_llm import FakeLLMServer
+
+_KEY_VARS = [v for v in os.environ if v.endswith("_API_KEY") or v.startswith("WORKBENCH_")]
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test reads or writes the real user's config, data, keyring or API keys."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    for var in _KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def llm_server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    return tmp_path / "project"

@@ -1,0 +1,312 @@
+"""A real loopback HTTP server that speaks the OpenAI chat-completions protocol.
+
+litellm talks to it over HTTP exactly as it would to a provider, so every test exercises the real
+client path: SSE streaming, tool-call deltas, the usage chunk, HTTP errors with their headers,
+chunked bodies cut mid-way. Each test scripts the replies it wants, in order:
+
+    server.script(Answer("Hello"), HttpError(500), ToolCalls([("call_1", "read_file", "{}")]))
+
+Every request body is recorded in `server.requests` (with its arrival time) for assertions.
+An unscripted request gets HTTP 500 "no scripted reply", so a test never passes by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "openai/test-model"  # what tests pass to litellm, with api_base=server.url
+
+
+@dataclass
+class Answer:
+    """A streamed answer. `chunks` overrides how `text` is split (default: about 4 chars each)."""
+
+    text: str = "Hello!"
+    chunks: list[str] | None = None
+    finish_reason: str = "stop"
+    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None: estimated
+    delay: float = 0.0  # seconds between chunks
+    first_delay: float = 0.0  # seconds before the first byte
+
+
+@dataclass
+class ToolCalls:
+    """An assistant turn that calls tools: [(id, name, arguments_json), ...]."""
+
+    calls: list[tuple[str, str, str]]
+    text: str = ""
+    usage: tuple[int, int] | None = None
+
+
+@dataclass
+class HttpError:
+    status: int = 500
+    message: str = "internal server error"
+    headers: dict[str, str] = field(default_factory=dict)
+    code: str | None = None
+    type: str = "server_error"
+
+
+@dataclass
+class ContextLengthError:
+    """HTTP 400 the way OpenAI refuses an overlong prompt, stating the model's limit."""
+
+    limit: int = 8192
+    requested: int = 9000
+
+
+@dataclass
+class Cut:
+    """Stream `text` in chunks, then stop without a finish_reason.
+
+    transport=True drops the TCP connection mid-body (the client sees an incomplete chunked
+    read); transport=False ends the body politely but never sends finish_reason nor [DONE].
+    """
+
+    text: str = "Partial ans"
+    transport: bool = True
+    delay: float = 0.0
+
+
+@dataclass
+class Hang:
+    """Accept the request and say nothing for `seconds` (for client time-outs)."""
+
+    seconds: float = 30.0
+
+
+Reply = Answer | ToolCalls | HttpError | ContextLengthError | Cut | Hang
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    arrived: float
+
+
+class FakeLLMServer:
+    """Attributes:
+    url: the api_base to give litellm (`http://127.0.0.1:PORT/v1`).
+    requests: every request received, in order.
+    """
+
+    def __init__(self) -> None:
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self.first_request = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> FakeLLMServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    def _next(self) -> Reply | None:
+        with self._lock:
+            return self._replies.popleft() if self._replies else None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_raw": raw.decode("utf-8", "replace")}
+            server.requests.append(
+                RecordedRequest(self.path, body, dict(self.headers.items()), time.time())
+            )
+            server.first_request.set()
+            reply = server._next()
+            self.close_connection = True
+            if reply is None:
+                self._error(HttpError(500, "no scripted reply for this request"))
+            elif isinstance(reply, HttpError):
+                self._error(reply)
+            elif isinstance(reply, ContextLengthError):
+                self._error(
+                    HttpError(
+                        400,
+                        f"This model's maximum context length is {reply.limit} tokens. However, "
+                        f"your messages resulted in {reply.requested} tokens. Please reduce the "
+                        "length of the messages.",
+                        code="context_length_exceeded",
+                        type="invalid_request_error",
+                    )
+                )
+            elif isinstance(reply, Hang):
+                time.sleep(reply.seconds)
+            elif not body.get("stream"):
+                self._complete(body, reply)
+            else:
+                self._stream(body, reply)
+
+        # --- replies ---------------------------------------------------------------------------
+
+        def _error(self, err: HttpError) -> None:
+            payload = json.dumps(
+                {"error": {"message": err.message, "type": err.type, "param": None,
+                           "code": err.code}}
+            ).encode()
+            self.send_response(err.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            for k, v in err.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _complete(self, body: dict[str, Any], reply: Reply) -> None:
+            message: dict[str, Any] = {"role": "assistant", "content": None}
+            finish = "stop"
+            if isinstance(reply, Answer):
+                message["content"], finish = reply.text, reply.finish_reason
+            elif isinstance(reply, ToolCalls):
+                message["content"] = reply.text or None
+                message["tool_calls"] = [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in reply.calls
+                ]
+                finish = "tool_calls"
+            payload = json.dumps({
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", "test-model"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": _usage(body, str(message.get("content") or ""), None),
+            }).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            model = body.get("model", "test-model")
+            want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            try:
+                if isinstance(reply, Answer):
+                    if reply.first_delay:
+                        time.sleep(reply.first_delay)
+                    parts = reply.chunks if reply.chunks is not None else _split(reply.text)
+                    for i, part in enumerate(parts):
+                        delta = {"content": part}
+                        if i == 0:
+                            delta["role"] = "assistant"
+                        self._event(_chunk(model, delta))
+                        if reply.delay:
+                            time.sleep(reply.delay)
+                    self._event(_chunk(model, {}, reply.finish_reason))
+                    if want_usage:
+                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage)))
+                    self._event("[DONE]")
+                    self._end()
+                elif isinstance(reply, ToolCalls):
+                    self._event(_chunk(model, {"role": "assistant", "content": reply.text or ""}))
+                    for idx, (call_id, name, args) in enumerate(reply.calls):
+                        self._event(_chunk(model, {"tool_calls": [{
+                            "index": idx, "id": call_id, "type": "function",
+                            "function": {"name": name, "arguments": ""}}]}))
+                        for piece in _split(args, 7):
+                            self._event(_chunk(model, {"tool_calls": [{
+                                "index": idx, "function": {"arguments": piece}}]}))
+                    self._event(_chunk(model, {}, "tool_calls"))
+                    if want_usage:
+                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage)))
+                    self._event("[DONE]")
+                    self._end()
+                elif isinstance(reply, Cut):
+                    for i, part in enumerate(_split(reply.text)):
+                        delta = {"content": part}
+                        if i == 0:
+                            delta["role"] = "assistant"
+                        self._event(_chunk(model, delta))
+                        if reply.delay:
+                            time.sleep(reply.delay)
+                    if reply.transport:
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        self._end()
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass  # the client went away (a stopped stream): nothing more to send
+
+        def _event(self, data: Any) -> None:
+            text = data if isinstance(data, str) else json.dumps(data)
+            payload = f"data: {text}\n\n".encode()
+            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            self.wfile.flush()
+
+        def _end(self) -> None:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def _split(text: str, size: int = 4) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _usage_chunk(model: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model, "choices": [], "usage": usage}
+
+
+def _usage(body: dict[str, Any], text: str, given: tuple[int, int] | None) -> dict[str, int]:
+    if given is None:
+        given = (max(1, len(json.dumps(body.get("messages", []))) // 4), max(1, len(text) // 4))
+    return {"prompt_tokens": given[0], "completion_tokens": given[1],
+            "total_tokens": given[0] + given[1]}

@@ -1,0 +1,217 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from core.model import ConversationMessage
+from core.store.errors import ConversationNotFound, ProjectPathError, ReadOnlyError
+from core.store.migrations import current_version
+from core.store.project import Project
+
+
+def user(text: str) -> ConversationMessage:
+    return ConversationMessage(role="user", content=text)
+
+
+def log_path(project: Project, conv_id: str) -> Path:
+    return project.state / "conversations" / conv_id / "messages.jsonl"
+
+
+@pytest.fixture
+def project(project_dir: Path):
+    p = Project.open(project_dir)
+    yield p
+    p.close()
+
+
+def test_new_project_has_the_documented_layout(project: Project) -> None:
+    assert (project.state / "project.json").is_file()
+    info = json.loads((project.state / "project.json").read_text())
+    assert info["schema_version"] == current_version()
+    for sub in ("conversations", "tool-results", "requests"):
+        assert (project.state / sub).is_dir()
+    assert not project.read_only
+
+
+def test_conversation_lifecycle(project: Project) -> None:
+    store = project.conversations
+    a = store.create("First")
+    b = store.create("Second")
+    store.append(a.id, user("hello"))
+    assert [r.title for r in store.list()][0] == "First"  # most recently active first
+    store.rename(b.id, "  Renamed   twice ")
+    assert store.meta(b.id).title == "Renamed twice"
+    trashed = store.delete(a.id)
+    assert trashed.is_dir() and (trashed / "messages.jsonl").read_bytes()  # kept, not destroyed
+    assert [r.id for r in store.list()] == [b.id]
+    with pytest.raises(ConversationNotFound):
+        store.load(a.id)
+
+
+def test_appended_messages_come_back_in_order(project: Project) -> None:
+    c = project.conversations.create()
+    sent = [user(f"message {i}") for i in range(20)]
+    for m in sent:
+        project.conversations.append(c.id, m)
+    assert project.conversations.load(c.id).messages == sent
+
+
+def test_id_prefix_resolves_when_unique(project: Project) -> None:
+    c = project.conversations.create()
+    assert project.conversations.resolve(c.id[:10]) == c.id
+    with pytest.raises(ConversationNotFound):
+        project.conversations.resolve("zzzzzz")
+
+
+def test_torn_last_line_is_quarantined_and_the_rest_loads(project: Project) -> None:
+    c = project.conversations.create()
+    project.conversations.append(c.id, user("kept"))
+    with open(log_path(project, c.id), "ab") as f:
+        f.write(b'{"role": "user", "content": "half a li')
+    reopened = Project.open(project.root, read_only=True)  # a second look changes nothing
+    assert [m.text() for m in reopened.conversations.load(c.id).messages] == ["kept"]
+    project.close()
+    p2 = Project.open(project.root)
+    loaded = p2.conversations.load(c.id)
+    assert [m.text() for m in loaded.messages] == ["kept"]
+    assert any("unfinished last line" in p for p in loaded.problems)
+    corrupt = list(log_path(p2, c.id).parent.glob("messages.jsonl.corrupt-*"))
+    assert len(corrupt) == 1 and b"half a li" in corrupt[0].read_bytes()
+    # the next append lands on a clean line and everything loads
+    p2.conversations.append(c.id, user("after"))
+    assert [m.text() for m in p2.conversations.load(c.id).messages] == ["kept", "after"]
+    p2.close()
+
+
+def test_append_after_a_crash_never_glues_onto_the_torn_line(project: Project) -> None:
+    c = project.conversations.create()
+    project.conversations.append(c.id, user("one"))
+    with open(log_path(project, c.id), "ab") as f:
+        f.write(b'{"role": "us')
+    project.close()
+    p2 = Project.open(project.root)
+    p2.conversations.append(c.id, user("two"))  # no load() first
+    assert [m.text() for m in p2.conversations.load(c.id).messages] == ["one", "two"]
+    p2.close()
+
+
+def test_garbage_and_invalid_utf8_in_the_middle_are_quarantined(project: Project) -> None:
+    c = project.conversations.create()
+    project.conversations.append(c.id, user("first"))
+    with open(log_path(project, c.id), "ab") as f:
+        f.write(b"this is not json\n")
+        f.write(b'{"role": "user", "content": "\xff\xfe bad bytes"}\n')
+        f.write(b'{"role": "tool", "content": "no call id"}\n')
+    project.conversations.append(c.id, user("last"))
+    loaded = project.conversations.load(c.id)
+    assert [m.text() for m in loaded.messages] == ["first", "last"]
+    assert sum("could not be read" in p for p in loaded.problems) == 3
+    corrupt = next(log_path(project, c.id).parent.glob("messages.jsonl.corrupt-*")).read_bytes()
+    assert b"this is not json" in corrupt and b"\xff\xfe bad bytes" in corrupt
+    assert b"no call id" in corrupt
+
+
+def test_project_from_a_newer_version_opens_read_only(project_dir: Path) -> None:
+    Project.open(project_dir).close()
+    info_path = project_dir / ".workbench" / "project.json"
+    info = json.loads(info_path.read_text())
+    info["schema_version"] = current_version() + 5
+    info_path.write_text(json.dumps(info))
+    before = info_path.read_bytes()
+    p = Project.open(project_dir)
+    assert p.read_only and "newer Context Workbench" in (p.read_only_reason or "")
+    with pytest.raises(ReadOnlyError, match="newer"):
+        p.conversations.create()
+    assert info_path.read_bytes() == before
+    p.close()
+
+
+def test_older_schema_runs_the_pending_migrations_in_order(project_dir: Path) -> None:
+    Project.open(project_dir).close()
+    calls: list[str] = []
+
+    def add_flag(state: Path, info: dict) -> dict:
+        calls.append("add_flag")
+        return {**info, "flag": True}
+
+    def note_it(state: Path, info: dict) -> dict:
+        calls.append("note_it")
+        (state / "migrated.txt").write_text("yes")
+        return info
+
+    migrations = [("add_flag", add_flag), ("note_it", note_it)]
+    p = Project.open(project_dir, migrations=migrations)
+    assert calls == ["add_flag", "note_it"] and p.migrations_applied == calls
+    info = json.loads((project_dir / ".workbench" / "project.json").read_text())
+    assert info["schema_version"] == 3 and info["flag"] is True
+    p.close()
+    Project.open(project_dir, migrations=migrations).close()
+    assert calls == ["add_flag", "note_it"]  # not run twice
+
+
+def test_second_opener_gets_a_read_only_view(project: Project) -> None:
+    c = project.conversations.create("mine")
+    project.conversations.append(c.id, user("hi"))
+    other = Project.open(project.root)
+    assert other.read_only and "Another Context Workbench" in (other.read_only_reason or "")
+    assert [m.text() for m in other.conversations.load(c.id).messages] == ["hi"]
+    with pytest.raises(ReadOnlyError):
+        other.conversations.append(c.id, user("second writer"))
+    other.close()
+    project.close()
+    third = Project.open(project.root)  # lock released with the first
+    assert not third.read_only
+    third.close()
+
+
+def test_project_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    with pytest.raises(ProjectPathError, match="is a file"):
+        Project.open(f)
+    with pytest.raises(ProjectPathError, match="part of the path is a file"):
+        Project.open(f / "sub")
+
+
+def test_unwritable_location_is_refused_clearly() -> None:
+    target = Path("/sys/context-workbench-test")
+    if os.access("/sys", os.W_OK) and not Path("/sys/kernel").exists():
+        pytest.skip("no unwritable location on this machine")
+    with pytest.raises(ProjectPathError, match="Cannot create a project"):
+        Project.open(target)
+
+
+def test_unreadable_project_json_opens_read_only_and_keeps_the_file(project_dir: Path) -> None:
+    Project.open(project_dir).close()
+    info_path = project_dir / ".workbench" / "project.json"
+    info_path.write_bytes(b"{ not json")
+    p = Project.open(project_dir)
+    assert p.read_only and "cannot be read" in (p.read_only_reason or "")
+    assert info_path.read_bytes() == b"{ not json"
+    p.close()
+
+
+def test_index_is_rebuilt_when_missing_or_stale(project: Project) -> None:
+    store = project.conversations
+    c = store.create("indexed")
+    assert store.list()[0].message_count == 0
+    store.append(c.id, user("one"))
+    store.append(c.id, user("two"))
+    assert store.list()[0].message_count == 2  # stale row refreshed
+    (store.root / "index.json").unlink()
+    rows = store.list()
+    assert [(r.title, r.message_count) for r in rows] == [("indexed", 2)]
+    (store.root / "index.json").write_text("garbage")
+    assert store.list()[0].title == "indexed"
+
+
+def test_corrupt_conversation_metadata_still_shows_the_messages(project: Project) -> None:
+    c = project.conversations.create("x")
+    project.conversations.append(c.id, user("still here"))
+    (project.conversations.root / c.id / "conversation.json").write_text("{oops")
+    loaded = project.conversations.load(c.id)
+    assert "metadata unreadable" in loaded.meta.title
+    assert [m.text() for m in loaded.messages] == ["still here"]
