@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,7 +213,7 @@ def translate_error(e: BaseException, model: str, mid_stream: bool = False) -> L
             "continue or retry.",
             details=raw,
         )
-    if isinstance(e, litellm.APIConnectionError) and status in (None, 500) and _is_network(raw):
+    if _network_cause(e):
         return NetworkError(
             "Could not reach the provider. Check the network or the server address in Settings.",
             details=raw,
@@ -297,6 +298,19 @@ def _stated_limit(text: str) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
-def _is_network(text: str) -> bool:
-    needles = ("connect", "connection", "name or service", "refused", "unreachable", "resolve")
-    return any(n in text.lower() for n in needles)
+def _network_cause(e: BaseException) -> bool:
+    """True when the chain of causes shows the server was never reached.
+
+    litellm reports a refused connection as an HTTP 500 "Connection error."; the truth is
+    further down the chain (ConnectionRefusedError, a DNS failure, httpx.ConnectError, ...).
+    """
+    seen = 0
+    x: BaseException | None = e
+    while x is not None and seen < 8:
+        if isinstance(x, (ConnectionError, socket.gaierror)):
+            return True
+        if type(x).__name__ in ("ConnectError", "ClientConnectorError", "ClientConnectorDNSError"):
+            return True
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return False

@@ -22,7 +22,7 @@ def make_conversation(rounds: int, seed: int = 0, tool_output_chars: int = 400) 
             ]
             out.append({"role": "assistant", "content": None, "tool_calls": calls})
             for c in calls:
-                body = "".join(rng.choice("abcdef \n") for _ in range(tool_output_chars))
+                body = "".join(rng.choices("abcdefgh ij\n", k=tool_output_chars))
                 out.append({"role": "tool", "tool_call_id": c["id"], "content": body})
         out.append({"role": "assistant", "content": f"Done with round {r}. Changed line {rng.randint(1, 999)}."})
     return out

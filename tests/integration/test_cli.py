@@ -1,0 +1,185 @@
+"""The `workbench` command line over a real project folder and the loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError, ToolCalls
+from tests.helpers.trajectories import make_conversation
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def new_conversation(capsys, project: Path, server: FakeLLMServer, text: str = "hi") -> str:
+    server.script(Answer("hello"))
+    code, _, err = cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base", server.url, text)
+    assert code == 0, err
+    return err.split()[1]
+
+
+def test_send_prints_the_stream_and_list_shows_the_conversation(capsys, project_dir, llm_server) -> None:
+    llm_server.script(Answer("Four, of course."))
+    code, out, err = cli(capsys, "send", project_dir, "--new", "--title", "Maths",
+                         "--model", MODEL, "--api-base", llm_server.url, "2+2?")
+    assert code == 0 and out == "Four, of course.\n"
+    code, out, _ = cli(capsys, "list", project_dir)
+    assert code == 0 and "Maths" in out and "2 msgs" in out
+
+
+def test_send_continues_an_existing_conversation_by_id_prefix(capsys, project_dir, llm_server) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server, "first")
+    llm_server.script(Answer("second answer"))
+    code, out, _ = cli(capsys, "send", project_dir, "-c", conv[:12], "--model", MODEL,
+                       "--api-base", llm_server.url, "second")
+    assert code == 0 and out == "second answer\n"
+    assert len(llm_server.requests[-1].body["messages"]) == 3
+
+
+def test_failed_turn_exits_2_and_keeps_the_partial_text(capsys, project_dir, llm_server) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    llm_server.script(Cut("Half an ans"))
+    code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url, "go on")
+    assert code == 2 and out.startswith("Half an ans") and "connection broke" in err
+    code, out, _ = cli(capsys, "export", project_dir, "-c", conv, "--format", "jsonl")
+    last = json.loads(out.splitlines()[-1])
+    assert last["kind"] == "error" and last["content"] == "Half an ans"
+
+
+def test_provider_500_exits_2_with_plain_words(capsys, project_dir, llm_server) -> None:
+    llm_server.script(HttpError(500))
+    code, out, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
+                         "--api-base", llm_server.url, "hi")
+    assert code == 2 and "Traceback" not in err and "HTTP 500" in err
+
+
+def test_no_api_key_and_unknown_model_are_error_entries_with_advice(capsys, project_dir) -> None:
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "hi")
+    assert code == 2 and "OPENAI_API_KEY" in err
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "mystery-llm", "hi")
+    assert code == 2 and "Unknown model 'mystery-llm'" in err
+
+
+def test_import_then_export_round_trips_tool_calls(capsys, tmp_path, project_dir) -> None:
+    raw = make_conversation(30, seed=7)
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps({"messages": raw}))
+    code, out, _ = cli(capsys, "import", project_dir, src)
+    assert code == 0
+    conv = out.strip().splitlines()[-1]
+    code, out, _ = cli(capsys, "export", project_dir, "-c", conv, "--format", "openai")
+    assert code == 0 and json.loads(out)["messages"] == raw
+
+
+def test_bad_import_creates_nothing_and_says_why(capsys, tmp_path, project_dir) -> None:
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps([{"role": "tool", "tool_call_id": "x", "content": "?"}]))
+    code, _, err = cli(capsys, "import", project_dir, src)
+    assert code == 1 and "no earlier assistant message made that call" in err
+    src.write_text("not json at all")
+    code, _, err = cli(capsys, "import", project_dir, src)
+    assert code == 1 and "not valid JSON" in err
+    assert not (project_dir / ".workbench").exists() or not Project.open(project_dir).conversations.list()
+
+
+def test_fifty_megabyte_import_loads_completely(capsys, tmp_path, project_dir) -> None:
+    raw = make_conversation(1500, seed=2, tool_output_chars=25_000)
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps({"messages": raw}))
+    assert src.stat().st_size > 45 * 2**20
+    code, out, _ = cli(capsys, "import", project_dir, src)
+    assert code == 0
+    conv = out.strip().splitlines()[-1]
+    with Project.open(project_dir, read_only=True) as p:
+        assert len(p.conversations.load(conv).messages) == len(raw)
+
+
+def test_project_path_that_is_a_file(capsys, tmp_path) -> None:
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    code, _, err = cli(capsys, "list", f)
+    assert code == 1 and "is a file" in err
+
+
+def test_usage_mistakes_exit_64(capsys, project_dir) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["send", str(project_dir), "hi"])  # neither --conversation nor --new
+    assert e.value.code == 64
+
+
+def test_export_of_unknown_conversation(capsys, project_dir, llm_server) -> None:
+    new_conversation(capsys, project_dir, llm_server)
+    code, _, err = cli(capsys, "export", project_dir, "-c", "nope-nope")
+    assert code == 1 and "no conversation with id" in err
+
+
+def test_second_process_cannot_write_while_the_first_holds_the_project(
+    capsys, project_dir, llm_server
+) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    holder = Project.open(project_dir)  # as if a window had it open
+    try:
+        code, _, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                           "--api-base", llm_server.url, "intruding")
+        assert code == 1 and "Another Context Workbench" in err
+        code, out, _ = cli(capsys, "export", project_dir, "-c", conv)  # reading still works
+        assert code == 0 and "intruding" not in out
+    finally:
+        holder.close()
+
+
+def test_send_as_a_real_process_streams_and_records_a_tool_call(project_dir, llm_server) -> None:
+    llm_server.script(ToolCalls([("call_1", "read_file", '{"path": "README.md"}')]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "send", str(project_dir), "--new", "--model", MODEL,
+         "--api-base", llm_server.url, "read the readme"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with Project.open(project_dir, read_only=True) as p:
+        conv = p.conversations.list()[0].id
+        answer = p.conversations.load(conv).messages[-1]
+    assert answer.tool_calls and answer.tool_calls[0].function.name == "read_file"
+
+
+def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project_dir) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("burst").id
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for round_no in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.append_burst", str(project_dir), conv],
+            stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )
+        acked: list[str] = []
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        while len(acked) < 150 + 37 * round_no and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line:
+                acked.append(line.strip())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        acked += [ln.strip() for ln in proc.stdout.read().splitlines() if ln.strip()]
+        proc.stdout.close()
+        with Project.open(project_dir) as p:
+            loaded = p.conversations.load(conv)
+            ids = {m.id for m in loaded.messages}
+        assert set(acked) <= ids, f"round {round_no}: lost {len(set(acked) - ids)} acknowledged"

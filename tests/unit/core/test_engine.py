@@ -1,0 +1,117 @@
+"""One turn, end to end: log on disk, loopback server, real litellm."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from core.engine import Engine, EntryAppended, StreamText, TurnFinished
+from core.settings import LLMSettings
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
+
+
+@pytest.fixture
+def project(project_dir: Path):
+    p = Project.open(project_dir)
+    yield p
+    p.close()
+
+
+def settings(server: FakeLLMServer) -> LLMSettings:
+    return LLMSettings(model=MODEL, api_base=server.url, max_output_tokens=256)
+
+
+def run_turn(project: Project, conv_id: str, text: str, server: FakeLLMServer) -> list:
+    async def go() -> list:
+        return [ev async for ev in Engine(project.conversations).send(conv_id, text, settings(server))]
+
+    return asyncio.run(go())
+
+
+def test_answer_is_streamed_then_persisted_with_its_metadata(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(Answer("Paris is the capital.", usage=(20, 6)))
+    events = run_turn(project, conv.id, "Capital of France?", llm_server)
+    assert "".join(e.text for e in events if isinstance(e, StreamText)) == "Paris is the capital."
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "ok"
+    stored = project.conversations.load(conv.id).messages
+    assert [(m.role, m.text()) for m in stored] == [
+        ("user", "Capital of France?"), ("assistant", "Paris is the capital.")]
+    answer = stored[1]
+    assert answer.model == MODEL and answer.finish_reason == "stop" and answer.status == "ok"
+    assert answer.usage and answer.usage["prompt_tokens"] == 20
+    assert all(m.token_counts for m in stored)  # counted once, kept with the entry
+
+
+def test_history_is_sent_with_each_request(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(Answer("one"), Answer("two"))
+    run_turn(project, conv.id, "first", llm_server)
+    run_turn(project, conv.id, "second", llm_server)
+    assert llm_server.requests[1].body["messages"] == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "second"},
+    ]
+    assert llm_server.requests[1].body["max_tokens"] == 256
+
+
+def test_cut_stream_becomes_an_error_entry_with_the_partial_text(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(Cut("The answer is forty", transport=True))
+    events = run_turn(project, conv.id, "question", llm_server)
+    assert events[-1].status == "error"
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.kind == "error" and entry.text() == "The answer is forty"
+    assert entry.error is not None and entry.error.type == "stream_interrupted"
+    assert entry.error.partial and entry.error.retryable
+
+
+def test_provider_error_is_persisted_in_plain_words(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(HttpError(500, "kaboom: stack trace here"))
+    run_turn(project, conv.id, "question", llm_server)
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.kind == "error" and entry.error is not None
+    assert "kaboom" not in entry.error.message and "kaboom" in (entry.error.details or "")
+
+
+def test_stopping_keeps_the_partial_answer_as_a_stopped_entry(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(Answer("word " * 200, delay=0.02))
+
+    async def go() -> None:
+        seen: list[str] = []
+
+        async def consume() -> None:
+            async for ev in Engine(project.conversations).send(conv.id, "talk", settings(llm_server)):
+                if isinstance(ev, StreamText):
+                    seen.append(ev.text)
+
+        task = asyncio.create_task(consume())
+        while len(seen) < 5:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.kind == "error" and entry.error is not None and entry.error.type == "stopped"
+    assert entry.status == "aborted" and entry.text().startswith("word word")
+
+
+def test_every_event_entry_is_on_disk_when_reported(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    llm_server.script(Answer("ok"))
+
+    async def go() -> None:
+        async for ev in Engine(project.conversations).send(conv.id, "hi", settings(llm_server)):
+            if isinstance(ev, EntryAppended):
+                ids = [m.id for m in project.conversations.load(conv.id).messages]
+                assert ev.message.id in ids
+
+    asyncio.run(go())

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.interchange import (
+    ImportProblem,
+    export_markdown,
+    export_openai,
+    parse_openai_messages,
+    read_import_file,
+)
+from tests.helpers.trajectories import make_conversation
+
+
+def write(tmp_path: Path, data, name: str = "conv.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_openai_export_gives_back_exactly_what_was_imported(tmp_path: Path) -> None:
+    raw = make_conversation(40, seed=3)
+    title, loaded = read_import_file(write(tmp_path, {"messages": raw, "title": "T"}))
+    out = json.loads(export_openai(parse_openai_messages(loaded), title))
+    assert out == {"title": "T", "messages": raw}
+
+
+def test_a_bare_list_is_accepted_and_titled_after_the_file(tmp_path: Path) -> None:
+    title, loaded = read_import_file(write(tmp_path, [{"role": "user", "content": "hi"}], "chat-7.json"))
+    assert title == "chat-7" and len(parse_openai_messages(loaded)) == 1
+
+
+def test_not_json_says_where(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"messages": [\n  {"role": "user",, }]}')
+    with pytest.raises(ImportProblem, match=r"not valid JSON \(line 2"):
+        read_import_file(path)
+
+
+def test_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(b'{"messages": ["\xff"]}')
+    with pytest.raises(ImportProblem, match="not UTF-8"):
+        read_import_file(path)
+
+
+def test_tool_result_without_its_call_is_refused_with_its_position() -> None:
+    raw = [{"role": "user", "content": "hi"},
+           {"role": "tool", "tool_call_id": "call_9", "content": "result"}]
+    with pytest.raises(ImportProblem, match="message 2 is a tool result for call 'call_9'"):
+        parse_openai_messages(raw)
+
+
+def test_invalid_message_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ImportProblem, match="message 2: .*content or tool_calls"):
+        parse_openai_messages([{"role": "user", "content": "a"}, {"role": "assistant"}])
+
+
+def test_wrong_shape_is_explained(tmp_path: Path) -> None:
+    with pytest.raises(ImportProblem, match='no "messages" list'):
+        read_import_file(write(tmp_path, {"conversation": []}))
+    with pytest.raises(ImportProblem, match="no messages"):
+        parse_openai_messages([])
+
+
+def test_file_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    path = write(tmp_path, [{"role": "user", "content": "x" * 5000}])
+    with pytest.raises(ImportProblem, match="import limit is 0 MB"):
+        read_import_file(path, max_bytes=1000)
+
+
+def test_markdown_export_shows_tool_calls_and_errors_readably() -> None:
+    msgs = parse_openai_messages(make_conversation(3, seed=1))
+    md = export_markdown(msgs, "Demo")
+    assert md.startswith("# Demo") and "## User" in md and "**Tool call**" in md

@@ -1,0 +1,146 @@
+"""The litellm adapter against a real loopback OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, ToolCallsReady, Usage
+from core.llm.errors import (
+    AuthError,
+    ContextOverflow,
+    LLMError,
+    LLMTimeout,
+    MissingApiKey,
+    NetworkError,
+    ProviderError,
+    RateLimited,
+    StreamInterrupted,
+    UnknownModel,
+)
+from tests.helpers.fake_llm import (
+    MODEL,
+    Answer,
+    ContextLengthError,
+    Cut,
+    FakeLLMServer,
+    Hang,
+    HttpError,
+    ToolCalls,
+)
+
+
+def collect(server: FakeLLMServer, **overrides) -> list:
+    request = LLMRequest(**{"model": MODEL, "api_base": server.url,
+                            "messages": [{"role": "user", "content": "hi"}], **overrides})
+
+    async def run() -> list:
+        return [ev async for ev in LLMClient().stream(request)]
+
+    return asyncio.run(run())
+
+
+def failure(server: FakeLLMServer, **overrides) -> LLMError:
+    with pytest.raises(LLMError) as info:
+        collect(server, **overrides)
+    return info.value
+
+
+def test_text_streams_in_order_with_usage_and_finish(llm_server: FakeLLMServer) -> None:
+    llm_server.script(Answer("The quick brown fox", usage=(11, 5)))
+    events = collect(llm_server)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The quick brown fox"
+    assert [e for e in events if isinstance(e, Usage)][0].prompt_tokens == 11
+    assert events[-1] == Finished("stop")
+    body = llm_server.requests[0].body
+    assert body["stream"] is True and body["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_tool_call_deltas_are_assembled_into_complete_calls(llm_server: FakeLLMServer) -> None:
+    args = json.dumps({"path": "src/app.py", "limit": 40})
+    llm_server.script(ToolCalls([("call_a", "read_file", args), ("call_b", "list_dir", "{}")]))
+    events = collect(llm_server)
+    ready = [e for e in events if isinstance(e, ToolCallsReady)][0]
+    assert [(c.id, c.function.name, c.function.arguments) for c in ready.calls] == [
+        ("call_a", "read_file", args), ("call_b", "list_dir", "{}")]
+    assert events[-1] == Finished("tool_calls")
+
+
+def test_max_tokens_and_length_finish_are_passed_through(llm_server: FakeLLMServer) -> None:
+    llm_server.script(Answer("cut sho", finish_reason="length"))
+    assert collect(llm_server, max_tokens=7)[-1] == Finished("length")
+    assert llm_server.requests[0].body["max_tokens"] == 7
+
+
+@pytest.mark.parametrize("transport", [True, False], ids=["connection-dropped", "polite-end"])
+def test_stream_without_finish_reason_is_an_error_not_an_answer(
+    llm_server: FakeLLMServer, transport: bool
+) -> None:
+    llm_server.script(Cut("Partial ans", transport=transport))
+    err = failure(llm_server)
+    assert isinstance(err, StreamInterrupted) and err.retryable
+
+
+def test_server_error_is_a_retryable_provider_error_and_not_retried(
+    llm_server: FakeLLMServer,
+) -> None:
+    llm_server.script(HttpError(500, "upstream exploded"))
+    err = failure(llm_server)
+    assert isinstance(err, ProviderError) and err.retryable
+    assert "upstream exploded" in (err.details or "")
+    assert len(llm_server.requests) == 1  # retries are ours to decide, visibly
+
+
+def test_rate_limit_carries_retry_after(llm_server: FakeLLMServer) -> None:
+    llm_server.script(HttpError(429, "slow down", headers={"Retry-After": "7"}))
+    err = failure(llm_server)
+    assert isinstance(err, RateLimited) and err.retry_after == 7.0
+    assert "7 s" in str(err)
+
+
+def test_rejected_key_is_an_auth_error(llm_server: FakeLLMServer) -> None:
+    llm_server.script(HttpError(401, "Incorrect API key provided"))
+    err = failure(llm_server)
+    assert isinstance(err, AuthError) and not err.retryable and "Settings" in str(err)
+
+
+def test_context_overflow_states_the_models_limit(llm_server: FakeLLMServer) -> None:
+    llm_server.script(ContextLengthError(limit=16385, requested=20000))
+    err = failure(llm_server)
+    assert isinstance(err, ContextOverflow) and err.limit == 16385
+    assert "16,385" in str(err)
+
+
+def test_model_the_server_does_not_know(llm_server: FakeLLMServer) -> None:
+    llm_server.script(HttpError(404, "The model `test-model` does not exist", code="model_not_found"))
+    assert isinstance(failure(llm_server), UnknownModel)
+
+
+def test_silent_server_times_out(llm_server: FakeLLMServer) -> None:
+    llm_server.script(Hang(5))
+    err = failure(llm_server, timeout=0.5)
+    assert isinstance(err, LLMTimeout) and err.retryable
+
+
+def test_unreachable_server_is_a_network_error() -> None:
+    with FakeLLMServer() as server:
+        url = server.url
+    err = failure(server, api_base=url)  # stopped: nothing listens there any more
+    assert isinstance(err, NetworkError), err
+
+
+def test_hosted_model_without_a_key_fails_before_any_request() -> None:
+    with pytest.raises(MissingApiKey, match="OPENAI_API_KEY"):
+        asyncio.run(_drain(LLMRequest(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])))
+
+
+def test_model_string_litellm_cannot_place() -> None:
+    with pytest.raises(UnknownModel, match="provider prefix"):
+        asyncio.run(_drain(LLMRequest(model="no-such-model-xyz", messages=[])))
+
+
+async def _drain(request: LLMRequest) -> None:
+    async for _ in LLMClient().stream(request):
+        pass

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.settings import (
+    GlobalSettings,
+    ProviderEntry,
+    SettingsError,
+    SettingsStore,
+    lookup_api_key,
+    resolve_llm_settings,
+)
+
+
+def test_precedence_cli_env_project_global_default() -> None:
+    g = GlobalSettings(providers=[ProviderEntry(name="local", model="ollama/llama3",
+                                                api_base="http://localhost:11434",
+                                                max_output_tokens=1000)],
+                       active_provider="local")
+    assert resolve_llm_settings(env={}, global_settings=g).model == "ollama/llama3"
+    s = resolve_llm_settings(env={}, project={"model": "gpt-4o"}, global_settings=g)
+    assert (s.model, s.sources["model"], s.api_base) == ("gpt-4o", "project", "http://localhost:11434")
+    s = resolve_llm_settings(env={"WORKBENCH_MODEL": "gpt-4.1"}, project={"model": "gpt-4o"},
+                             global_settings=g)
+    assert (s.model, s.sources["model"]) == ("gpt-4.1", "environment")
+    s = resolve_llm_settings(cli={"model": "claude"}, env={"WORKBENCH_MODEL": "gpt-4.1"})
+    assert (s.model, s.sources["model"]) == ("claude", "cli")
+    d = resolve_llm_settings(env={})
+    assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default"}
+
+
+def test_bad_max_tokens_names_its_source() -> None:
+    with pytest.raises(SettingsError, match="from the environment must be a positive"):
+        resolve_llm_settings(env={"WORKBENCH_MAX_OUTPUT_TOKENS": "lots"})
+
+
+def test_settings_round_trip_and_recent_projects(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    for name in ("a", "b", "a"):
+        store.remember_project(tmp_path / name)
+    assert [Path(p).name for p in store.load().recent_projects] == ["a", "b"]
+
+
+def test_broken_settings_file_is_kept_aside_not_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text("{broken")
+    store = SettingsStore(tmp_path)
+    assert store.load() == GlobalSettings() and store.problem
+    store.save(GlobalSettings(model="x"))
+    assert (tmp_path / "settings.json.bad").read_text() == "{broken"
+
+
+def test_keys_come_from_the_environment_and_a_missing_keyring_is_no_crash() -> None:
+    assert lookup_api_key("anthropic", env={"ANTHROPIC_API_KEY": "sk-ant"}) == "sk-ant"
+    assert lookup_api_key("openai", env={}) is None  # the test keyring backend always fails
