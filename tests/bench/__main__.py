@@ -1,0 +1,22 @@
+"""`make bench`: every benchmark, printing its figures. Tests never time things; this does."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.bench import bench_cli, bench_store
+
+BENCHES = {"store": bench_store.run, "cli": bench_cli.run}
+
+
+def main(names: list[str]) -> int:
+    for name in names or list(BENCHES):
+        if name not in BENCHES:
+            print(f"unknown benchmark {name!r}; choose from {', '.join(BENCHES)}", file=sys.stderr)
+            return 64
+        BENCHES[name]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,51 @@
+"""CLI: cold start of `workbench send` to the first request on the wire; shared-data round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.common import ROOT, SHARED_TRAJECTORIES, median, report
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
+
+
+def run() -> None:
+    print("cli")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    exe = str(Path(sys.executable).parent / "workbench")
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server:
+        env["XDG_CONFIG_HOME"] = tmp
+        firsts = []
+        for i in range(3):
+            server.script(Answer("ok"))
+            before = len(server.requests)
+            start = time.time()
+            subprocess.run([exe, "send", f"{tmp}/p{i}", "--new", "--model", MODEL,
+                            "--api-base", server.url, "hello"],
+                           env=env, cwd=ROOT, capture_output=True, check=True)
+            firsts.append(server.requests[before].arrived - start)
+        report("`workbench send` cold start to first request on the wire", median(firsts), "s",
+               "< 3.5 s")
+
+        if not SHARED_TRAJECTORIES.is_dir():
+            print("  (../shared/data/trajectories not present: round trip skipped)")
+            return
+        files = sorted(SHARED_TRAJECTORIES.glob("*.json"))
+        same = 0
+        t = time.perf_counter()
+        for f in files:
+            imp = subprocess.run([exe, "import", f"{tmp}/shared", str(f)], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, check=True)
+            conv = imp.stdout.strip().splitlines()[-1]
+            exp = subprocess.run([exe, "export", f"{tmp}/shared", "-c", conv], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, check=True)
+            same += json.loads(exp.stdout)["messages"] == json.loads(f.read_text())["messages"]
+        elapsed = time.perf_counter() - t
+        report(f"import+export round trip identical ({same}/{len(files)} files)",
+               100.0 * same / len(files), "%", "100 %")
+        report("  wall time for all of them (two processes each)", elapsed, "s")
