@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -135,6 +136,17 @@ class Engine:
         except LLMError as e:
             entry = self._error_entry(conv_id, e.info(partial=bool(parts)), parts, settings,
                                       mode, elapsed_ms(), counter)
+            yield EntryAppended(entry)
+            yield TurnFinished("error", entry)
+            return
+        except Exception as e:  # noqa: BLE001 - a bug of ours must not lose what was streamed
+            info = ErrorInfo(
+                type="provider_error",
+                message="Something went wrong while receiving the answer. What arrived is kept.",
+                retryable=True, partial=bool(parts),
+                details="".join(traceback.format_exception(e))[-4000:],
+            )
+            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter)
             yield EntryAppended(entry)
             yield TurnFinished("error", entry)
             return

@@ -154,7 +154,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
             server.requests.append(
-                RecordedRequest(self.path, body, dict(self.headers.items()), time.time())
+                RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()},
+                                time.time())
             )
             server.first_request.set()
             reply = server._next()

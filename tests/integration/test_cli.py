@@ -183,3 +183,20 @@ def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project
             loaded = p.conversations.load(conv)
             ids = {m.id for m in loaded.messages}
         assert set(acked) <= ids, f"round {round_no}: lost {len(set(acked) - ids)} acknowledged"
+
+
+def test_api_key_is_used_but_never_written_anywhere(capsys, project_dir, llm_server, monkeypatch) -> None:
+    secret = "sk-test-SECRET-do-not-store-123"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    llm_server.script(Answer("fine"))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
+                       "--api-base", llm_server.url, "hi")
+    assert code == 0, err
+    assert llm_server.requests[0].headers.get("authorization") == f"Bearer {secret}"
+    conv = Project.open(project_dir, read_only=True).conversations.list()[0].id
+    for fmt in ("openai", "jsonl", "markdown"):
+        code, out, _ = cli(capsys, "export", project_dir, "-c", conv, "--format", fmt)
+        assert secret not in out
+    for path in project_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

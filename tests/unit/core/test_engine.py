@@ -115,3 +115,24 @@ def test_every_event_entry_is_on_disk_when_reported(project: Project, llm_server
                 assert ev.message.id in ids
 
     asyncio.run(go())
+
+
+def test_an_unexpected_failure_still_keeps_the_partial_answer(project: Project, llm_server) -> None:
+    from core.llm.adapter import LLMClient, TextDelta
+
+    class Flaky(LLMClient):
+        async def stream(self, request):  # type: ignore[override]
+            yield TextDelta("So far so")
+            raise RuntimeError("a bug in our own code")
+
+    conv = project.conversations.create()
+
+    async def go() -> list:
+        engine = Engine(project.conversations, client=Flaky())
+        return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "error"
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.kind == "error" and entry.text() == "So far so"
+    assert "a bug in our own code" in (entry.error.details or "")

@@ -35,3 +35,15 @@ def test_stored_count_is_used_without_re_tokenizing() -> None:
     msg = counter.with_count(ConversationMessage(role="user", content="hello world " * 50))
     fake = msg.model_copy(update={"token_counts": {"o200k_base": 12345}})
     assert counter.message(fake) == 12345
+
+
+def test_bpe_files_come_from_litellms_package_not_the_internet() -> None:
+    import os
+
+    from core.llm.runtime import configure_offline_environment, litellm_package_dir
+
+    configure_offline_environment()
+    pkg = litellm_package_dir()
+    assert pkg is not None
+    assert os.environ["TIKTOKEN_CACHE_DIR"].startswith(str(pkg))
+    assert TokenCounter("cl100k_base").text("hello world") == 2
