@@ -74,8 +74,10 @@ class Engine:
         store: ConversationStore,
         client: LLMClient | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
+        on_entry: Callable[[str, ConversationMessage], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_entry = on_entry
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -92,7 +94,7 @@ class Engine:
         """Append the user's message and stream the answer."""
         counter = self.counter(settings.model)
         user = counter.with_count(ConversationMessage(role="user", content=text, mode=mode))
-        self.store.append(conv_id, user)
+        self._append(conv_id, user)
         yield EntryAppended(user)
         async for event in self.respond(conv_id, settings, mode):
             yield event
@@ -170,7 +172,7 @@ class Engine:
                 status="ok",
             )
         )
-        self.store.append(conv_id, answer)
+        self._append(conv_id, answer)
         yield EntryAppended(answer)
         yield TurnFinished("ok", answer)
 
@@ -196,8 +198,13 @@ class Engine:
                 status="aborted" if info.type == "stopped" else "error",
             )
         )
-        self.store.append(conv_id, entry)
+        self._append(conv_id, entry)
         return entry
+
+    def _append(self, conv_id: str, msg: ConversationMessage) -> None:
+        self.store.append(conv_id, msg)
+        if self.on_entry is not None:
+            self.on_entry(conv_id, msg)
 
 
 def request_messages(history: list[ConversationMessage]) -> list[dict[str, Any]]:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# GUI tests run headless wherever pytest is started from (make test sets it too).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
 from tests.helpers.fake_llm import FakeLLMServer
+
+pytest_plugins = ["tests.helpers.gui"]
 
 _KEY_VARS = [v for v in os.environ if v.endswith("_API_KEY") or v.startswith("WORKBENCH_")]
 

@@ -9,6 +9,7 @@ Deleting moves a conversation's folder to `.workbench/trash/`, so a slip is neve
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterable
@@ -126,6 +127,25 @@ class ConversationStore:
         if self.writable:
             self._clean_tails.add(conv_id)
         return LoadedConversation(meta, result.messages, result.problems)
+
+    def search(self, text: str) -> set[str]:
+        """Ids of conversations whose title or any message contains `text` (case-insensitive)."""
+        needle = text.strip().lower()
+        if not needle:
+            return {r.id for r in self.list()}
+        escaped = json.dumps(needle, ensure_ascii=False)[1:-1].encode("utf-8")
+        hits: set[str] = set()
+        for row in self.list():
+            if needle in row.title.lower():
+                hits.add(row.id)
+                continue
+            try:
+                raw = (self.root / row.id / "messages.jsonl").read_bytes().lower()
+            except OSError:
+                continue
+            if escaped in raw:
+                hits.add(row.id)
+        return hits
 
     def message_count(self, conv_id: str) -> int:
         path = self._dir(conv_id) / "messages.jsonl"

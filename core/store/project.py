@@ -65,6 +65,19 @@ class Project:
         self.info = {**self.info, **changes}
         atomic_write_json(self.state / "project.json", self.info)
 
+    def ui_state(self) -> dict[str, Any]:
+        """What the window needs to reopen the project as it was left (open conversation,
+        drafts). Kept apart from project.json, which holds settings."""
+        try:
+            value = read_json(self.state / "ui-state.json")
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def save_ui_state(self, state: dict[str, Any]) -> None:
+        if self.read_only_reason is None:
+            atomic_write_json(self.state / "ui-state.json", state)
+
     def close(self) -> None:
         if self._lock is not None:
             self._lock.release()

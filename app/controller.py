@@ -1,0 +1,378 @@
+"""Wiring: the core services on one side, the window on the other.
+
+The controller opens projects, fills the window, turns the window's signals into core calls and
+the engine's events into model updates. Turns run as asyncio tasks on the qasync loop, so the
+window never freezes; Stop cancels the task and the engine keeps the partial answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QMessageBox
+
+from core.engine import Engine, EntryAppended, RequestStarted, StreamText, TurnFinished
+from core.llm import runtime
+from core.llm.adapter import LLMClient
+from core.model import ConversationMessage
+from core.settings import (
+    GlobalSettings,
+    LLMSettings,
+    ProviderEntry,
+    SettingsError,
+    SettingsStore,
+    key_env_var,
+    keyring_set,
+    lookup_api_key,
+    resolve_llm_settings,
+)
+from core.store.errors import StoreError
+from core.store.project import Project
+from ui.main_window import MainWindow
+from ui.settings_dialog import SettingsDialog
+from ui.transcript_model import RowKind
+
+STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
+DRAFT_SAVE_MS = 1000
+
+
+class Controller(QObject):
+    """Signals:
+        turn_finished(str): status of the last turn ("ok", "error", "stopped").
+        conversation_loaded(str): a conversation is shown.
+    Attributes:
+        project: the open project (None before the first open).
+        current_id: the conversation shown.
+    """
+
+    turn_finished = Signal(str)
+    conversation_loaded = Signal(str)
+
+    def __init__(
+        self,
+        window: MainWindow,
+        settings_store: SettingsStore,
+        client: LLMClient | None = None,
+        open_settings_on_first_run: bool = True,
+    ) -> None:
+        super().__init__(window)
+        self.window = window
+        self.settings_store = settings_store
+        self.client = client or LLMClient()
+        self.project: Project | None = None
+        self.engine: Engine | None = None
+        self.current_id: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._drafts: dict[str, str] = {}
+        self._first_run = not settings_store.path.exists() and open_settings_on_first_run
+        self._dialog: SettingsDialog | None = None
+
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(STREAM_FLUSH_MS)
+        self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
+        self._draft_timer = QTimer(self)
+        self._draft_timer.setSingleShot(True)
+        self._draft_timer.setInterval(DRAFT_SAVE_MS)
+        self._draft_timer.timeout.connect(self._save_ui_state)
+        self._import_timer = QTimer(self)
+        self._import_timer.setInterval(150)
+        self._import_timer.timeout.connect(self._poll_library)
+
+        c = window.conversations
+        c.selected.connect(self._on_conversations_selected)
+        c.new_requested.connect(self.new_conversation)
+        c.rename_requested.connect(self._on_conversations_rename_requested)
+        c.delete_requested.connect(self._on_conversations_delete_requested)
+        c.search_changed.connect(self._on_conversations_search_changed)
+        window.composer.send_requested.connect(self.send)
+        window.composer.stop_requested.connect(self.stop)
+        window.composer.draft_changed.connect(self._on_composer_draft_changed)
+        window.transcript.action_requested.connect(self._on_transcript_action_requested)
+        window.settings_requested.connect(self.open_settings)
+        window.open_project_requested.connect(self.open_project)
+        window.new_project_requested.connect(self.open_project)
+        window.closing.connect(self.shutdown)
+
+        g = settings_store.load()
+        window.restore_geometry_state(getattr(g, "window_geometry", None),
+                                      getattr(g, "window_splitter", None))
+        window.set_recent_projects(g.recent_projects)
+        self._refresh_status()
+        if not runtime.is_loaded():
+            self._import_timer.start()
+
+    # --- settings --------------------------------------------------------------------------------
+
+    def llm_settings(self) -> LLMSettings:
+        overrides = self.project.overrides if self.project else {}
+        try:
+            return resolve_llm_settings(project=overrides, global_settings=self.settings_store.load())
+        except SettingsError:
+            return resolve_llm_settings(project={}, global_settings=GlobalSettings())
+
+    def provider_configured(self) -> bool:
+        g = self.settings_store.load()
+        if g.active_provider or g.model:
+            return True
+        s = self.llm_settings()
+        return s.sources.get("model") != "default" or bool(lookup_api_key("openai"))
+
+    def open_settings(self) -> None:
+        g = self.settings_store.load()
+        s = self.llm_settings()
+        keys = {p: bool(lookup_api_key(p)) for p in ("openai", "anthropic")}
+        self._dialog = SettingsDialog(
+            self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
+            max_output_tokens=s.max_output_tokens, keyring_available=_keyring_works(),
+            keys_present=keys)
+        self._dialog.accepted.connect(self._on_settings_accepted)
+        self._dialog.open()
+
+    def _on_settings_accepted(self) -> None:
+        assert self._dialog is not None
+        choice = self._dialog.choice()
+        g = self.settings_store.load()
+        entry = ProviderEntry(name=choice.preset.name, model=choice.model,
+                              api_base=choice.api_base, max_output_tokens=choice.max_output_tokens)
+        g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
+        g.active_provider = entry.name
+        g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now
+        self.settings_store.save(g)
+        if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
+            env = key_env_var(choice.preset.provider)
+            QMessageBox.warning(
+                self.window, "Key not saved",
+                f"No system keyring works on this machine, so the key was not saved. Set "
+                f"{env} in your environment and restart Context Workbench.")
+        self.window.set_welcome(self.provider_configured())
+        self._refresh_status()
+
+    # --- projects --------------------------------------------------------------------------------
+
+    def open_project(self, path: str | Path) -> bool:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        try:
+            project = Project.open(path)
+        except StoreError as e:
+            QMessageBox.critical(self.window, "Cannot open project", str(e))
+            return False
+        self._close_project()
+        self.project = project
+        self.engine = Engine(project.conversations, self.client, on_entry=self._on_engine_entry)
+        g = self.settings_store.remember_project(project.root)
+        self.window.set_recent_projects(g.recent_projects)
+        self.window.set_project(project.name, project.read_only_reason)
+        self.window.set_welcome(self.provider_configured())
+        state = project.ui_state()
+        self._drafts = dict(state.get("drafts") or {})
+        rows = project.conversations.list()
+        wanted = state.get("open_conversation")
+        if not any(r.id == wanted for r in rows):
+            wanted = rows[0].id if rows else None
+        if wanted is None and not project.read_only:
+            wanted = project.conversations.create().id
+            rows = project.conversations.list()
+        self.window.conversations.set_rows(rows, wanted)
+        if wanted:
+            self.show_conversation(wanted)
+        else:
+            self.window.transcript_model.set_messages([])
+        if self._first_run:
+            self._first_run = False
+            QTimer.singleShot(0, self.open_settings)
+        return True
+
+    def _close_project(self) -> None:
+        if self.project is not None:
+            self._save_ui_state()
+            self.project.close()
+        self.project = None
+        self.current_id = None
+
+    def shutdown(self) -> None:
+        """The window is closing: stop a running turn (its partial answer is kept), save state."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        geometry, splitter = self.window.geometry_state()
+        g = self.settings_store.load()
+        extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter}
+        self.settings_store.save(g.model_copy(update=extra))
+        self._close_project()
+
+    def _save_ui_state(self) -> None:
+        if self.project is None:
+            return
+        if self.current_id is not None:
+            self._drafts[self.current_id] = self.window.composer.text()
+        drafts = {k: v for k, v in self._drafts.items() if v}
+        self.project.save_ui_state({"open_conversation": self.current_id, "drafts": drafts})
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    def show_conversation(self, conv_id: str) -> None:
+        if self.project is None:
+            return
+        if self.current_id is not None and self.current_id != conv_id:
+            self._drafts[self.current_id] = self.window.composer.text()
+        loaded = self.project.conversations.load(conv_id)
+        self.current_id = conv_id
+        self.window.transcript_model.set_messages(loaded.messages)
+        self.window.composer.set_text(self._drafts.get(conv_id, ""))
+        if loaded.problems:
+            self.window.set_status(self.llm_settings().model,
+                                   "Repaired on opening: " + "; ".join(loaded.problems))
+        self.conversation_loaded.emit(conv_id)
+        self._save_ui_state()
+
+    def new_conversation(self) -> None:
+        if self.project is None or self.project.read_only:
+            return
+        meta = self.project.conversations.create()
+        self.window.conversations.set_rows(self.project.conversations.list(), meta.id)
+        self.show_conversation(meta.id)
+        self.window.composer.editor.setFocus()
+
+    def _on_conversations_selected(self, conv_id: str) -> None:
+        if conv_id != self.current_id:
+            if self._task is not None and not self._task.done():
+                self._task.cancel()
+            self.show_conversation(conv_id)
+
+    def _on_conversations_rename_requested(self, conv_id: str, title: str) -> None:
+        if self.project is None:
+            return
+        self.project.conversations.rename(conv_id, title)
+        self._refresh_list()
+
+    def _on_conversations_delete_requested(self, conv_id: str) -> None:
+        if self.project is None:
+            return
+        if conv_id == self.current_id and self._task is not None and not self._task.done():
+            self._task.cancel()
+        self.project.conversations.delete(conv_id)
+        self._drafts.pop(conv_id, None)
+        rows = self.project.conversations.list()
+        if conv_id == self.current_id:
+            self.current_id = None
+            if rows:
+                self.show_conversation(rows[0].id)
+            else:
+                self.new_conversation()
+                return
+        self.window.conversations.set_rows(rows, self.current_id)
+
+    def _on_conversations_search_changed(self, text: str) -> None:
+        if self.project is None:
+            return
+        rows = self.project.conversations.list()
+        if text.strip():
+            hits = self.project.conversations.search(text)
+            rows = [r for r in rows if r.id in hits]
+        self.window.conversations.set_rows(rows, self.current_id)
+
+    def _refresh_list(self) -> None:
+        if self.project is not None:
+            self.window.conversations.set_rows(self.project.conversations.list(), self.current_id)
+
+    def _on_composer_draft_changed(self) -> None:
+        self._draft_timer.start()
+
+    # --- turns -----------------------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def send(self, text: str) -> None:
+        if self.busy() or self.project is None or self.current_id is None or self.engine is None:
+            return
+        if self.project.read_only:
+            return
+        self.window.composer.set_text("")
+        self._drafts.pop(self.current_id, None)
+        self._start(self.engine.send(self.current_id, text, self.llm_settings()))
+
+    def retry(self) -> None:
+        if self.busy() or self.engine is None or self.current_id is None:
+            return
+        self._start(self.engine.respond(self.current_id, self.llm_settings()))
+
+    def stop(self) -> None:
+        if self.busy():
+            assert self._task is not None
+            self._task.cancel()
+
+    def _start(self, events: Any) -> None:
+        self.window.composer.set_busy(True)
+        self._task = asyncio.ensure_future(self._run(events, self.current_id))
+
+    async def _run(self, events: Any, conv_id: str | None) -> None:
+        model = self.window.transcript_model
+        status = "error"
+        started = time.monotonic()
+        settings = self.llm_settings()
+        try:
+            async for event in events:
+                if conv_id != self.current_id:
+                    continue  # the user switched away; entries are on disk all the same
+                if isinstance(event, RequestStarted):
+                    model.begin_streaming()
+                    self._flush_timer.start()
+                    self.window.set_status(settings.model, "Waiting for the model…")
+                elif isinstance(event, StreamText):
+                    model.add_stream_text(event.text)
+                    self.window.set_status(settings.model, "Receiving the answer…")
+                elif isinstance(event, TurnFinished):
+                    status = event.status
+        except asyncio.CancelledError:
+            status = "stopped"
+        finally:
+            self._flush_timer.stop()
+            model.end_streaming()
+            self.window.composer.set_busy(False)
+            took = time.monotonic() - started
+            state = {"ok": f"Answered in {took:.1f} s", "stopped": "Stopped; the partial answer is kept",
+                     "error": "The last request failed; see the error in the conversation"}[status]
+            self.window.set_status(settings.model, state)
+            self._refresh_list()
+            self.turn_finished.emit(status)
+
+    def _on_engine_entry(self, conv_id: str, msg: ConversationMessage) -> None:
+        if conv_id == self.current_id:
+            self.window.transcript_model.append_message(msg)
+
+    def _on_transcript_action_requested(self, row: int, action: str) -> None:
+        if action == "settings":
+            self.open_settings()
+        elif action == "retry":
+            item = self.window.transcript_model.row(row)
+            if item.kind is RowKind.ERROR:
+                self.retry()
+
+    # --- status ----------------------------------------------------------------------------------
+
+    def _poll_library(self) -> None:
+        if runtime.is_loaded():
+            self._import_timer.stop()
+        self._refresh_status()
+
+    def _refresh_status(self) -> None:
+        s = self.llm_settings()
+        state = "Ready" if runtime.is_loaded() else "Loading the model library…"
+        if self.busy():
+            return
+        self.window.set_status(s.model + (f" @ {s.api_base}" if s.api_base else ""), state)
+
+
+def _keyring_works() -> bool:
+    try:
+        import keyring
+        from keyring.backends.fail import Keyring as FailKeyring
+
+        return not isinstance(keyring.get_keyring(), FailKeyring)
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,173 @@
+"""The window, driven as a user would, against the loopback server and a real project folder."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
+from tests.helpers.gui import open_window, run_until
+from ui.transcript_model import RowKind
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
+    return llm_server
+
+
+def type_and_send(qtbot, window, text: str) -> None:
+    window.composer.editor.setFocus()
+    qtbot.keyClicks(window.composer.editor, text)
+    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+
+
+def kinds(window) -> list[RowKind]:
+    return [r.kind for r in window.transcript_model.rows()]
+
+
+def test_send_streams_the_answer_into_a_new_row_and_saves_it(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("Hello from the model, streamed in pieces.", delay=0.01))
+    type_and_send(qtbot, window, "Say hello")
+    assert not window.composer.send_button.isEnabled()  # disabled while the turn runs
+    run_until(qloop, lambda: not controller.busy())
+    rows = window.transcript_model.rows()
+    assert [r.kind for r in rows] == [RowKind.USER, RowKind.ASSISTANT]
+    assert rows[1].text == "Hello from the model, streamed in pieces."
+    assert window.composer.text() == ""
+    with Project.open(project_dir, read_only=True) as p:
+        stored = p.conversations.load(controller.current_id).messages
+    assert [m.text() for m in stored] == ["Say hello", "Hello from the model, streamed in pieces."]
+
+
+def test_streaming_row_shows_text_before_the_answer_completes(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("one two three four five six seven eight nine ten " * 8, delay=0.02))
+    type_and_send(qtbot, window, "count")
+    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
+              and len(window.transcript_model.streaming_row().text) > 20)
+    assert controller.busy() and window.composer.stop_button.isVisible()
+    run_until(qloop, lambda: not controller.busy())
+
+
+def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("word " * 400, delay=0.02))
+    type_and_send(qtbot, window, "talk a lot")
+    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
+              and len(window.transcript_model.streaming_row().text) > 30)
+    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Escape)
+    run_until(qloop, lambda: not controller.busy())
+    last = window.transcript_model.rows()[-1]
+    assert last.kind is RowKind.ERROR and last.message.error.type == "stopped"
+    assert last.text.startswith("word word")
+    assert window.composer.send_button.isEnabled() is False  # empty box: nothing to send yet
+    qtbot.keyClicks(window.composer.editor, "next")
+    assert window.composer.send_button.isEnabled()
+
+
+def test_reopening_brings_back_the_conversation_its_messages_and_the_draft(
+    qtbot, qloop, project_dir, llm_server, tmp_path
+) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("first answer"))
+    type_and_send(qtbot, window, "first question")
+    run_until(qloop, lambda: not controller.busy())
+    controller.new_conversation()
+    other = controller.current_id
+    qtbot.keyClicks(window.composer.editor, "half-typed thought")
+    window.close()
+
+    window2, controller2 = open_window(qtbot, project_dir)
+    assert controller2.current_id == other
+    assert window2.composer.text() == "half-typed thought"
+    assert window2.conversations.list.count() == 2
+    first = [i for i in range(2) if window2.conversations.list.item(i).data(Qt.ItemDataRole.UserRole + 1) != other][0]
+    window2.conversations.list.setCurrentRow(first)
+    assert [r.text for r in window2.transcript_model.rows()] == ["first question", "first answer"]
+
+
+def test_rename_delete_and_search(qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("The capital of Peru is Lima."))
+    type_and_send(qtbot, window, "capital of peru?")
+    run_until(qloop, lambda: not controller.busy())
+    peru = controller.current_id
+    controller.new_conversation()
+    window.conversations.rename_requested.emit(peru, "Geography")
+    titles = [window.conversations.list.item(i).text().split("\n")[0]
+              for i in range(window.conversations.list.count())]
+    assert "Geography" in titles
+
+    window.conversations.search.setText("lima")  # matches message content, not the title
+    qtbot.waitUntil(lambda: window.conversations.list.count() == 1)
+    assert window.conversations.list.item(0).text().startswith("Geography")
+    window.conversations.search.setText("")
+    qtbot.waitUntil(lambda: window.conversations.list.count() == 2)
+
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    window.conversations.confirm_delete(peru)
+    assert window.conversations.list.count() == 1
+    assert any((project_dir / ".workbench" / "trash").iterdir())
+
+
+def test_a_500_shows_an_error_row_in_plain_words_and_retry_recovers(
+    qtbot, qloop, project_dir, llm_server
+) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(HttpError(500, "upstream exploded"), Answer("Recovered answer"))
+    type_and_send(qtbot, window, "hello?")
+    run_until(qloop, lambda: not controller.busy())
+    error_row = window.transcript_model.rows()[-1]
+    assert error_row.kind is RowKind.ERROR
+    assert "HTTP 500" in error_row.message.error.message
+    assert "Traceback" not in error_row.message.error.message
+    lay = window.transcript.delegate.layout(error_row, 800, window.transcript.font())
+    assert ("retry", "Retry") in lay.actions and ("settings", "Open settings") not in lay.actions
+    window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "retry")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text == "Recovered answer"
+    assert llm_server.requests[1].body["messages"] == [{"role": "user", "content": "hello?"}]
+
+
+def test_missing_key_points_to_settings(qtbot, qloop, project_dir, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_MODEL", "gpt-4o-mini")
+    monkeypatch.delenv("WORKBENCH_API_BASE")
+    window, controller = open_window(qtbot, project_dir)
+    type_and_send(qtbot, window, "hi")
+    run_until(qloop, lambda: not controller.busy())
+    row = window.transcript_model.rows()[-1]
+    assert row.kind is RowKind.ERROR and "OPENAI_API_KEY" in row.message.error.message
+    lay = window.transcript.delegate.layout(row, 800, window.transcript.font())
+    assert ("settings", "Open settings") in lay.actions
+    window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "settings")
+    assert controller._dialog is not None and controller._dialog.isVisible()
+    controller._dialog.reject()
+
+
+def test_locked_project_opens_read_only_with_a_banner(qtbot, qloop, project_dir) -> None:
+    holder = Project.open(project_dir)
+    holder.conversations.create("held elsewhere")
+    try:
+        window, controller = open_window(qtbot, project_dir)
+        assert window.banner.isVisible() and "Another Context Workbench" in window.banner.text()
+        assert "[read-only]" in window.windowTitle()
+        assert not window.composer.send_button.isEnabled()
+        assert window.composer.editor.isReadOnly()
+        assert not window.conversations.new_button.isEnabled()
+    finally:
+        holder.close()
+
+
+def test_empty_conversation_explains_how_to_connect_a_provider(qtbot, qloop, project_dir, monkeypatch) -> None:
+    monkeypatch.delenv("WORKBENCH_MODEL")
+    monkeypatch.delenv("WORKBENCH_API_BASE")
+    window, controller = open_window(qtbot, project_dir)
+    assert window.stack.currentWidget() is window.welcome
+    assert "Ollama" in window.welcome.text() and "Settings" in window.welcome.text()

@@ -1,0 +1,200 @@
+"""The main window: conversation list | transcript + composer, status bar, menus.
+
+It owns no data and does no I/O: the app's controller fills it and listens to its signals.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.composer import Composer
+from ui.conversation_list import ConversationList
+from ui.transcript_model import TranscriptModel
+from ui.transcript_view import TranscriptView
+
+WELCOME_NO_PROVIDER = (
+    "<h2>Welcome to Context Workbench</h2>"
+    "<p>No model is connected yet. Context Workbench talks to models through litellm: give it an "
+    "<b>OpenAI</b> or <b>Anthropic</b> API key, or point it at a model running on your own "
+    "machine — <b>Ollama</b> (http://localhost:11434), or <b>llama.cpp</b> / <b>LM Studio</b> as "
+    "an OpenAI-compatible server. Open <b>File → Settings</b> (Ctrl+,) to choose one, then type "
+    "below and press <b>Ctrl+Enter</b>.</p>"
+)
+WELCOME_READY = (
+    "<h2>New conversation</h2><p>Type a message below and press <b>Ctrl+Enter</b> to send. "
+    "Every answer is saved in this project as it arrives.</p>"
+)
+
+
+class MainWindow(QMainWindow):
+    """Signals:
+        new_project_requested(str): a folder the user chose for a new project.
+        open_project_requested(str): a project folder to open.
+        settings_requested(): File > Settings.
+        closing(): the window is about to close (save state now).
+    """
+
+    new_project_requested = Signal(str)
+    open_project_requested = Signal(str)
+    settings_requested = Signal()
+    closing = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWindowTitle("Context Workbench")
+        self.resize(1200, 800)
+
+        self.conversations = ConversationList(self)
+        self.transcript_model = TranscriptModel(self)
+        self.transcript = TranscriptView(self)
+        self.transcript.set_transcript_model(self.transcript_model)
+        self.composer = Composer(self)
+
+        self.banner = QLabel(self)
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet(
+            "background: #fef3c7; color: #78350f; padding: 8px 12px; border-bottom: 1px solid #fcd34d;")
+        self.banner.hide()
+        self.welcome = QLabel(self)
+        self.welcome.setWordWrap(True)
+        self.welcome.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.welcome.setStyleSheet("padding: 40px 80px; color: #3f3f46; background: #fafafa;")
+        self.welcome.setTextFormat(Qt.TextFormat.RichText)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.welcome)
+        self.stack.addWidget(self.transcript)
+
+        right = QWidget(self)
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.setSpacing(0)
+        rl.addWidget(self.banner)
+        rl.addWidget(self.stack, 1)
+        rl.addWidget(self.composer)
+        self.splitter = QSplitter(self)
+        self.splitter.addWidget(self.conversations)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([280, 920])
+        self.setCentralWidget(self.splitter)
+
+        self.model_label = QLabel(self)
+        self.state_label = QLabel(self)
+        self.usage_label = QLabel("", self)  # the context-usage indicator plugs in here
+        self.usage_label.setObjectName("usage")
+        bar = self.statusBar()
+        bar.addWidget(self.state_label, 1)
+        bar.addPermanentWidget(self.usage_label)
+        bar.addPermanentWidget(self.model_label)
+
+        self._welcome_html = WELCOME_READY
+        self.transcript_model.modelReset.connect(self._update_stack)
+        self.transcript_model.rowsInserted.connect(self._update_stack)
+        self.transcript_model.rowsRemoved.connect(self._update_stack)
+        self._build_menus()
+        self._update_stack()
+
+    # --- menus -----------------------------------------------------------------------------------
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.new_conversation_action = QAction("&New conversation", self)
+        self.new_conversation_action.setShortcut(QKeySequence.StandardKey.New)
+        self.new_conversation_action.triggered.connect(self.conversations.new_requested)
+        file_menu.addAction(self.new_conversation_action)
+        file_menu.addSeparator()
+        new_project = QAction("New &project…", self)
+        new_project.triggered.connect(self._on_new_project)
+        file_menu.addAction(new_project)
+        open_project = QAction("&Open project…", self)
+        open_project.setShortcut(QKeySequence.StandardKey.Open)
+        open_project.triggered.connect(self._on_open_project)
+        file_menu.addAction(open_project)
+        self.recent_menu = QMenu("Open &recent", self)
+        file_menu.addMenu(self.recent_menu)
+        file_menu.addSeparator()
+        settings = QAction("&Settings…", self)
+        settings.setShortcut(QKeySequence("Ctrl+,"))
+        settings.triggered.connect(self.settings_requested)
+        file_menu.addAction(settings)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        edit = self.menuBar().addMenu("&Edit")
+        copy = QAction("&Copy message", self)
+        copy.triggered.connect(self.transcript.copy_selection)
+        edit.addAction(copy)
+        focus = QAction("Focus message box", self)
+        focus.setShortcut(QKeySequence("Ctrl+L"))
+        focus.triggered.connect(lambda: self.composer.editor.setFocus())
+        edit.addAction(focus)
+
+    def set_recent_projects(self, paths: list[str]) -> None:
+        self.recent_menu.clear()
+        for path in paths:
+            action = self.recent_menu.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.open_project_requested.emit(p))
+        self.recent_menu.setEnabled(bool(paths))
+
+    def _on_new_project(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project")
+        if path:
+            self.new_project_requested.emit(path)
+
+    def _on_open_project(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a project folder")
+        if path:
+            self.open_project_requested.emit(path)
+
+    # --- state shown -----------------------------------------------------------------------------
+
+    def set_project(self, name: str, read_only_reason: str | None) -> None:
+        suffix = " [read-only]" if read_only_reason else ""
+        self.setWindowTitle(f"{name}{suffix} — Context Workbench")
+        self.conversations.set_project_name(name)
+        self.conversations.set_writable(read_only_reason is None)
+        self.new_conversation_action.setEnabled(read_only_reason is None)
+        self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
+        self.banner.setVisible(read_only_reason is not None)
+        self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
+
+    def set_welcome(self, provider_configured: bool) -> None:
+        self._welcome_html = WELCOME_READY if provider_configured else WELCOME_NO_PROVIDER
+        self.welcome.setText(self._welcome_html)
+
+    def set_status(self, model: str, state: str) -> None:
+        self.model_label.setText(f"  {model}  ")
+        self.state_label.setText(state)
+
+    def _update_stack(self, *args: object) -> None:
+        empty = self.transcript_model.rowCount() == 0
+        self.welcome.setText(self._welcome_html)
+        self.stack.setCurrentWidget(self.welcome if empty else self.transcript)
+
+    def geometry_state(self) -> tuple[str, str]:
+        return (bytes(self.saveGeometry().toBase64()).decode(),
+                bytes(self.splitter.saveState().toBase64()).decode())
+
+    def restore_geometry_state(self, geometry: str | None, splitter: str | None) -> None:
+        if geometry:
+            self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
+        if splitter:
+            self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.closing.emit()
+        super().closeEvent(event)

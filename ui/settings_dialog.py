@@ -1,0 +1,142 @@
+"""Settings: which provider and model, where the server is, how long answers may be, the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    provider: str  # litellm provider, for the key's environment variable
+    model: str
+    api_base: str | None
+    key_env: str | None  # None: no key needed
+
+
+PRESETS = [
+    Preset("OpenAI", "openai", "gpt-4o-mini", None, "OPENAI_API_KEY"),
+    Preset("Anthropic", "anthropic", "anthropic/claude-3-5-sonnet-latest", None, "ANTHROPIC_API_KEY"),
+    Preset("Ollama (local)", "ollama", "ollama/llama3.1", "http://localhost:11434", None),
+    Preset("OpenAI-compatible server", "openai-compatible", "openai/local-model",
+           "http://localhost:8080/v1", None),
+]
+
+
+@dataclass(frozen=True)
+class SettingsChoice:
+    """What the user chose; the API key is None when the field was left empty."""
+
+    preset: Preset
+    model: str
+    api_base: str | None
+    max_output_tokens: int
+    api_key: str | None
+
+
+class SettingsDialog(QDialog):
+    """Modal-less settings dialog; read `choice()` after it is accepted."""
+
+    def __init__(
+        self,
+        parent: QWidget | None,
+        *,
+        preset_name: str | None,
+        model: str,
+        api_base: str | None,
+        max_output_tokens: int,
+        keyring_available: bool,
+        keys_present: dict[str, bool],
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings — provider and model")
+        self.setMinimumWidth(520)
+        self._keyring = keyring_available
+        self._keys_present = keys_present
+
+        self.preset = QComboBox(self)
+        for p in PRESETS:
+            self.preset.addItem(p.name)
+        self.model = QLineEdit(model, self)
+        self.model.setPlaceholderText("litellm model string, e.g. gpt-4o-mini or ollama/llama3.1")
+        self.api_base = QLineEdit(api_base or "", self)
+        self.api_base.setPlaceholderText("leave empty for the provider's own address")
+        self.max_tokens = QSpinBox(self)
+        self.max_tokens.setRange(16, 1_000_000)
+        self.max_tokens.setValue(max_output_tokens)
+        self.api_key = QLineEdit(self)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_note = QLabel(self)
+        self.key_note.setWordWrap(True)
+        self.key_note.setStyleSheet("color: #52525b;")
+
+        intro = QLabel(
+            "Context Workbench reaches models through litellm. Pick a provider, check the model "
+            "name, and give an API key if the provider needs one. Keys never go into your "
+            "project folder.", self)
+        intro.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Provider", self.preset)
+        form.addRow("Model", self.model)
+        form.addRow("Base URL", self.api_base)
+        form.addRow("Max output tokens", self.max_tokens)
+        form.addRow("API key", self.api_key)
+        form.addRow("", self.key_note)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+        index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
+        self.preset.setCurrentIndex(index)
+        self._update_key_note()
+        self.preset.currentIndexChanged.connect(self._on_preset_changed)
+
+    def current_preset(self) -> Preset:
+        return PRESETS[self.preset.currentIndex()]
+
+    def choice(self) -> SettingsChoice:
+        key = self.api_key.text().strip() or None
+        return SettingsChoice(
+            preset=self.current_preset(),
+            model=self.model.text().strip() or self.current_preset().model,
+            api_base=self.api_base.text().strip() or None,
+            max_output_tokens=self.max_tokens.value(),
+            api_key=key,
+        )
+
+    def _on_preset_changed(self, _index: int) -> None:
+        p = self.current_preset()
+        self.model.setText(p.model)
+        self.api_base.setText(p.api_base or "")
+        self._update_key_note()
+
+    def _update_key_note(self) -> None:
+        p = self.current_preset()
+        self.api_key.setEnabled(True)
+        if p.key_env is None:
+            note = "This provider usually needs no key; fill it in only if your server asks for one."
+        elif self._keys_present.get(p.provider):
+            note = f"A key for {p.name} is already available; type a new one to replace it."
+        elif self._keyring:
+            note = f"The key is stored in your system keyring (or set {p.key_env} instead)."
+        else:
+            note = (f"No system keyring works here, so a key typed here cannot be saved. Set the "
+                    f"environment variable {p.key_env} before starting Context Workbench.")
+        self.key_note.setText(note)

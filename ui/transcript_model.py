@@ -1,0 +1,233 @@
+"""The transcript as a list model: one row per thing the user reads.
+
+Log entries map to rows: user, assistant text, error, system, and one *tool card* per tool call
+that carries both the call and, once it arrives, its result. The row being streamed is the last
+row, and only it changes while an answer arrives (throttled by the view's owner).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+
+from core.model import ConversationMessage, ToolCall
+
+ROW_ROLE = Qt.ItemDataRole.UserRole + 1
+KIND_ROLE = Qt.ItemDataRole.UserRole + 2
+EXPANDED_ROLE = Qt.ItemDataRole.UserRole + 3
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+class RowKind(Enum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    ERROR = "error"
+    SYSTEM = "system"
+    STREAMING = "streaming"
+
+
+@dataclass
+class Row:
+    """One visible row. `key` is stable across reloads (message id, or call id for cards)."""
+
+    kind: RowKind
+    key: str
+    message: ConversationMessage | None = None
+    call: ToolCall | None = None
+    result: ConversationMessage | None = None
+    text: str = ""
+    expanded: bool = False
+    version: int = 0  # bumped on every change: part of the delegate's layout cache key
+
+    def copy_text(self) -> str:
+        """What Copy puts on the clipboard."""
+        if self.kind is RowKind.TOOL and self.call is not None:
+            args = self.call.function.arguments
+            out = f"{self.call.function.name}({args})"
+            if self.result is not None:
+                out += "\n\n" + self.result.text()
+            return out
+        return self.text
+
+
+def main_argument(call: ToolCall) -> str:
+    """The one argument that says what a tool call is about (a path, a query, a command)."""
+    try:
+        args = json.loads(call.function.arguments or "{}")
+    except ValueError:
+        return call.function.arguments[:80]
+    if not isinstance(args, dict) or not args:
+        return ""
+    for key in ("path", "file_path", "file", "command", "cmd", "query", "pattern", "url", "id"):
+        if key in args:
+            return str(args[key])[:120]
+    key, value = next(iter(args.items()))
+    return f"{key}={value}"[:120]
+
+
+def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
+    rows: list[Row] = []
+    for m in messages:
+        _append_message(rows, m, {})
+    return rows
+
+
+def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, int]) -> list[int]:
+    """Add `m`'s rows; returns the indexes of existing rows that changed (tool results)."""
+    if m.kind == "error":
+        rows.append(Row(RowKind.ERROR, m.id, message=m, text=m.text()))
+        return []
+    if m.role == "tool":
+        call_id = m.tool_call_id or ""
+        index = cards.get(call_id)
+        if index is None:  # search back: cards map is only kept for the live model
+            index = next((i for i in range(len(rows) - 1, -1, -1)
+                          if rows[i].call is not None and rows[i].call.id == call_id), None)
+        if index is not None and rows[index].result is None:
+            rows[index].result = m
+            rows[index].version += 1
+            return [index]
+        rows.append(Row(RowKind.TOOL, m.id, message=m, result=m, text=m.text()))
+        return []
+    if m.role == "system":
+        rows.append(Row(RowKind.SYSTEM, m.id, message=m, text=m.text()))
+        return []
+    kind = RowKind.USER if m.role == "user" else RowKind.ASSISTANT
+    if m.text() or not m.tool_calls:
+        rows.append(Row(kind, m.id, message=m, text=m.text()))
+    for call in m.tool_calls or []:
+        cards[call.id] = len(rows)
+        rows.append(Row(RowKind.TOOL, f"{m.id}:{call.id}", message=m, call=call))
+    return []
+
+
+class TranscriptModel(QAbstractListModel):
+    """Signals:
+        streaming_changed(bool): a streaming row appeared or went away.
+    """
+
+    streaming_changed = Signal(bool)
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._rows: list[Row] = []
+        self._cards: dict[str, int] = {}
+        self._expanded: set[str] = set()
+
+    # --- Qt model interface ----------------------------------------------------------------------
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return row.copy_text()
+        if role == ROW_ROLE:
+            return row
+        if role == KIND_ROLE:
+            return row.kind.value
+        if role == EXPANDED_ROLE:
+            return row.expanded
+        if role == Qt.ItemDataRole.ToolTipRole and row.message is not None:
+            return row.message.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        return None
+
+    def flags(self, index: _Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+    # --- content ---------------------------------------------------------------------------------
+
+    def rows(self) -> list[Row]:
+        return self._rows
+
+    def row(self, i: int) -> Row:
+        return self._rows[i]
+
+    def set_messages(self, messages: list[ConversationMessage]) -> None:
+        self.beginResetModel()
+        self._rows = rows_from_messages(messages)
+        self._cards = {r.call.id: i for i, r in enumerate(self._rows)
+                       if r.call is not None and r.result is None}
+        for r in self._rows:
+            r.expanded = r.key in self._expanded
+        self.endResetModel()
+
+    def append_message(self, m: ConversationMessage) -> None:
+        streaming = self._take_streaming_row()
+        rows = list(self._rows)
+        changed = _append_message(rows, m, self._cards)
+        added = rows[len(self._rows):]
+        for i in changed:
+            self._cards.pop(rows[i].call.id if rows[i].call else "", None)
+            idx = self.index(i)
+            self.dataChanged.emit(idx, idx)
+        if added:
+            first = len(self._rows)
+            self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)
+            self._rows.extend(added)
+            self.endInsertRows()
+        if streaming:
+            self.streaming_changed.emit(False)
+
+    # --- streaming -------------------------------------------------------------------------------
+
+    def begin_streaming(self) -> None:
+        if self.streaming_row() is not None:
+            return
+        n = len(self._rows)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self._rows.append(Row(RowKind.STREAMING, "streaming"))
+        self.endInsertRows()
+        self.streaming_changed.emit(True)
+
+    def streaming_row(self) -> Row | None:
+        if self._rows and self._rows[-1].kind is RowKind.STREAMING:
+            return self._rows[-1]
+        return None
+
+    def add_stream_text(self, text: str) -> None:
+        """Buffer text into the streaming row; `flush_stream` tells the view (throttled)."""
+        row = self.streaming_row()
+        if row is not None:
+            row.text += text
+
+    def flush_stream(self) -> None:
+        row = self.streaming_row()
+        if row is not None:
+            row.version += 1
+            idx = self.index(len(self._rows) - 1)
+            self.dataChanged.emit(idx, idx)
+
+    def end_streaming(self) -> None:
+        if self._take_streaming_row():
+            self.streaming_changed.emit(False)
+
+    def _take_streaming_row(self) -> bool:
+        if self.streaming_row() is None:
+            return False
+        n = len(self._rows) - 1
+        self.beginRemoveRows(QModelIndex(), n, n)
+        self._rows.pop()
+        self.endRemoveRows()
+        return True
+
+    # --- expansion -------------------------------------------------------------------------------
+
+    def toggle_expanded(self, i: int) -> None:
+        row = self._rows[i]
+        row.expanded = not row.expanded
+        row.version += 1
+        (self._expanded.add if row.expanded else self._expanded.discard)(row.key)
+        idx = self.index(i)
+        self.dataChanged.emit(idx, idx, [EXPANDED_ROLE])

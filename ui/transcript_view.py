@@ -1,0 +1,448 @@
+"""The transcript on screen: a QListView with a delegate that lays out only what is visible.
+
+Heights of rows never shown are estimated from their text (cheap); a row's exact layout is made
+when it is painted, kept in a small LRU cache keyed by (row key, row version, width), and if it
+differs from the estimate the view is told once. So opening a 10,000-message conversation costs
+a pass of arithmetic, and scrolling costs only the rows on screen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QFontMetrics,
+    QGuiApplication,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QTextDocument,
+)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QListView,
+    QMenu,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
+
+from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel, main_argument
+
+PAD = 10  # inside a bubble
+GAP = 6  # between bubbles
+SIDE = 12  # bubble to view edge
+COLLAPSED_LINES = 40  # longer messages show this many lines until expanded
+CARD_PREVIEW_LINES = 3
+PREVIEW_LINE_CHARS = 140  # a card's preview line longer than this is cut with "…"
+MAX_SHOWN_CHARS = 200_000  # an expanded row shows at most this much; Copy gives everything
+CACHE_SIZE = 300
+
+COLORS = {
+    RowKind.USER: "#e8f0fe",
+    RowKind.ASSISTANT: "#ffffff",
+    RowKind.STREAMING: "#ffffff",
+    RowKind.TOOL: "#f4f4f5",
+    RowKind.ERROR: "#fdecea",
+    RowKind.SYSTEM: "#f7f3e8",
+}
+BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
+SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model"}
+
+
+@dataclass
+class Layout:
+    doc: QTextDocument
+    height: int
+    header: str
+    meta: str
+    footer: str  # "show more" hint, or empty
+    actions: list[tuple[str, str]]  # (action id, label) shown as links under the body
+
+
+class TranscriptDelegate(QStyledItemDelegate):
+    """Signals:
+        action_clicked(int, str): row, action id ("retry", "settings", "toggle").
+    """
+
+    action_clicked = Signal(int, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
+        self._heights: dict[tuple[str, int, int], int] = {}
+        self._pending: set[int] = set()
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._emit_pending)
+
+    # --- sizes -----------------------------------------------------------------------------------
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
+        row: Row = index.data(ROW_ROLE)
+        width = max(200, option.rect.width() or self._view_width())
+        key = (row.key, row.version, width)
+        height = self._heights.get(key)
+        if height is None:
+            height = self._estimate(row, width, option.fontMetrics)
+            self._heights[key] = height
+        return QSize(width, height)
+
+    def _view_width(self) -> int:
+        view = self.parent()
+        return view.viewport().width() if isinstance(view, QListView) else 600
+
+    def _estimate(self, row: Row, width: int, fm: QFontMetrics) -> int:
+        text_w = max(50, width - 2 * SIDE - 2 * PAD)
+        line_h = fm.lineSpacing()
+        chars_per_line = max(10, text_w // max(1, fm.averageCharWidth()))
+        body = _body_text(row)
+        limit = COLLAPSED_LINES if not row.expanded else 10**9
+        if row.kind is RowKind.TOOL and not row.expanded:
+            limit = CARD_PREVIEW_LINES
+        if row.kind is RowKind.SYSTEM and not row.expanded:
+            limit = 2
+        lines = 0
+        for part in body[: MAX_SHOWN_CHARS].split("\n"):
+            lines += max(1, math.ceil(len(part) / chars_per_line))
+            if lines >= limit:
+                lines = limit
+                break
+        extra = line_h if (row.kind is RowKind.ERROR or _truncated(row, body)) else 0
+        return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + extra + GAP
+
+    # --- layout ----------------------------------------------------------------------------------
+
+    def layout(self, row: Row, width: int, font: QFont) -> Layout:
+        key = (row.key, row.version, width)
+        lay = self._cache.get(key)
+        if lay is not None:
+            self._cache.move_to_end(key)
+            return lay
+        lay = self._make_layout(row, width, font)
+        self._cache[key] = lay
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return lay
+
+    def _make_layout(self, row: Row, width: int, font: QFont) -> Layout:
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
+        body = _body_text(row)
+        shown, hidden_lines = _clip(row, body)
+        if row.kind in (RowKind.ASSISTANT, RowKind.STREAMING):
+            doc.setMarkdown(shown)
+        else:
+            doc.setPlainText(shown)
+        doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
+        header, meta = _header(row)
+        footer = ""
+        if row.kind is RowKind.TOOL:
+            footer = "Show less ▴" if row.expanded else "Show arguments and full result ▾"
+        elif hidden_lines:
+            noun = "line" if hidden_lines == 1 else "lines"
+            footer = f"Show more ▾  ({hidden_lines:,} more {noun})"
+        elif row.expanded and _truncated(row, body):
+            footer = "Show less ▴"
+        actions: list[tuple[str, str]] = []
+        if row.kind is RowKind.ERROR and row.message is not None and row.message.error:
+            actions.append(("retry", "Retry"))
+            if row.message.error.type in SETTINGS_CAUSES:
+                actions.append(("settings", "Open settings"))
+        fm = QFontMetrics(font)
+        line_h = fm.lineSpacing()
+        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
+        if footer or actions:
+            height += line_h + 4
+        return Layout(doc, height + GAP, header, meta, footer, actions)
+
+    # --- painting --------------------------------------------------------------------------------
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        row: Row = index.data(ROW_ROLE)
+        rect = option.rect
+        lay = self.layout(row, rect.width(), option.font)
+        est_key = (row.key, row.version, rect.width())
+        if self._heights.get(est_key) != lay.height:
+            self._heights[est_key] = lay.height
+            self._pending.add(index.row())
+            self._timer.start(0)
+
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
+        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
+        painter.setBrush(QColor(COLORS[row.kind]))
+        painter.drawRoundedRect(bubble, 8, 8)
+        if option.state & QStyle.StateFlag.State_Selected:
+            painter.setPen(option.palette.color(QPalette.ColorRole.Highlight))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(bubble.adjusted(1, 1, -1, -1), 8, 8)
+
+        fm = QFontMetrics(option.font)
+        x, y = bubble.left() + PAD, bubble.top() + PAD
+        bold = QFont(option.font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR else "#18181b"))
+        header_w = bubble.width() - 2 * PAD
+        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
+                         fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3))
+        painter.setFont(option.font)
+        painter.setPen(QColor("#71717a"))
+        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignRight,
+                         lay.meta)
+        y += fm.lineSpacing() + 4
+
+        painter.translate(x, y)
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        ctx.palette.setColor(QPalette.ColorRole.Text, QColor("#18181b"))
+        lay.doc.documentLayout().draw(painter, ctx)
+        painter.translate(-x, -y)
+        y += math.ceil(lay.doc.size().height()) + 4
+
+        link = QColor("#2563eb")
+        painter.setPen(link)
+        lx = x
+        for _, label in lay.actions:
+            painter.drawText(QPoint(lx, y + fm.ascent()), label)
+            lx += fm.horizontalAdvance(label) + 24
+        if lay.footer:
+            painter.setPen(QColor("#52525b"))
+            painter.drawText(QPoint(lx, y + fm.ascent()), lay.footer)
+        painter.restore()
+
+    def _emit_pending(self) -> None:
+        view = self.parent()
+        if not isinstance(view, QListView) or view.model() is None:
+            self._pending.clear()
+            return
+        model = view.model()
+        for r in sorted(self._pending):
+            if r < model.rowCount():
+                self.sizeHintChanged.emit(model.index(r, 0))
+        self._pending.clear()
+
+    # --- clicks ----------------------------------------------------------------------------------
+
+    def hit(self, row: Row, rect: QRect, font: QFont, pos: QPoint) -> str | None:
+        """Which action (or 'toggle') lies under `pos` inside the row's `rect`."""
+        lay = self.layout(row, rect.width(), font)
+        fm = QFontMetrics(font)
+        x = rect.left() + SIDE + PAD
+        y = rect.top() + PAD + fm.lineSpacing() + 4 + math.ceil(lay.doc.size().height()) + 4
+        if y <= pos.y() <= y + fm.lineSpacing():
+            for action, label in lay.actions:
+                w = fm.horizontalAdvance(label)
+                if x <= pos.x() <= x + w:
+                    return action
+                x += w + 24
+            if lay.footer and x <= pos.x() <= x + fm.horizontalAdvance(lay.footer):
+                return "toggle"
+        if pos.y() <= rect.top() + PAD + fm.lineSpacing() + 4 and (
+            row.kind in (RowKind.TOOL, RowKind.SYSTEM) or lay.footer
+        ):
+            return "toggle"  # clicking a card's header opens or closes it
+        return None
+
+    def editorEvent(self, event: QEvent, model, option: QStyleOptionViewItem,  # noqa: ANN001, N802
+                    index: QModelIndex) -> bool:
+        if event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent) \
+                and event.button() == Qt.MouseButton.LeftButton:
+            row: Row = index.data(ROW_ROLE)
+            action = self.hit(row, option.rect, option.font, event.position().toPoint())
+            if action:
+                self.action_clicked.emit(index.row(), action)
+                return True
+        return super().editorEvent(event, model, option, index)
+
+    def forget(self) -> None:
+        """Drop every cached layout (a new conversation was loaded)."""
+        self._cache.clear()
+        self._heights.clear()
+
+
+class TranscriptView(QListView):
+    """The transcript. Follows new content only when the user was already at the bottom.
+
+    Signals:
+        action_requested(int, str): an error row's action (retry, settings) was clicked.
+    """
+
+    action_requested = Signal(int, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setLayoutMode(QListView.LayoutMode.Batched)
+        self.setBatchSize(200)
+        self.setUniformItemSizes(False)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setMouseTracking(True)
+        self.setSpacing(0)
+        self.verticalScrollBar().setSingleStep(24)
+        self.setStyleSheet("QListView#transcript { background: #fafafa; border: none; }")
+        self.delegate = TranscriptDelegate(self)
+        self.setItemDelegate(self.delegate)
+        self.delegate.action_clicked.connect(self._on_delegate_action_clicked)
+        self.delegate.sizeHintChanged.connect(self._follow_if_needed)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu)
+        self._follow = True
+
+    def set_transcript_model(self, model: TranscriptModel) -> None:
+        self.setModel(model)
+        model.rowsAboutToBeInserted.connect(self._remember_bottom)
+        model.rowsInserted.connect(self._follow_if_needed)
+        model.dataChanged.connect(self._follow_if_needed)
+        model.modelReset.connect(self._on_model_reset)
+
+    def transcript_model(self) -> TranscriptModel:
+        model = self.model()
+        assert isinstance(model, TranscriptModel)
+        return model
+
+    # --- following the stream --------------------------------------------------------------------
+
+    def at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 4
+
+    def _remember_bottom(self, *args: object) -> None:
+        self._follow = self.at_bottom()
+
+    def _follow_if_needed(self, *args: object) -> None:
+        if self._follow:
+            QTimer.singleShot(0, self.scrollToBottom)
+
+    def _on_model_reset(self) -> None:
+        self.delegate.forget()
+        self._follow = True
+        QTimer.singleShot(0, self.scrollToBottom)
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802
+        super().scrollContentsBy(dx, dy)
+        self._follow = self.at_bottom()
+
+    # --- copy and actions ------------------------------------------------------------------------
+
+    def copy_selection(self) -> str:
+        rows = sorted(i.row() for i in self.selectionModel().selectedIndexes())
+        model = self.transcript_model()
+        text = "\n\n".join(model.row(r).copy_text() for r in rows)
+        if text:
+            QGuiApplication.clipboard().setText(text)
+        return text
+
+    def keyPressEvent(self, event) -> None:  # noqa: ANN001, N802
+        if event.matches(QKeySequence.StandardKey.Copy):
+            self.copy_selection()
+            return
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space) \
+                and self.currentIndex().isValid():
+            self.transcript_model().toggle_expanded(self.currentIndex().row())
+            return
+        super().keyPressEvent(event)
+
+    def _on_context_menu(self, pos: QPoint) -> None:
+        index = self.indexAt(pos)
+        if not index.isValid():
+            return
+        if not self.selectionModel().isSelected(index):
+            self.setCurrentIndex(index)
+        menu = QMenu(self)
+        menu.addAction("Copy", self.copy_selection)
+        row = self.transcript_model().row(index.row())
+        menu.addAction("Collapse" if row.expanded else "Expand",
+                       lambda: self.transcript_model().toggle_expanded(index.row()))
+        menu.exec(self.viewport().mapToGlobal(pos))
+
+    def _on_delegate_action_clicked(self, row: int, action: str) -> None:
+        if action == "toggle":
+            self.transcript_model().toggle_expanded(row)
+        else:
+            self.action_requested.emit(row, action)
+
+
+# --- text helpers ----------------------------------------------------------------------------------
+
+
+def _body_text(row: Row) -> str:
+    if row.kind is RowKind.TOOL:
+        result = row.result.text() if row.result is not None else ""
+        if not row.expanded:
+            return result if row.result is not None else "(waiting for the result)"
+        args = row.call.function.arguments if row.call else ""
+        try:
+            args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+        return f"Arguments:\n{args}\n\nResult:\n{result}" if row.call else result
+    if row.kind is RowKind.ERROR and row.message is not None and row.message.error is not None:
+        msg = row.message.error.message
+        return f"{msg}\n\nPartial answer kept:\n{row.text}" if row.text else msg
+    return row.text
+
+
+def _clip(row: Row, body: str) -> tuple[str, int]:
+    """The text to lay out, and how many lines were left out of it."""
+    if row.expanded:
+        if len(body) > MAX_SHOWN_CHARS:
+            rest = len(body) - MAX_SHOWN_CHARS
+            return body[:MAX_SHOWN_CHARS] + f"\n… {rest:,} more characters (Copy gives all)", 0
+        return body, 0
+    limit = {RowKind.TOOL: CARD_PREVIEW_LINES, RowKind.SYSTEM: 2}.get(row.kind, COLLAPSED_LINES)
+    lines = body.split("\n", limit + 1)
+    width = 400 if row.kind is not RowKind.TOOL else PREVIEW_LINE_CHARS
+    if len(lines) <= limit and all(len(ln) <= width for ln in lines):
+        return body, 0
+    hidden = body.count("\n") + 1 - limit
+    shown = "\n".join(ln if len(ln) <= width else ln[:width] + " …" for ln in lines[:limit])
+    return shown, max(hidden, 1)
+
+
+def _truncated(row: Row, body: str) -> bool:
+    return _clip(replace(row, expanded=False), body)[1] > 0
+
+
+def _header(row: Row) -> tuple[str, str]:
+    m = row.message
+    when = m.created_at.astimezone().strftime("%H:%M") if m is not None else ""
+    if row.kind is RowKind.USER:
+        return "You", when
+    if row.kind is RowKind.ASSISTANT:
+        model = f"{m.model} · " if m is not None and m.model else ""
+        return "Assistant", f"{model}{when}"
+    if row.kind is RowKind.STREAMING:
+        return "Assistant", "streaming…"
+    if row.kind is RowKind.SYSTEM:
+        return "System prompt", when
+    if row.kind is RowKind.ERROR:
+        kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"
+        return f"⚠ Error: {kind}", when
+    # tool card
+    if row.call is None:
+        return f"⚙ tool result {m.tool_call_id if m else ''}", when
+    status = "running…"
+    if row.result is not None:
+        st = row.result.status or "ok"
+        status = {"ok": "✓ done", "error": "✗ failed", "aborted": "⊘ aborted"}.get(st, st)
+        if row.result.duration_ms is not None:
+            status += f" · {row.result.duration_ms} ms"
+    arg = main_argument(row.call)
+    return f"⚙ {row.call.function.name}  {arg}", status
