@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,20 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[test]"
 	touch $@ $(VENV)/.run-deps
 
-run: $(VENV)/.run-deps
+# Qt's X11 plugin needs a few system libraries a fresh Debian/Ubuntu machine lacks. Installed
+# here when we may (root with apt-get); otherwise the app itself says what to install.
+XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxkbcommon-x11-0 libxcb-image0 \
+	libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0 libxcb-xkb1
+system-deps:
+	@if [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] \
+	   && ! ldconfig -p | grep -q libxcb-cursor.so.0; then \
+	  echo "installing the X11 libraries Qt needs: $(XCB_PACKAGES)"; \
+	  (apt-get install -y -qq $(XCB_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(XCB_PACKAGES) >/dev/null)) \
+	  || echo "could not install them; the app will say what is missing"; \
+	fi
+
+run: $(VENV)/.run-deps system-deps
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps

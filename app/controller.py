@@ -1,13 +1,14 @@
 """Wiring: the core services on one side, the window on the other.
 
 The controller opens projects, fills the window, turns the window's signals into core calls and
-the engine's events into model updates. Turns run as asyncio tasks on the qasync loop, so the
-window never freezes; Stop cancels the task and the engine keeps the partial answer.
+the engine's events into model updates. Turns run on the engine worker's own thread and loop
+(app/worker.py), so provider code never runs on the window's thread; Stop cancels the turn and
+the engine keeps the partial answer.
 """
 
 from __future__ import annotations
 
-import asyncio
+import gc
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from core.settings import (
 )
 from core.store.errors import StoreError
 from core.store.project import Project
+from app.worker import EngineWorker, EventBridge, TurnHandle
 from ui.main_window import MainWindow
 from ui.settings_dialog import SettingsDialog
 from ui.transcript_model import RowKind
@@ -66,7 +68,18 @@ class Controller(QObject):
         self.project: Project | None = None
         self.engine: Engine | None = None
         self.current_id: str | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.worker = EngineWorker()
+        self.bridge = EventBridge(self)
+        self.bridge.event.connect(self._on_bridge_event)
+        self.bridge.entry.connect(self._on_bridge_entry)
+        self.bridge.finished.connect(self._on_bridge_finished)
+        self._turn: TurnHandle | None = None
+        self._turn_text = ""
+        self._turn_entries = 0
+        self._busy = False
+        self._turn_conv: str | None = None
+        self._turn_status = "error"
+        self._turn_started = 0.0
         self._drafts: dict[str, str] = {}
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
         self._dialog: SettingsDialog | None = None
@@ -154,8 +167,7 @@ class Controller(QObject):
     # --- projects --------------------------------------------------------------------------------
 
     def open_project(self, path: str | Path) -> bool:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        self.stop()
         try:
             project = Project.open(path)
         except StoreError as e:
@@ -163,7 +175,8 @@ class Controller(QObject):
             return False
         self._close_project()
         self.project = project
-        self.engine = Engine(project.conversations, self.client, on_entry=self._on_engine_entry)
+        self.engine = Engine(project.conversations, self.client,
+                             on_entry=lambda conv, msg: self.bridge.entry.emit(conv, msg))
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
@@ -196,8 +209,7 @@ class Controller(QObject):
 
     def shutdown(self) -> None:
         """The window is closing: stop a running turn (its partial answer is kept), save state."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        self.worker.shutdown()
         geometry, splitter = self.window.geometry_state()
         g = self.settings_store.load()
         extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter}
@@ -222,6 +234,9 @@ class Controller(QObject):
         loaded = self.project.conversations.load(conv_id)
         self.current_id = conv_id
         self.window.transcript_model.set_messages(loaded.messages)
+        # A long conversation is hundreds of thousands of long-lived objects; without this a
+        # full collection rescans them all, a quarter-second stall in the middle of a stream.
+        gc.freeze()
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         if loaded.problems:
             self.window.set_status(self.llm_settings().model,
@@ -239,8 +254,7 @@ class Controller(QObject):
 
     def _on_conversations_selected(self, conv_id: str) -> None:
         if conv_id != self.current_id:
-            if self._task is not None and not self._task.done():
-                self._task.cancel()
+            self.stop()
             self.show_conversation(conv_id)
 
     def _on_conversations_rename_requested(self, conv_id: str, title: str) -> None:
@@ -252,8 +266,8 @@ class Controller(QObject):
     def _on_conversations_delete_requested(self, conv_id: str) -> None:
         if self.project is None:
             return
-        if conv_id == self.current_id and self._task is not None and not self._task.done():
-            self._task.cancel()
+        if conv_id == self.current_id:
+            self.stop()
         self.project.conversations.delete(conv_id)
         self._drafts.pop(conv_id, None)
         rows = self.project.conversations.list()
@@ -285,7 +299,8 @@ class Controller(QObject):
     # --- turns -----------------------------------------------------------------------------------
 
     def busy(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """A turn is running (until its last event has reached the window)."""
+        return self._busy
 
     def send(self, text: str) -> None:
         if self.busy() or self.project is None or self.current_id is None or self.engine is None:
@@ -294,7 +309,7 @@ class Controller(QObject):
             return
         self.window.composer.set_text("")
         self._drafts.pop(self.current_id, None)
-        self._start(self.engine.send(self.current_id, text, self.llm_settings()))
+        self._start(self.engine.send(self.current_id, text, self.llm_settings()), text)
 
     def retry(self) -> None:
         if self.busy() or self.engine is None or self.current_id is None:
@@ -302,48 +317,61 @@ class Controller(QObject):
         self._start(self.engine.respond(self.current_id, self.llm_settings()))
 
     def stop(self) -> None:
-        if self.busy():
-            assert self._task is not None
-            self._task.cancel()
+        if self._busy and self._turn is not None:
+            self._turn.cancel()
 
-    def _start(self, events: Any) -> None:
+    def _start(self, events: Any, text: str = "") -> None:
+        self._busy = True
+        self._turn_text = text
+        self._turn_entries = 0
+        self._turn_conv = self.current_id
+        self._turn_status = "error"
+        self._turn_started = time.monotonic()
         self.window.composer.set_busy(True)
-        self._task = asyncio.ensure_future(self._run(events, self.current_id))
+        self._turn = self.worker.submit(events, self.bridge.event.emit, self.bridge.finished.emit)
 
-    async def _run(self, events: Any, conv_id: str | None) -> None:
+    def _on_bridge_event(self, event: object) -> None:
+        if self._turn_conv != self.current_id:
+            return  # the user switched away; entries are on disk all the same
         model = self.window.transcript_model
-        status = "error"
-        started = time.monotonic()
-        settings = self.llm_settings()
-        try:
-            async for event in events:
-                if conv_id != self.current_id:
-                    continue  # the user switched away; entries are on disk all the same
-                if isinstance(event, RequestStarted):
-                    model.begin_streaming()
-                    self._flush_timer.start()
-                    self.window.set_status(settings.model, "Waiting for the model…")
-                elif isinstance(event, StreamText):
-                    model.add_stream_text(event.text)
-                    self.window.set_status(settings.model, "Receiving the answer…")
-                elif isinstance(event, TurnFinished):
-                    status = event.status
-        except asyncio.CancelledError:
-            status = "stopped"
-        finally:
-            self._flush_timer.stop()
-            model.end_streaming()
-            self.window.composer.set_busy(False)
-            took = time.monotonic() - started
-            state = {"ok": f"Answered in {took:.1f} s", "stopped": "Stopped; the partial answer is kept",
-                     "error": "The last request failed; see the error in the conversation"}[status]
-            self.window.set_status(settings.model, state)
-            self._refresh_list()
-            self.turn_finished.emit(status)
+        name = self.llm_settings().model
+        if isinstance(event, RequestStarted):
+            model.begin_streaming()
+            self._flush_timer.start()
+            self.window.set_status(name, "Waiting for the model…")
+        elif isinstance(event, StreamText):
+            if not model.streaming_row():
+                model.begin_streaming()
+            model.add_stream_text(event.text)
+            self.window.set_status(name, "Receiving the answer…")
+        elif isinstance(event, TurnFinished):
+            self._turn_status = event.status
 
-    def _on_engine_entry(self, conv_id: str, msg: ConversationMessage) -> None:
-        if conv_id == self.current_id:
+    def _on_bridge_entry(self, conv_id: str, msg: object) -> None:
+        self._turn_entries += 1
+        if conv_id == self.current_id and isinstance(msg, ConversationMessage):
             self.window.transcript_model.append_message(msg)
+
+    def _on_bridge_finished(self, outcome: str) -> None:
+        status = self._turn_status
+        if outcome == "cancelled":
+            status = "stopped"
+            if self._turn_entries == 0 and self._turn_text and self._turn_conv == self.current_id:
+                # Stopped before the message was even saved: give the text back, lose nothing.
+                self.window.composer.set_text(self._turn_text)
+        elif outcome == "failed":
+            status = "error"
+        self._flush_timer.stop()
+        self.window.transcript_model.end_streaming()
+        self.window.composer.set_busy(False)
+        self._busy = False
+        took = time.monotonic() - self._turn_started
+        state = {"ok": f"Answered in {took:.1f} s",
+                 "stopped": "Stopped; the partial answer is kept",
+                 "error": "The last request failed; see the error in the conversation"}[status]
+        self.window.set_status(self.llm_settings().model, state)
+        self._refresh_list()
+        self.turn_finished.emit(status)
 
     def _on_transcript_action_requested(self, row: int, action: str) -> None:
         if action == "settings":
@@ -358,6 +386,7 @@ class Controller(QObject):
     def _poll_library(self) -> None:
         if runtime.is_loaded():
             self._import_timer.stop()
+            gc.freeze()  # litellm's many long-lived objects: never rescan them
         self._refresh_status()
 
     def _refresh_status(self) -> None:

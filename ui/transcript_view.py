@@ -47,6 +47,7 @@ CARD_PREVIEW_LINES = 3
 PREVIEW_LINE_CHARS = 140  # a card's preview line longer than this is cut with "…"
 MAX_SHOWN_CHARS = 200_000  # an expanded row shows at most this much; Copy gives everything
 CACHE_SIZE = 300
+STREAM_RESERVE_LINES = 8  # the streaming row grows by this much room at a time
 
 COLORS = {
     RowKind.USER: "#e8f0fe",
@@ -82,6 +83,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
         self._heights: dict[tuple[str, int, int], int] = {}
         self._pending: set[int] = set()
+        self._stream_height = 0
+        self.stream_rect: QRect | None = None  # where the streaming row was last painted
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -90,14 +93,27 @@ class TranscriptDelegate(QStyledItemDelegate):
     # --- sizes -----------------------------------------------------------------------------------
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
-        row: Row = index.data(ROW_ROLE)
+        row = self._row(index)
         width = max(200, option.rect.width() or self._view_width())
+        if row.kind is RowKind.STREAMING:
+            if self._stream_height == 0:
+                self._stream_height = self._estimate(row, width, option.fontMetrics)
+            return QSize(width, self._stream_height)
         key = (row.key, row.version, width)
         height = self._heights.get(key)
         if height is None:
             height = self._estimate(row, width, option.fontMetrics)
             self._heights[key] = height
         return QSize(width, height)
+
+    def _row(self, index: QModelIndex) -> Row:
+        # A relayout asks every row for its size: reading our own model's list directly skips
+        # a QVariant round trip per row (a third of the cost of a 10,000-row pass).
+        model = index.model()
+        if isinstance(model, TranscriptModel):
+            return model.row(index.row())
+        row: Row = index.data(ROW_ROLE)
+        return row
 
     def _view_width(self) -> int:
         view = self.parent()
@@ -171,11 +187,20 @@ class TranscriptDelegate(QStyledItemDelegate):
     # --- painting --------------------------------------------------------------------------------
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        row: Row = index.data(ROW_ROLE)
+        row = self._row(index)
         rect = option.rect
+        if row.kind is RowKind.STREAMING:
+            self.stream_rect = QRect(rect)
         lay = self.layout(row, rect.width(), option.font)
         est_key = (row.key, row.version, rect.width())
-        if self._heights.get(est_key) != lay.height:
+        if row.kind is RowKind.STREAMING:
+            # The streaming row's height only grows, a few lines at a time: every change costs
+            # the list a relayout of all rows, so it must not happen on every update.
+            if lay.height > self._stream_height:
+                self._stream_height = lay.height + STREAM_RESERVE_LINES * option.fontMetrics.lineSpacing()
+                self._pending.add(index.row())
+                self._timer.start(0)
+        elif self._heights.get(est_key) != lay.height:
             self._heights[est_key] = lay.height
             self._pending.add(index.row())
             self._timer.start(0)
@@ -272,6 +297,13 @@ class TranscriptDelegate(QStyledItemDelegate):
         """Drop every cached layout (a new conversation was loaded)."""
         self._cache.clear()
         self._heights.clear()
+        self._stream_height = 0
+
+    def stream_ended(self) -> None:
+        self._stream_height = 0
+        self.stream_rect = None
+        for key in [k for k in self._cache if k[0] == "streaming"]:
+            del self._cache[key]
 
 
 class TranscriptView(QListView):
@@ -301,6 +333,7 @@ class TranscriptView(QListView):
         self.setItemDelegate(self.delegate)
         self.delegate.action_clicked.connect(self._on_delegate_action_clicked)
         self.delegate.sizeHintChanged.connect(self._follow_if_needed)
+        self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu)
         self._follow = True
@@ -311,6 +344,7 @@ class TranscriptView(QListView):
         model.rowsInserted.connect(self._follow_if_needed)
         model.dataChanged.connect(self._follow_if_needed)
         model.modelReset.connect(self._on_model_reset)
+        model.streaming_changed.connect(self._on_streaming_changed)
 
     def transcript_model(self) -> TranscriptModel:
         model = self.model()
@@ -318,6 +352,22 @@ class TranscriptView(QListView):
         return model
 
     # --- following the stream --------------------------------------------------------------------
+
+    def dataChanged(self, top_left: QModelIndex, bottom_right: QModelIndex,  # noqa: N802
+                    roles: list[int] | None = None) -> None:
+        """QListView relays out every row on any dataChanged; for the streaming row that would
+        be a full pass over the transcript 30 times a second. Its height changes reach us
+        through sizeHintChanged (rarely, see the delegate), so here a repaint is enough."""
+        model = self.model()
+        if (isinstance(model, TranscriptModel) and model.streaming_row() is not None
+                and top_left.row() == bottom_right.row() == model.rowCount() - 1):
+            # Repaint where it was painted last; asking visualRect() would force a pending
+            # batched layout to finish at once.
+            rect = self.delegate.stream_rect
+            self.viewport().update(rect if rect is not None else self.viewport().rect())
+            self._follow_if_needed()
+            return
+        super().dataChanged(top_left, bottom_right, roles or [])
 
     def at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
@@ -327,13 +377,25 @@ class TranscriptView(QListView):
         self._follow = self.at_bottom()
 
     def _follow_if_needed(self, *args: object) -> None:
+        # Pin the scroll bar rather than call scrollToBottom(): that one forces any pending
+        # layout to run at once, a full pass over every row, 30 times a second while streaming.
+        # Qt's batched layout then finishes in small steps and rangeChanged re-pins us.
         if self._follow:
-            QTimer.singleShot(0, self.scrollToBottom)
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def _on_range_changed(self, _low: int, high: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(high)
+
+    def _on_streaming_changed(self, streaming: bool) -> None:
+        if not streaming:
+            self.delegate.stream_ended()
 
     def _on_model_reset(self) -> None:
         self.delegate.forget()
         self._follow = True
-        QTimer.singleShot(0, self.scrollToBottom)
+        QTimer.singleShot(0, self.scrollToBottom)  # once per load: a full layout is expected
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802
         super().scrollContentsBy(dx, dy)

@@ -58,14 +58,46 @@ def load_litellm() -> Any:
     return _module
 
 
-def start_background_import() -> threading.Thread:
-    """Begin importing litellm on a daemon thread; `load_litellm()` then waits for it."""
+def start_background_import(warm_up: bool = False) -> threading.Thread:
+    """Begin importing litellm on a daemon thread; `load_litellm()` then waits for it.
+
+    With `warm_up`, also do the one-time work of a first request (litellm imports a few hundred
+    more modules inside its first call) and load the tokenizers, so that a window's first Send
+    does not stall the event loop. A command-line run gains nothing from it and skips it.
+    """
     global _thread
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=load_litellm, name="litellm-import", daemon=True)
+            target = _load_and_warm if warm_up else load_litellm
+            _thread = threading.Thread(target=target, name="litellm-import", daemon=True)
             _thread.start()
         return _thread
+
+
+def _load_and_warm() -> None:
+    litellm = load_litellm()
+    try:
+        import asyncio
+
+        async def first_call() -> None:
+            # Port 9 on loopback (discard) refuses at once; nothing leaves the machine. Its
+            # distinct api_base keeps the client it creates out of the real calls' cache.
+            await litellm.acompletion(
+                model="openai/warm-up", api_base="http://127.0.0.1:9/v1", api_key="warm-up",
+                messages=[{"role": "user", "content": "."}], stream=True,
+                num_retries=0, max_retries=0, timeout=2,
+            )
+
+        asyncio.run(first_call())
+    except Exception:  # noqa: BLE001 - the refusal is the expected outcome
+        pass
+    try:
+        from core.llm.tokens import get_encoding
+
+        get_encoding("o200k_base")
+        get_encoding("cl100k_base")
+    except Exception:  # noqa: BLE001 - counting will load it later and report then
+        pass
 
 
 def is_loaded() -> bool:

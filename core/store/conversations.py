@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ from core.store.fileio import append_durably, atomic_write_json, read_json, time
 from core.store.log import encode_line, ensure_clean_tail, read_log
 
 DEFAULT_TITLE = "New conversation"
+LOADED_CACHE = 4  # conversations kept parsed in memory
 
 
 class ConversationMeta(BaseModel):
@@ -73,29 +76,35 @@ class ConversationStore:
         self.trash = trash
         self.read_only_reason = read_only_reason
         self._clean_tails: set[str] = set()
+        # A turn appends on the engine's thread while the window reads: loading may repair
+        # (rewrite) a log, so reads and writes of the files take turns.
+        self._lock = threading.RLock()
+        self._loaded: OrderedDict[str, tuple[tuple[int, int], list[ConversationMessage]]] = (
+            OrderedDict())
 
     # --- reading -------------------------------------------------------------------------------
 
     def list(self) -> list[ConversationSummary]:
         """Summaries, most recently active first; refreshes stale index rows from the folders."""
-        cached = {s.id: s for s in self._read_index()}
-        fresh: list[ConversationSummary] = []
-        changed = False
-        for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            if not entry.is_dir() or not (entry / "conversation.json").exists():
-                continue
-            stamp = _stamp(entry)
-            row = cached.get(entry.name)
-            if row is None or row.stamp != stamp:
-                row = self._summarize(entry, stamp)
-                if row is None:
+        with self._lock:
+            cached = {s.id: s for s in self._read_index()}
+            fresh: list[ConversationSummary] = []
+            changed = False
+            for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+                if not entry.is_dir() or not (entry / "conversation.json").exists():
                     continue
-                changed = True
-            fresh.append(row)
-        if changed or len(fresh) != len(cached):
-            self._write_index(fresh)
-        fresh.sort(key=lambda s: s.updated_at, reverse=True)
-        return fresh
+                stamp = _stamp(entry)
+                row = cached.get(entry.name)
+                if row is None or row.stamp != stamp:
+                    row = self._summarize(entry, stamp)
+                    if row is None:
+                        continue
+                    changed = True
+                fresh.append(row)
+            if changed or len(fresh) != len(cached):
+                self._write_index(fresh)
+            fresh.sort(key=lambda s: s.updated_at, reverse=True)
+            return fresh
 
     def resolve(self, id_or_prefix: str) -> str:
         """The full id for an id or a unique prefix of one (at least 4 characters)."""
@@ -122,11 +131,26 @@ class ConversationStore:
             return ConversationMeta(id=conv_id, title=f"{conv_id[:8]} (metadata unreadable: {e})")
 
     def load(self, conv_id: str) -> LoadedConversation:
-        meta = self.meta(conv_id)
-        result = read_log(self._dir(conv_id) / "messages.jsonl", repair=self.writable)
-        if self.writable:
-            self._clean_tails.add(conv_id)
-        return LoadedConversation(meta, result.messages, result.problems)
+        with self._lock:
+            meta = self.meta(conv_id)
+            path = self._dir(conv_id) / "messages.jsonl"
+            cached = self._loaded.get(conv_id)
+            if cached is not None and cached[0] == _file_stamp(path):
+                return LoadedConversation(meta, list(cached[1]))
+            result = read_log(path, repair=self.writable)
+            if self.writable:
+                self._clean_tails.add(conv_id)
+            self._remember(conv_id, result.messages)
+            return LoadedConversation(meta, list(result.messages), result.problems)
+
+    def _remember(self, conv_id: str, messages: list[ConversationMessage]) -> None:
+        """Keep the most recently loaded conversations in memory, keyed by the file's stamp, so
+        the next turn (or the window switching back) does not re-read and re-validate them."""
+        path = self._dir(conv_id) / "messages.jsonl"
+        self._loaded[conv_id] = (_file_stamp(path), list(messages))
+        self._loaded.move_to_end(conv_id)
+        while len(self._loaded) > LOADED_CACHE:
+            self._loaded.popitem(last=False)
 
     def search(self, text: str) -> set[str]:
         """Ids of conversations whose title or any message contains `text` (case-insensitive)."""
@@ -163,37 +187,41 @@ class ConversationStore:
     def create(
         self, title: str | None = None, mode: Mode = "chat", model: str | None = None
     ) -> ConversationMeta:
-        self._check_writable()
-        meta = ConversationMeta(id=new_id(), title=_clean_title(title), mode=mode, model=model)
-        folder = self.root / meta.id
-        folder.mkdir(parents=True)
-        (folder / "messages.jsonl").touch()
-        self._write_meta(meta)
-        return meta
+        with self._lock:
+            self._check_writable()
+            meta = ConversationMeta(id=new_id(), title=_clean_title(title), mode=mode, model=model)
+            folder = self.root / meta.id
+            folder.mkdir(parents=True)
+            (folder / "messages.jsonl").touch()
+            self._write_meta(meta)
+            return meta
 
     def update_meta(self, conv_id: str, **changes: Any) -> ConversationMeta:
-        self._check_writable()
-        if "title" in changes:
-            changes["title"] = _clean_title(changes["title"])
-        meta = self.meta(conv_id).model_copy(update=changes)
-        self._write_meta(meta)
-        return meta
+        with self._lock:
+            self._check_writable()
+            if "title" in changes:
+                changes["title"] = _clean_title(changes["title"])
+            meta = self.meta(conv_id).model_copy(update=changes)
+            self._write_meta(meta)
+            return meta
 
     def rename(self, conv_id: str, title: str) -> ConversationMeta:
         return self.update_meta(conv_id, title=title)
 
     def delete(self, conv_id: str) -> Path:
         """Move the conversation to the project's trash; returns where it went."""
-        self._check_writable()
-        src = self._dir(conv_id)
-        if not src.is_dir():
-            raise ConversationNotFound(f"no conversation with id {conv_id!r}")
-        self.trash.mkdir(parents=True, exist_ok=True)
-        dst = self.trash / f"{conv_id}-{timestamp_tag()}"
-        shutil.move(str(src), dst)
-        self._clean_tails.discard(conv_id)
-        self.list()  # drop the row from the index now
-        return dst
+        with self._lock:
+            self._check_writable()
+            src = self._dir(conv_id)
+            if not src.is_dir():
+                raise ConversationNotFound(f"no conversation with id {conv_id!r}")
+            self.trash.mkdir(parents=True, exist_ok=True)
+            dst = self.trash / f"{conv_id}-{timestamp_tag()}"
+            shutil.move(str(src), dst)
+            self._clean_tails.discard(conv_id)
+            self._loaded.pop(conv_id, None)
+            self.list()  # drop the row from the index now
+            return dst
 
     def append(self, conv_id: str, msg: ConversationMessage) -> list[str]:
         """Append one message durably. Returns problems found (and repaired) on the way."""
@@ -201,20 +229,29 @@ class ConversationStore:
 
     def append_many(self, conv_id: str, msgs: Iterable[ConversationMessage]) -> list[str]:
         """Append messages in one write and one fsync; all or none are acknowledged."""
-        self._check_writable()
-        path = self._dir(conv_id) / "messages.jsonl"
-        if not path.parent.is_dir():
-            raise ConversationNotFound(f"no conversation with id {conv_id!r}")
-        problems: list[str] = []
-        if conv_id not in self._clean_tails:
-            repaired = ensure_clean_tail(path)
-            if repaired is not None:
-                problems = repaired.problems
-            self._clean_tails.add(conv_id)
-        data = b"".join(encode_line(m) for m in msgs)
-        if data:
-            append_durably(path, data)
-        return problems
+        with self._lock:
+            self._check_writable()
+            path = self._dir(conv_id) / "messages.jsonl"
+            if not path.parent.is_dir():
+                raise ConversationNotFound(f"no conversation with id {conv_id!r}")
+            problems: list[str] = []
+            if conv_id not in self._clean_tails:
+                repaired = ensure_clean_tail(path)
+                if repaired is not None:
+                    problems = repaired.problems
+                self._clean_tails.add(conv_id)
+            msgs = list(msgs)
+            cached = self._loaded.get(conv_id)
+            fresh = cached is not None and not problems and cached[0] == _file_stamp(path)
+            data = b"".join(encode_line(m) for m in msgs)
+            if data:
+                append_durably(path, data)
+            if fresh and cached is not None:
+                cached[1].extend(msgs)
+                self._loaded[conv_id] = (_file_stamp(path), cached[1])
+            else:
+                self._loaded.pop(conv_id, None)
+            return problems
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -257,6 +294,14 @@ class ConversationStore:
     def _write_index(self, rows: list[ConversationSummary]) -> None:
         if self.writable:
             atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows])
+
+
+def _file_stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0)
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _stamp(folder: Path) -> list[int]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from tests.bench import bench_cli, bench_store
+from tests.bench import bench_cli, bench_gui, bench_store
 
-BENCHES = {"store": bench_store.run, "cli": bench_cli.run}
+BENCHES = {"store": bench_store.run, "cli": bench_cli.run, "gui": bench_gui.run}
 
 
 def main(names: list[str]) -> int:

@@ -171,3 +171,30 @@ def test_empty_conversation_explains_how_to_connect_a_provider(qtbot, qloop, pro
     window, controller = open_window(qtbot, project_dir)
     assert window.stack.currentWidget() is window.welcome
     assert "Ollama" in window.welcome.text() and "Settings" in window.welcome.text()
+
+
+def test_stop_right_after_send_loses_nothing(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("slow " * 50, first_delay=0.5))
+    window.composer.set_text("precious words")
+    controller.send("precious words")
+    controller.stop()  # before or after the worker started: either way nothing is lost
+    run_until(qloop, lambda: not controller.busy())
+    with Project.open(project_dir, read_only=True) as p:
+        stored = [m.text() for m in p.conversations.load(controller.current_id).messages]
+    assert "precious words" in stored or window.composer.text() == "precious words"
+    assert window.composer.send_button.isEnabled() == (window.composer.text() != "")
+
+
+def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("streaming " * 300, delay=0.02))
+    type_and_send(qtbot, window, "long one")
+    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
+              and len(window.transcript_model.streaming_row().text) > 40)
+    conv = controller.current_id
+    window.close()
+    with Project.open(project_dir, read_only=True) as p:
+        last = p.conversations.load(conv).messages[-1]
+    assert last.kind == "error" and last.error.type == "stopped"
+    assert last.text().startswith("streaming streaming")

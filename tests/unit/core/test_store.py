@@ -215,3 +215,18 @@ def test_corrupt_conversation_metadata_still_shows_the_messages(project: Project
     loaded = project.conversations.load(c.id)
     assert "metadata unreadable" in loaded.meta.title
     assert [m.text() for m in loaded.messages] == ["still here"]
+
+
+def test_loaded_conversations_are_reused_but_never_stale(project: Project) -> None:
+    c = project.conversations.create()
+    project.conversations.append(c.id, user("one"))
+    first = project.conversations.load(c.id).messages
+    project.conversations.append(c.id, user("two"))  # through the store: cache extended
+    assert [m.text() for m in project.conversations.load(c.id).messages] == ["one", "two"]
+    first.append(user("caller's own list"))  # callers get copies
+    assert len(project.conversations.load(c.id).messages) == 2
+    from core.store.log import encode_line
+
+    with open(log_path(project, c.id), "ab") as f:  # another process appends behind our back
+        f.write(encode_line(user("three")))
+    assert [m.text() for m in project.conversations.load(c.id).messages] == ["one", "two", "three"]
