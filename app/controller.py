@@ -80,6 +80,7 @@ class Controller(QObject):
         self._turn_conv: str | None = None
         self._turn_status = "error"
         self._turn_started = 0.0
+        self._turn_model = ""
         self._drafts: dict[str, str] = {}
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
         self._dialog: SettingsDialog | None = None
@@ -334,16 +335,17 @@ class Controller(QObject):
         if self._turn_conv != self.current_id:
             return  # the user switched away; entries are on disk all the same
         model = self.window.transcript_model
-        name = self.llm_settings().model
-        if isinstance(event, RequestStarted):
+        if isinstance(event, StreamText):  # the hot path: hundreds a second
+            if model.streaming_row() is None:
+                model.begin_streaming()
+            if not model.streaming_row().text:
+                self.window.set_status(self._turn_model, "Receiving the answer…")
+            model.add_stream_text(event.text)
+        elif isinstance(event, RequestStarted):
+            self._turn_model = event.model
             model.begin_streaming()
             self._flush_timer.start()
-            self.window.set_status(name, "Waiting for the model…")
-        elif isinstance(event, StreamText):
-            if not model.streaming_row():
-                model.begin_streaming()
-            model.add_stream_text(event.text)
-            self.window.set_status(name, "Receiving the answer…")
+            self.window.set_status(event.model, "Waiting for the model…")
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
 

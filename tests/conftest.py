@@ -11,6 +11,7 @@ import pytest
 # GUI tests run headless wherever pytest is started from (make test sets it too).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from core.store.project import Project
 from tests.helpers.fake_llm import FakeLLMServer
 
 pytest_plugins = ["tests.helpers.gui"]
@@ -40,3 +41,11 @@ def llm_server() -> Iterator[FakeLLMServer]:
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Path:
     return tmp_path / "project"
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Iterator[Project]:
+    """A writable project in a temporary folder, closed (lock released) after the test."""
+    p = Project.open(project_dir)
+    yield p
+    p.close()

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.llm.runtime import configure_offline_environment
-from core.model import ConversationMessage, ImagePart, TextPart
+from core.model import ConversationMessage
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -85,15 +85,12 @@ class TokenCounter:
         content = m.get("content")
         if isinstance(content, str):
             n += self.text(content)
-        elif isinstance(content, list):
+        elif isinstance(content, list):  # to_openai() gives parts as dicts
             for part in content:
-                if isinstance(part, TextPart):
-                    n += self.text(part.text)
-                elif isinstance(part, ImagePart):
+                if part.get("type") == "text":
+                    n += self.text(str(part.get("text", "")))
+                else:
                     n += TOKENS_PER_IMAGE
-                elif isinstance(part, dict):
-                    n += self.text(str(part.get("text", ""))) if part.get("type") == "text" \
-                        else TOKENS_PER_IMAGE
         if m.get("name"):
             n += TOKENS_PER_NAME + self.text(str(m["name"]))
         for call in m.get("tool_calls") or []:

@@ -27,8 +27,10 @@ def type_and_send(qtbot, window, text: str) -> None:
     qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
 
 
-def kinds(window) -> list[RowKind]:
-    return [r.kind for r in window.transcript_model.rows()]
+def wait_for_streamed_text(qloop, window, chars: int) -> None:
+    """Run until the streaming row shows more than `chars` characters."""
+    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
+              and len(window.transcript_model.streaming_row().text) > chars)
 
 
 def test_send_streams_the_answer_into_a_new_row_and_saves_it(qtbot, qloop, project_dir, llm_server) -> None:
@@ -50,8 +52,7 @@ def test_streaming_row_shows_text_before_the_answer_completes(qtbot, qloop, proj
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("one two three four five six seven eight nine ten " * 8, delay=0.02))
     type_and_send(qtbot, window, "count")
-    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
-              and len(window.transcript_model.streaming_row().text) > 20)
+    wait_for_streamed_text(qloop, window, 20)
     assert controller.busy() and window.composer.stop_button.isVisible()
     run_until(qloop, lambda: not controller.busy())
 
@@ -60,8 +61,7 @@ def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot, qloop, project_d
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("word " * 400, delay=0.02))
     type_and_send(qtbot, window, "talk a lot")
-    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
-              and len(window.transcript_model.streaming_row().text) > 30)
+    wait_for_streamed_text(qloop, window, 30)
     qtbot.keyClick(window.composer.editor, Qt.Key.Key_Escape)
     run_until(qloop, lambda: not controller.busy())
     last = window.transcript_model.rows()[-1]
@@ -190,8 +190,7 @@ def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot, qloop, pr
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("streaming " * 300, delay=0.02))
     type_and_send(qtbot, window, "long one")
-    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
-              and len(window.transcript_model.streaming_row().text) > 40)
+    wait_for_streamed_text(qloop, window, 40)
     conv = controller.current_id
     window.close()
     with Project.open(project_dir, read_only=True) as p:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -11,13 +10,6 @@ from core.engine import Engine, EntryAppended, StreamText, TurnFinished
 from core.settings import LLMSettings
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
-
-
-@pytest.fixture
-def project(project_dir: Path):
-    p = Project.open(project_dir)
-    yield p
-    p.close()
 
 
 def settings(server: FakeLLMServer) -> LLMSettings:

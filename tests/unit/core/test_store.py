@@ -20,13 +20,6 @@ def log_path(project: Project, conv_id: str) -> Path:
     return project.state / "conversations" / conv_id / "messages.jsonl"
 
 
-@pytest.fixture
-def project(project_dir: Path):
-    p = Project.open(project_dir)
-    yield p
-    p.close()
-
-
 def test_new_project_has_the_documented_layout(project: Project) -> None:
     assert (project.state / "project.json").is_file()
     info = json.loads((project.state / "project.json").read_text())
