@@ -47,7 +47,7 @@ CARD_PREVIEW_LINES = 3
 PREVIEW_LINE_CHARS = 140  # a card's preview line longer than this is cut with "…"
 MAX_SHOWN_CHARS = 200_000  # an expanded row shows at most this much; Copy gives everything
 CACHE_SIZE = 300
-STREAM_RESERVE_LINES = 8  # the streaming row grows by this much room at a time
+STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
 COLORS = {
     RowKind.USER: "#e8f0fe",
@@ -114,6 +114,10 @@ class TranscriptDelegate(QStyledItemDelegate):
             return model.row(index.row())
         row: Row = index.data(ROW_ROLE)
         return row
+
+    def _view_height(self) -> int:
+        view = self.parent()
+        return view.viewport().height() if isinstance(view, QListView) else 400
 
     def _view_width(self) -> int:
         view = self.parent()
@@ -197,7 +201,9 @@ class TranscriptDelegate(QStyledItemDelegate):
             # The streaming row's height only grows, a few lines at a time: every change costs
             # the list a relayout of all rows, so it must not happen on every update.
             if lay.height > self._stream_height:
-                self._stream_height = lay.height + STREAM_RESERVE_LINES * option.fontMetrics.lineSpacing()
+                reserve = max(STREAM_RESERVE_LINES * option.fontMetrics.lineSpacing(),
+                              self._view_height() * 3 // 4)
+                self._stream_height = lay.height + reserve
                 self._pending.add(index.row())
                 self._timer.start(0)
         elif self._heights.get(est_key) != lay.height:
