@@ -98,6 +98,11 @@ def run_gui(project_dir: str | None) -> int:
 
         def leave() -> None:
             print(f"window-shown {time.time():.6f}", file=sys.stderr, flush=True)
+            status = Path("/proc/self/status")
+            if status.exists():
+                rss = next((ln.split()[1] for ln in status.read_text().splitlines()
+                            if ln.startswith("VmRSS:")), "0")
+                print(f"rss-kb {rss}", file=sys.stderr, flush=True)
             window.close()
 
         QTimer.singleShot(0, leave)

@@ -197,3 +197,25 @@ def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot, qloop, pr
         last = p.conversations.load(conv).messages[-1]
     assert last.kind == "error" and last.error.type == "stopped"
     assert last.text().startswith("streaming streaming")
+
+
+def test_view_follows_the_stream_only_when_the_user_was_at_the_bottom(
+    qtbot, qloop, project_dir, llm_server
+) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    window.resize(900, 500)
+    for i in range(3):  # enough history to scroll
+        llm_server.script(Answer(f"answer {i}\n\n" + "line of text\n\n" * 30))
+        type_and_send(qtbot, window, f"question {i}")
+        run_until(qloop, lambda: not controller.busy())
+    bar = window.transcript.verticalScrollBar()
+    run_until(qloop, lambda: bar.maximum() > 0 and bar.value() == bar.maximum())  # following
+
+    llm_server.script(Answer("streamed line\n\n" * 60, chunks=["streamed line\n\n"] * 60, delay=0.03))
+    type_and_send(qtbot, window, "one more")
+    wait_for_streamed_text(qloop, window, 100)
+    bar.setValue(0)  # the user scrolls up to read
+    wait_for_streamed_text(qloop, window, 500)
+    assert bar.value() == 0  # left where the user put it
+    run_until(qloop, lambda: not controller.busy())
+    assert bar.value() == 0
