@@ -43,7 +43,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="workbench", description="Context Workbench command line")
+    parser = _Parser(
+        prog="workbench",
+        description="Context Workbench command line. `workbench [PROJECT_DIR]` (no command) "
+        "opens the window on that project, or on the last one used.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def model_flags(p: argparse.ArgumentParser) -> None:

@@ -151,7 +151,8 @@ class Controller(QObject):
         choice = self._dialog.choice()
         g = self.settings_store.load()
         entry = ProviderEntry(name=choice.preset.name, model=choice.model,
-                              api_base=choice.api_base, max_output_tokens=choice.max_output_tokens)
+                              api_base=choice.api_base, max_output_tokens=choice.max_output_tokens,
+                              key_name=choice.preset.provider)
         g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
         g.active_provider = entry.name
         g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now

@@ -111,6 +111,7 @@ class Engine:
             messages=messages,
             api_base=settings.api_base,
             max_tokens=settings.max_output_tokens,
+            key_name=settings.key_name,
         )
         yield RequestStarted(settings.model, len(messages))
 

@@ -43,6 +43,7 @@ KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "llamafile", "hosted_
 ENV_MODEL = "WORKBENCH_MODEL"
 ENV_API_BASE = "WORKBENCH_API_BASE"
 ENV_MAX_TOKENS = "WORKBENCH_MAX_OUTPUT_TOKENS"
+ENV_API_KEY = "WORKBENCH_API_KEY"  # the key for a custom base URL (never a provider's own key)
 
 
 class SettingsError(ValueError):
@@ -57,6 +58,7 @@ class ProviderEntry(BaseModel):
     model: str
     api_base: str | None = None
     max_output_tokens: int | None = Field(default=None, gt=0)
+    key_name: str | None = None  # the keyring entry holding this provider's key
 
 
 class GlobalSettings(BaseModel):
@@ -78,6 +80,7 @@ class LLMSettings(BaseModel):
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -136,7 +139,7 @@ def resolve_llm_settings(
     provider = g.provider(g.active_provider)
     global_layer: dict[str, Any] = {}
     if provider is not None:
-        global_layer.update(provider.model_dump(exclude={"name"}, exclude_none=True))
+        global_layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
     global_layer.update({k: getattr(g, k) for k in ("model", "api_base", "max_output_tokens")
                          if getattr(g, k) is not None})
     env_layer = {
@@ -170,7 +173,12 @@ def resolve_llm_settings(
                 f"max output tokens from the {sources['max_output_tokens']} must be a positive "
                 f"whole number, not {values['max_output_tokens']!r}"
             ) from None
-    return LLMSettings(**values, sources=sources)
+    # The saved key belongs to the saved provider: it follows only when its base URL is the one
+    # in use, so a key never travels to a server the user did not save it for.
+    key_name = None
+    if provider is not None and provider.key_name and values.get("api_base") == provider.api_base:
+        key_name = provider.key_name
+    return LLMSettings(**values, key_name=key_name, sources=sources)
 
 
 # --- secrets -----------------------------------------------------------------------------------
@@ -187,6 +195,29 @@ def lookup_api_key(provider: str, env: Mapping[str, str] | None = None) -> str |
     if value:
         return value
     return keyring_get(provider)
+
+
+def key_for_request(
+    provider: str,
+    api_base: str | None,
+    key_name: str | None,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """Which key to send, if any.
+
+    A provider's own key (OPENAI_API_KEY, ...) goes only to that provider's own address. A custom
+    base URL (a local or third-party OpenAI-compatible server) gets only a key meant for it: the
+    one saved with its provider entry, or WORKBENCH_API_KEY. So a real OpenAI key is never sent
+    to some other server just because it speaks the same protocol.
+    """
+    env = os.environ if env is None else env
+    if key_name:
+        stored = keyring_get(key_name)
+        if stored:
+            return stored
+    if api_base:
+        return env.get(ENV_API_KEY) or None
+    return lookup_api_key(provider, env)
 
 
 def keyring_get(provider: str) -> str | None:

@@ -30,7 +30,7 @@ from core.llm.errors import (
 )
 from core.llm.runtime import load_litellm
 from core.model import FunctionCall, ToolCall
-from core.settings import KEYLESS_PROVIDERS, key_env_var, lookup_api_key
+from core.settings import KEYLESS_PROVIDERS, key_env_var, key_for_request
 
 # --- events ------------------------------------------------------------------------------------
 
@@ -70,7 +70,8 @@ class LLMRequest:
     max_tokens: int | None = None
     tools: Sequence[dict[str, Any]] | None = None
     timeout: float = 600.0
-    api_key: str | None = None  # None: looked up from the environment / keyring
+    api_key: str | None = None  # None: chosen by settings.key_for_request
+    key_name: str | None = None  # keyring entry saved with the provider in use
 
 
 class LLMClient:
@@ -125,7 +126,7 @@ class LLMClient:
 
     def _kwargs(self, litellm: Any, request: LLMRequest) -> dict[str, Any]:
         provider = detect_provider(request.model, request.api_base)
-        api_key = request.api_key or lookup_api_key(provider)
+        api_key = request.api_key or key_for_request(provider, request.api_base, request.key_name)
         if not api_key:
             if request.api_base or provider in KEYLESS_PROVIDERS:
                 api_key = "sk-no-key-needed"  # local servers ignore it; the SDK insists on one

@@ -185,9 +185,18 @@ def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project
         assert set(acked) <= ids, f"round {round_no}: lost {len(set(acked) - ids)} acknowledged"
 
 
+def test_provider_key_is_never_sent_to_a_custom_server(capsys, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
+    llm_server.script(Answer("fine"))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
+                       "--api-base", llm_server.url, "hi")
+    assert code == 0, err
+    assert "sk-real-openai-key" not in llm_server.requests[0].headers.get("authorization", "")
+
+
 def test_api_key_is_used_but_never_written_anywhere(capsys, project_dir, llm_server, monkeypatch) -> None:
     secret = "sk-test-SECRET-do-not-store-123"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("WORKBENCH_API_KEY", secret)
     llm_server.script(Answer("fine"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
                        "--api-base", llm_server.url, "hi")

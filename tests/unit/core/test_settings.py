@@ -54,3 +54,24 @@ def test_broken_settings_file_is_kept_aside_not_overwritten(tmp_path: Path) -> N
 def test_keys_come_from_the_environment_and_a_missing_keyring_is_no_crash() -> None:
     assert lookup_api_key("anthropic", env={"ANTHROPIC_API_KEY": "sk-ant"}) == "sk-ant"
     assert lookup_api_key("openai", env={}) is None  # the test keyring backend always fails
+
+
+def test_a_saved_key_follows_only_its_own_base_url() -> None:
+    g = GlobalSettings(providers=[ProviderEntry(name="local", model="openai/m",
+                                                api_base="http://localhost:8080/v1",
+                                                key_name="openai-compatible")],
+                       active_provider="local")
+    assert resolve_llm_settings(env={}, global_settings=g).key_name == "openai-compatible"
+    moved = resolve_llm_settings(cli={"api_base": "http://elsewhere:9/v1"}, env={},
+                                 global_settings=g)
+    assert moved.key_name is None
+
+
+def test_custom_base_url_gets_only_its_own_key() -> None:
+    from core.settings import key_for_request
+
+    env = {"OPENAI_API_KEY": "sk-openai", "WORKBENCH_API_KEY": "sk-local"}
+    assert key_for_request("openai", None, None, env) == "sk-openai"
+    assert key_for_request("openai", "http://localhost:8080/v1", None, env) == "sk-local"
+    assert key_for_request("openai", "http://localhost:8080/v1", None,
+                           {"OPENAI_API_KEY": "sk-openai"}) is None
