@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox
 
+from core.context.prompts import PromptComposer
 from core.engine import Engine, EntryAppended, RequestStarted, StreamText, TurnFinished
 from core.llm import runtime
 from core.llm.adapter import LLMClient
@@ -178,7 +179,9 @@ class Controller(QObject):
         self._close_project()
         self.project = project
         self.engine = Engine(project.conversations, self.client,
-                             on_entry=lambda conv, msg: self.bridge.entry.emit(conv, msg))
+                             on_entry=lambda conv, msg: self.bridge.entry.emit(conv, msg),
+                             composer=PromptComposer(project.state / "prompts"),
+                             requests_dir=project.state / "requests")
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
@@ -316,7 +319,7 @@ class Controller(QObject):
     def retry(self) -> None:
         if self.busy() or self.engine is None or self.current_id is None:
             return
-        self._start(self.engine.respond(self.current_id, self.llm_settings()))
+        self._start(self.engine.retry(self.current_id, self.llm_settings()))
 
     def stop(self) -> None:
         if self._busy and self._turn is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from pathlib import Path
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,11 +24,15 @@ from core.llm.adapter import (
     ToolCallsReady,
     Usage,
 )
+from core.context.budget import resolve_budget
+from core.context.builder import BudgetError, BuiltRequest, build_request
+from core.context.prompts import PromptComposer
 from core.llm.errors import LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
+from core.store.requests import save_request
 
 # --- events ------------------------------------------------------------------------------------
 
@@ -75,9 +80,13 @@ class Engine:
         client: LLMClient | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
         on_entry: Callable[[str, ConversationMessage], None] | None = None,
+        composer: PromptComposer | None = None,
+        requests_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.on_entry = on_entry
+        self.composer = composer or PromptComposer()
+        self.requests_dir = requests_dir
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -99,19 +108,45 @@ class Engine:
         async for event in self.respond(conv_id, settings, mode):
             yield event
 
-    async def respond(
+    async def retry(
         self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
+    ) -> AsyncIterator[EngineEvent]:
+        """Run the failed request again from scratch: the error entries at the end of the log
+        stay there (nothing is rewritten) but are left out of the new request."""
+        async for event in self.respond(conv_id, settings, mode, drop_trailing_errors=True):
+            yield event
+
+    async def respond(
+        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
+        drop_trailing_errors: bool = False,
     ) -> AsyncIterator[EngineEvent]:
         """Stream an answer to the conversation as it stands on disk."""
         counter = self.counter(settings.model)
         history = self.store.load(conv_id).messages
-        messages = request_messages(history)
+        if drop_trailing_errors:
+            while history and history[-1].kind == "error":
+                history.pop()
+        started = time.monotonic()
+        try:
+            built = self.build(history, settings, mode)
+        except BudgetError as e:
+            info = ErrorInfo(type="context_overflow", message=str(e), retryable=False)
+            entry = self._error_entry(conv_id, info, [], settings, mode, 0, counter)
+            yield EntryAppended(entry)
+            yield TurnFinished("error", entry)
+            return
+        if self.requests_dir is not None:
+            save_request(self.requests_dir, conv_id, {
+                "messages": built.messages, "tools": built.tools,
+                "report": built.report.to_json()})
+        messages = built.messages
         request = LLMRequest(
             model=settings.model,
             messages=messages,
             api_base=settings.api_base,
             max_tokens=settings.max_output_tokens,
             key_name=settings.key_name,
+            tools=built.tools or None,
         )
         yield RequestStarted(settings.model, len(messages))
 
@@ -119,7 +154,6 @@ class Engine:
         calls: list[ToolCall] = []
         usage: dict[str, Any] | None = None
         finish: str | None = None
-        started = time.monotonic()
 
         def elapsed_ms() -> int:
             return int((time.monotonic() - started) * 1000)
@@ -177,6 +211,17 @@ class Engine:
         yield EntryAppended(answer)
         yield TurnFinished("ok", answer)
 
+    def build(
+        self, history: list[ConversationMessage], settings: LLMSettings, mode: Mode = "chat",
+        usable_override: int | None = None,
+    ) -> BuiltRequest:
+        """The request the next turn would send (also what `workbench context` prints)."""
+        budget = resolve_budget(settings.model, settings.max_output_tokens,
+                                window_override=settings.context_window,
+                                usable_override=usable_override)
+        return build_request(history, mode, model=settings.model, budget=budget,
+                             counter=self.counter(settings.model), composer=self.composer)
+
     def _error_entry(
         self,
         conv_id: str,
@@ -206,15 +251,3 @@ class Engine:
         self.store.append(conv_id, msg)
         if self.on_entry is not None:
             self.on_entry(conv_id, msg)
-
-
-def request_messages(history: list[ConversationMessage]) -> list[dict[str, Any]]:
-    """The OpenAI messages for a request: the entries that take part in the context.
-
-    A stand-in until the context builder: error and notice entries are left out.
-    """
-    return [
-        m.to_openai()
-        for m in history
-        if m.include_in_context and m.kind in ("message", "summary")
-    ]

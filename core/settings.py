@@ -43,7 +43,8 @@ KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "llamafile", "hosted_
 ENV_MODEL = "WORKBENCH_MODEL"
 ENV_API_BASE = "WORKBENCH_API_BASE"
 ENV_MAX_TOKENS = "WORKBENCH_MAX_OUTPUT_TOKENS"
-ENV_API_KEY = "WORKBENCH_API_KEY"  # the key for a custom base URL (never a provider's own key)
+ENV_API_KEY = "WORKBENCH_API_KEY"
+ENV_CONTEXT_WINDOW = "WORKBENCH_CONTEXT_WINDOW"  # the key for a custom base URL (never a provider's own key)
 
 
 class SettingsError(ValueError):
@@ -80,6 +81,7 @@ class LLMSettings(BaseModel):
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    context_window: int | None = None  # overrides litellm's figure for the model
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -146,6 +148,7 @@ def resolve_llm_settings(
         "model": env.get(ENV_MODEL),
         "api_base": env.get(ENV_API_BASE),
         "max_output_tokens": env.get(ENV_MAX_TOKENS),
+        "context_window": env.get(ENV_CONTEXT_WINDOW),
     }
     layers = [
         ("cli", dict(cli or {})),
@@ -155,7 +158,7 @@ def resolve_llm_settings(
     ]
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for key in ("model", "api_base", "max_output_tokens"):
+    for key in ("model", "api_base", "max_output_tokens", "context_window"):
         for source, layer in layers:
             value = layer.get(key)
             if value not in (None, ""):
@@ -163,16 +166,18 @@ def resolve_llm_settings(
                 break
         else:
             sources[key] = "default"
-    if "max_output_tokens" in values:
-        try:
-            values["max_output_tokens"] = int(values["max_output_tokens"])
-            if values["max_output_tokens"] <= 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise SettingsError(
-                f"max output tokens from the {sources['max_output_tokens']} must be a positive "
-                f"whole number, not {values['max_output_tokens']!r}"
-            ) from None
+    for key, label in (("max_output_tokens", "max output tokens"),
+                       ("context_window", "the context window")):
+        if key in values:
+            try:
+                values[key] = int(values[key])
+                if values[key] <= 0:
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise SettingsError(
+                    f"{label} from the {sources[key]} must be a positive whole number, "
+                    f"not {values[key]!r}"
+                ) from None
     # The saved key belongs to the saved provider: it follows only when its base URL is the one
     # in use, so a key never travels to a server the user did not save it for.
     key_name = None

@@ -48,7 +48,7 @@ def test_send_continues_an_existing_conversation_by_id_prefix(capsys, project_di
     code, out, _ = cli(capsys, "send", project_dir, "-c", conv[:12], "--model", MODEL,
                        "--api-base", llm_server.url, "second")
     assert code == 0 and out == "second answer\n"
-    assert len(llm_server.requests[-1].body["messages"]) == 3
+    assert len(llm_server.requests[-1].body["messages"]) == 4  # system prompt + 3
 
 
 def test_failed_turn_exits_2_and_keeps_the_partial_text(capsys, project_dir, llm_server) -> None:

@@ -43,7 +43,9 @@ def test_history_is_sent_with_each_request(project: Project, llm_server) -> None
     llm_server.script(Answer("one"), Answer("two"))
     run_turn(project, conv.id, "first", llm_server)
     run_turn(project, conv.id, "second", llm_server)
-    assert llm_server.requests[1].body["messages"] == [
+    sent = llm_server.requests[1].body["messages"]
+    assert sent[0]["role"] == "system" and "Mode: chat" in sent[0]["content"]
+    assert sent[1:] == [
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": "one"},
         {"role": "user", "content": "second"},

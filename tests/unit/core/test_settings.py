@@ -28,7 +28,8 @@ def test_precedence_cli_env_project_global_default() -> None:
     s = resolve_llm_settings(cli={"model": "claude"}, env={"WORKBENCH_MODEL": "gpt-4.1"})
     assert (s.model, s.sources["model"]) == ("claude", "cli")
     d = resolve_llm_settings(env={})
-    assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default"}
+    assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default",
+                         "context_window": "default"}
 
 
 def test_bad_max_tokens_names_its_source() -> None:

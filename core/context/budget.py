@@ -1,0 +1,75 @@
+"""How many tokens a request may use: the model's window less the reserved output and a margin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_WINDOW = 8192  # for models litellm does not know: small on purpose, and said so
+SAFETY_FRACTION = 0.02
+MIN_SAFETY = 128
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Attributes:
+    window: the model's input limit in tokens.
+    reserved_output: kept free for the answer (max output tokens).
+    safety: margin for counting differences between us and the provider.
+    source: where `window` came from: "litellm", "override", "provider" or "default".
+    note: a sentence for the user when the figure is a guess.
+    """
+
+    window: int
+    reserved_output: int
+    safety: int
+    source: str
+    note: str | None = None
+
+    @property
+    def usable(self) -> int:
+        return max(0, self.window - self.reserved_output - self.safety)
+
+
+def model_window(model: str) -> int | None:
+    """litellm's `max_input_tokens` for the model, or None when it does not know it."""
+    from core.llm.runtime import load_litellm
+
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # noqa: BLE001 - litellm raises for unmapped models
+        return None
+    value = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(value) if value else None
+
+
+def resolve_budget(
+    model: str,
+    max_output_tokens: int,
+    *,
+    window_override: int | None = None,
+    usable_override: int | None = None,
+    known_window: int | None = None,
+) -> Budget:
+    """The budget for one build.
+
+    `usable_override` (the CLI's --budget) sets the usable input budget directly.
+    `known_window` is a limit the provider itself stated earlier (it wins over litellm's map).
+    """
+    if usable_override is not None:
+        return Budget(usable_override, 0, 0, "override")
+    if window_override:
+        window, source, note = window_override, "override", None
+    elif known_window:
+        window, source, note = known_window, "provider", None
+    else:
+        found = model_window(model)
+        if found:
+            window, source, note = found, "litellm", None
+        else:
+            window, source = DEFAULT_WINDOW, "default"
+            note = (f"litellm does not know {model!r}; assuming a {DEFAULT_WINDOW:,}-token window. "
+                    "Set context_window in the project settings if yours is larger.")
+    reserved = min(max_output_tokens, window // 2)
+    safety = max(MIN_SAFETY, int(window * SAFETY_FRACTION))
+    return Budget(window, reserved, safety, source, note)

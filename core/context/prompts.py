@@ -1,0 +1,92 @@
+"""The system prefix: composed per request from templates, never stored in the log.
+
+Templates live in `resources/prompts/*.md`; a project may override any of them by a file of the
+same name in `<project>/.workbench/prompts/`. The prefix depends only on the mode and, in run
+mode, on the active step, so switching modes changes the next request and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.model import Mode
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What run mode needs to know about the active workflow (the run engine provides it).
+
+    Attributes:
+        workflow_title: the workflow's name.
+        step_number, step_count: position of the active step (1-based).
+        step_title, brief, done_when: the active step's own text.
+        complete: the workflow has finished; only the post-run protocol applies.
+    """
+
+    workflow_title: str
+    step_number: int = 0
+    step_count: int = 0
+    step_title: str = ""
+    brief: str = ""
+    done_when: str = ""
+    complete: bool = False
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str  # the template it came from
+    text: str
+    source: str  # "default" or "project"
+
+
+class PromptComposer:
+    """Reads templates (project overrides first) and composes the prefix for a mode."""
+
+    def __init__(self, project_prompts: Path | None = None, defaults: Path = TEMPLATES_DIR):
+        self.project_prompts = project_prompts
+        self.defaults = defaults
+
+    def template(self, name: str) -> tuple[str, str]:
+        if self.project_prompts is not None:
+            override = self.project_prompts / f"{name}.md"
+            if override.is_file():
+                return override.read_text(encoding="utf-8").strip(), "project"
+        return (self.defaults / f"{name}.md").read_text(encoding="utf-8").strip(), "default"
+
+    def sections(self, mode: Mode, run: RunContext | None = None) -> list[Section]:
+        names: list[tuple[str, dict[str, object]]] = []
+        if mode == "chat":
+            names = [("base_chat", {})]
+        elif mode == "agent":
+            names = [("base_chat", {}), ("agent_persona", {}), ("tool_policy", {})]
+        else:
+            names = [("base_run", {}), ("agent_persona", {}), ("tool_policy", {})]
+            if run is None:
+                names.append(("run_directive_idle", {}))
+            elif run.complete:
+                names = [("post_run", {"workflow_title": run.workflow_title})]
+            else:
+                fields = {
+                    "workflow_title": run.workflow_title, "step_number": run.step_number,
+                    "step_count": run.step_count, "step_title": run.step_title,
+                    "brief": run.brief, "done_when": run.done_when or "(not stated)",
+                }
+                names += [("run_directive", fields), ("node_brief", fields)]
+        names.append(("mode_banner", {"mode": mode}))
+        out = []
+        for name, fields in names:
+            text, source = self.template(name)
+            out.append(Section(name, _fill(text, fields), source))
+        return out
+
+    def compose(self, mode: Mode, run: RunContext | None = None) -> str:
+        return "\n\n".join(s.text for s in self.sections(mode, run))
+
+
+def _fill(text: str, fields: dict[str, object]) -> str:
+    for key, value in fields.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text

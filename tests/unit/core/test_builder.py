@@ -1,0 +1,137 @@
+"""build_request: the prefix per mode, trimming to the budget, the report, protocol validity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.context.budget import Budget, resolve_budget
+from core.context.builder import BudgetError, build_request
+from core.context.normalize import protocol_errors
+from core.context.prompts import PromptComposer, RunContext
+from core.llm.tokens import TokenCounter
+from core.model import ConversationMessage, ErrorInfo
+from tests.helpers.trajectories import make_conversation
+
+COUNTER = TokenCounter("o200k_base")
+
+
+def log(raw: list[dict]) -> list[ConversationMessage]:
+    return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
+
+
+def build(history, budget: int, mode="chat", composer=None, run=None):  # noqa: ANN001, ANN201
+    return build_request(history, mode, model="gpt-4o", budget=Budget(budget, 0, 0, "override"),
+                         counter=COUNTER, composer=composer or PromptComposer(), run_context=run)
+
+
+def test_everything_is_sent_when_it_fits() -> None:
+    history = log(make_conversation(5, seed=1)[1:])
+    built = build(history, 100_000)
+    assert built.messages[0]["role"] == "system"
+    assert built.messages[1:] == [m.to_openai() for m in history]
+    assert {e.decision for e in built.report.entries} == {"kept"}
+    assert built.report.used <= built.report.usable
+
+
+def test_each_mode_has_its_own_prefix_and_history_is_unchanged() -> None:
+    history = log([{"role": "user", "content": "hello"}])
+    chat = build(history, 10_000, "chat").messages
+    agent = build(history, 10_000, "agent").messages
+    run = build(history, 10_000, "run").messages
+    assert "Mode: chat" in chat[0]["content"] and "engineer" not in chat[0]["content"]
+    assert "engineer" in agent[0]["content"] and "Use tools" in agent[0]["content"]
+    assert "No workflow is active" in run[0]["content"]
+    assert chat[1:] == agent[1:] == run[1:]
+
+
+def test_run_mode_carries_the_active_step_or_only_the_post_run_protocol() -> None:
+    history = log([{"role": "user", "content": "go"}])
+    step = RunContext("Release", 2, 3, "Write notes", "Summarize the changes", "notes.md exists")
+    text = build(history, 10_000, "run", run=step).messages[0]["content"]
+    assert "step 2 of 3: Write notes" in text and "notes.md exists" in text
+    done = RunContext("Release", complete=True)
+    text = build(history, 10_000, "run", run=done).messages[0]["content"]
+    assert "is complete" in text and "Active step" not in text
+
+
+def test_a_project_can_override_a_template(tmp_path: Path) -> None:
+    (tmp_path / "base_chat.md").write_text("You answer only in haiku.")
+    history = log([{"role": "user", "content": "hi"}])
+    built = build(history, 10_000, composer=PromptComposer(tmp_path))
+    assert built.messages[0]["content"].startswith("You answer only in haiku.")
+
+
+def test_over_budget_drops_old_rounds_first_and_keeps_tool_groups_whole() -> None:
+    raw = make_conversation(40, seed=5, tool_output_chars=800)
+    history = log(raw)
+    full = build(history, 10**7).report.used
+    built = build(history, full // 4)
+    assert built.report.used <= full // 4
+    assert protocol_errors(built.messages[1:]) == []
+    assert built.messages[-1]["content"] == history[-1].to_openai()["content"]
+    dropped = [e for e in built.report.entries if e.decision == "dropped"]
+    kept_ids = [e.id for e in built.report.entries if e.decision == "kept"]
+    assert dropped and "older round" in dropped[1].reason
+    # newest entries survive, oldest go
+    ids = [m.id for m in history]
+    assert ids[-1] in kept_ids and ids[1] not in kept_ids
+
+
+def test_the_latest_user_message_and_pinned_entries_survive() -> None:
+    raw = make_conversation(20, seed=8)
+    history = log(raw)
+    history[2] = history[2].model_copy(update={"pinned": True})
+    full = build(history, 10**7).report.used
+    built = build(history, full // 5)
+    kept = {e.id for e in built.report.entries if e.decision == "kept"}
+    assert history[2].id in kept
+    last_user = [m for m in history if m.role == "user"][-1]
+    assert last_user.id in kept
+
+
+def test_a_budget_smaller_than_the_minimum_says_how_many_tokens_are_needed() -> None:
+    history = log([{"role": "user", "content": "word " * 500}])
+    with pytest.raises(BudgetError, match=r"needs at least [\d,]+ tokens"):
+        build(history, 100)
+
+
+def test_error_entries_are_sent_with_an_llm_error_block_and_system_entries_are_not() -> None:
+    history = log([{"role": "system", "content": "old imported prompt"},
+                   {"role": "user", "content": "hi"}])
+    history.append(ConversationMessage(role="assistant", kind="error", content="Half an ans",
+                                       error=ErrorInfo(type="network", message="Lost connection")))
+    built = build(history, 10_000)
+    assert "old imported prompt" not in str(built.messages)
+    assert built.messages[-1]["content"].startswith("Half an ans")
+    assert "[LLM_ERROR type=network]" in built.messages[-1]["content"]
+    reasons = [e.reason for e in built.report.entries if e.decision == "dropped"]
+    assert any("old system entry" in r for r in reasons)
+
+
+def test_unknown_models_get_a_conservative_window_and_say_so() -> None:
+    b = resolve_budget("mystery/model-x", 4096)
+    assert b.source == "default" and b.window == 8192 and "assuming" in (b.note or "")
+    known = resolve_budget("gpt-4o", 4096)
+    assert known.source == "litellm" and known.window >= 100_000
+    assert known.usable == known.window - 4096 - known.safety
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=st.integers(1, 25), seed=st.integers(0, 10_000), fraction=st.floats(0.05, 1.2))
+def test_random_logs_always_give_a_valid_request_within_budget(
+    rounds: int, seed: int, fraction: float
+) -> None:
+    history = log(make_conversation(rounds, seed=seed, tool_output_chars=300))
+    full = build(history, 10**7).report.used
+    budget = max(1, int(full * fraction))
+    try:
+        built = build(history, budget)
+    except BudgetError as e:
+        assert e.needed > budget
+        return
+    assert built.report.used <= budget
+    assert protocol_errors(built.messages[1:]) == []
