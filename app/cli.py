@@ -5,6 +5,7 @@
     workbench import PROJECT FILE
     workbench export PROJECT --conversation ID [--format openai|jsonl|markdown]
     workbench list PROJECT
+    workbench context PROJECT --conversation ID [--mode M] [--model M] [--budget N] [--json]
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send); 64 a usage mistake; 130 interrupted.
@@ -25,7 +26,7 @@ from core.store.errors import ConversationNotFound, ProjectPathError
 from core.store.project import Project
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
-COMMANDS = ("send", "import", "export", "list")
+COMMANDS = ("send", "import", "export", "list", "context")
 
 
 class CliError(Exception):
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", help="litellm model string, e.g. gpt-4o-mini, ollama/llama3")
         p.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
         p.add_argument("--max-tokens", type=int, help="maximum output tokens for the answer")
+        p.add_argument("--mode", choices=("chat", "agent", "run"), default=None,
+                       help="system prompt to use (default: the conversation's mode)")
 
     p = sub.add_parser("send", help="send a message and print the answer as it streams")
     p.add_argument("project", type=Path)
@@ -76,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list the conversations of a project")
     p.add_argument("project", type=Path)
+
+    p = sub.add_parser("context", help="show the request the next turn would send, and why")
+    p.add_argument("project", type=Path)
+    p.add_argument("--conversation", "-c", metavar="ID", required=True)
+    model_flags(p)
+    p.add_argument("--budget", type=int, metavar="N",
+                   help="usable input budget in tokens for this build (prefix, tools, messages)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"messages": [...], "tools": [...], "report": {...}}')
     return parser
 
 
@@ -93,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_import(args)
         if args.command == "export":
             return cmd_export(args)
+        if args.command == "context":
+            return cmd_context(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)
@@ -119,7 +133,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
-    from core.engine import Engine, EntryAppended, StreamText, TurnFinished
+    from core.engine import EntryAppended, StreamText, TurnFinished
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
     project = _open(args.project, create=True)
@@ -142,11 +156,14 @@ def cmd_send(args: argparse.Namespace) -> int:
     else:
         conv_id = _resolve(store, args.conversation)
 
-    engine = Engine(store)
+    engine = _engine(project)
+    mode = args.mode or store.meta(conv_id).mode
+    if args.mode and args.mode != store.meta(conv_id).mode:
+        store.update_meta(conv_id, mode=args.mode)
 
     async def run() -> int:
         status = "error"
-        async for event in engine.send(conv_id, text, settings):
+        async for event in engine.send(conv_id, text, settings, mode=mode):
             if isinstance(event, StreamText):
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
@@ -216,6 +233,59 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    import json
+
+    from core.context.builder import BudgetError
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    if args.budget is not None and args.budget <= 0:
+        raise CliError("--budget must be a positive number of tokens", EXIT_USAGE)
+    project = _open(args.project, create=False, read_only=True)
+    try:
+        conv_id = _resolve(project.conversations, args.conversation)
+        loaded = project.conversations.load(conv_id)
+        try:
+            settings = resolve_llm_settings(
+                cli={"model": args.model, "api_base": args.api_base,
+                     "max_output_tokens": args.max_tokens},
+                project=project.overrides, global_settings=SettingsStore().load())
+        except SettingsError as e:
+            raise CliError(str(e)) from None
+        mode = args.mode or loaded.meta.mode
+        try:
+            built = _engine(project).build(loaded.messages, settings, mode, args.budget)
+        except BudgetError as e:
+            raise CliError(str(e)) from None
+    finally:
+        project.close()
+    if args.json:
+        sys.stdout.write(json.dumps({"messages": built.messages, "tools": built.tools,
+                                     "report": built.report.to_json()},
+                                    indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    r = built.report
+    print(f"model {r.model} · mode {r.mode} · window {r.window:,} ({r.budget_source}) · "
+          f"usable {r.usable:,} · reserved for the answer {r.reserved_output:,}")
+    if r.budget_note:
+        print(f"note: {r.budget_note}")
+    print(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): system {r.totals['system']:,}"
+          f", tools {r.totals['tools']:,}, history {r.totals['history']:,}")
+    counts: dict[str, int] = {}
+    for e in r.entries:
+        counts[e.decision] = counts.get(e.decision, 0) + 1
+    print("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
+    position = {m.id: n for n, m in enumerate(loaded.messages, start=1)}
+    for e in r.entries:
+        if e.decision != "kept":
+            where = f"#{position[e.id]}" if e.id in position else "(new)"
+            print(f"  {where:>6} {e.decision:<9} {e.role:<9} {e.tokens:>7,} tok  {e.reason}")
+    for note in r.normalize_notes:
+        print(f"  normalize: {note}")
+    print(f"built in {r.elapsed_ms:.1f} ms; {len(built.messages)} messages would be sent")
+    return EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     project = _open(args.project, create=False, read_only=True)
     try:
@@ -251,6 +321,14 @@ def _resolve(store: ConversationStore, conv: str) -> str:
         return store.resolve(conv)
     except ConversationNotFound as e:
         raise CliError(str(e)) from None
+
+
+def _engine(project: Project):  # noqa: ANN202 - imported lazily (litellm behind it)
+    from core.context.prompts import PromptComposer
+    from core.engine import Engine
+
+    return Engine(project.conversations, composer=PromptComposer(project.state / "prompts"),
+                  requests_dir=None if project.read_only else project.state / "requests")
 
 
 def _title_from(text: str) -> str:

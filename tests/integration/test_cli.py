@@ -209,3 +209,47 @@ def test_api_key_is_used_but_never_written_anywhere(capsys, project_dir, llm_ser
     for path in project_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_context_shows_what_would_be_sent_and_why(capsys, tmp_path, project_dir) -> None:
+    raw = make_conversation(30, seed=9, tool_output_chars=600)
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps({"messages": raw}))
+    conv = cli(capsys, "import", project_dir, src)[1].strip().splitlines()[-1]
+    code, out, _ = cli(capsys, "context", project_dir, "-c", conv, "--model", "gpt-4o", "--json")
+    assert code == 0
+    full = json.loads(out)
+    assert full["messages"][0]["role"] == "system" and full["report"]["used"] > 0
+    budget = full["report"]["used"] // 3
+    code, out, _ = cli(capsys, "context", project_dir, "-c", conv, "--model", "gpt-4o",
+                       "--budget", str(budget), "--json", "--mode", "agent")
+    small = json.loads(out)
+    assert small["report"]["used"] <= budget and small["report"]["mode"] == "agent"
+    assert len(small["messages"]) < len(full["messages"])
+    assert any(e["decision"] == "dropped" for e in small["report"]["entries"])
+    code, out, _ = cli(capsys, "context", project_dir, "-c", conv, "--model", "gpt-4o",
+                       "--budget", str(budget))
+    assert code == 0 and "older round dropped to fit the budget" in out and "%" in out
+
+
+def test_context_with_an_impossible_budget_says_how_many_tokens_are_needed(
+    capsys, project_dir, llm_server
+) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server, "a question of some length " * 20)
+    code, _, err = cli(capsys, "context", project_dir, "-c", conv, "--budget", "50")
+    assert code == 1 and "needs at least" in err
+
+
+def test_send_in_agent_mode_uses_the_agent_prefix_and_remembers_the_mode(
+    capsys, project_dir, llm_server
+) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    llm_server.script(Answer("on it"))
+    code, _, _ = cli(capsys, "send", project_dir, "-c", conv, "--mode", "agent", "--model", MODEL,
+                     "--api-base", llm_server.url, "fix the bug")
+    assert code == 0
+    system = llm_server.requests[-1].body["messages"][0]["content"]
+    assert "Mode: agent" in system and "engineer" in system
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.meta(conv).mode == "agent"
+        assert p.conversations.load(conv).messages[-1].mode == "agent"

@@ -130,3 +130,36 @@ def test_an_unexpected_failure_still_keeps_the_partial_answer(project: Project, 
     entry = project.conversations.load(conv.id).messages[-1]
     assert entry.kind == "error" and entry.text() == "So far so"
     assert "a bug in our own code" in (entry.error.details or "")
+
+
+def test_a_message_larger_than_the_budget_is_refused_in_plain_words(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    tight = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=256,
+                        context_window=1000)
+    async def go() -> list:
+        return [ev async for ev in Engine(project.conversations).send(conv.id, "word " * 3000, tight)]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "error" and not llm_server.requests  # nothing was sent
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.error.type == "context_overflow" and "needs at least" in entry.error.message
+
+
+def test_each_built_request_is_saved_with_its_report(project: Project, llm_server) -> None:
+    import json
+
+    conv = project.conversations.create()
+    llm_server.script(Answer("ok"))
+
+    async def go() -> None:
+        engine = Engine(project.conversations, requests_dir=project.state / "requests")
+        async for _ in engine.send(conv.id, "hello", settings(llm_server), mode="agent"):
+            pass
+
+    asyncio.run(go())
+    saved = list((project.state / "requests" / conv.id).glob("*.json"))
+    assert len(saved) == 1
+    data = json.loads(saved[0].read_text())
+    assert data["messages"] == llm_server.requests[0].body["messages"]
+    assert data["report"]["mode"] == "agent" and data["report"]["used"] > 0
+    assert "engineer" in data["messages"][0]["content"]  # the agent persona
