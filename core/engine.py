@@ -25,7 +25,7 @@ from core.llm.adapter import (
     Usage,
 )
 from core.context.budget import resolve_budget
-from core.context.builder import BudgetError, BuiltRequest, build_request
+from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.prompts import PromptComposer
 from core.llm.errors import LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
@@ -87,6 +87,7 @@ class Engine:
         self.on_entry = on_entry
         self.composer = composer or PromptComposer()
         self.requests_dir = requests_dir
+        self._build_caches: dict[str, BuildCache] = {}
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -128,7 +129,7 @@ class Engine:
                 history.pop()
         started = time.monotonic()
         try:
-            built = self.build(history, settings, mode)
+            built = self.build(history, settings, mode, conv_id=conv_id)
         except BudgetError as e:
             info = ErrorInfo(type="context_overflow", message=str(e), retryable=False)
             entry = self._error_entry(conv_id, info, [], settings, mode, 0, counter)
@@ -213,14 +214,21 @@ class Engine:
 
     def build(
         self, history: list[ConversationMessage], settings: LLMSettings, mode: Mode = "chat",
-        usable_override: int | None = None,
+        usable_override: int | None = None, conv_id: str | None = None,
     ) -> BuiltRequest:
-        """The request the next turn would send (also what `workbench context` prints)."""
+        """The request the next turn would send (also what `workbench context` prints).
+
+        With `conv_id`, the candidates of the previous build are reused, so a build after an
+        append only looks at what is new."""
+        cache = None
+        if conv_id is not None:
+            cache = self._build_caches.setdefault(conv_id, BuildCache())
         budget = resolve_budget(settings.model, settings.max_output_tokens,
                                 window_override=settings.context_window,
                                 usable_override=usable_override)
         return build_request(history, mode, model=settings.model, budget=budget,
-                             counter=self.counter(settings.model), composer=self.composer)
+                             counter=self.counter(settings.model), composer=self.composer,
+                             cache=cache)
 
     def _error_entry(
         self,

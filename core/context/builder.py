@@ -14,6 +14,7 @@ summaries) plugs in as further stages before this last-resort trimming.
 from __future__ import annotations
 
 import json
+import operator
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
 
 USER_MESSAGE_CAP = 20
+DEFAULT_DROP_REASON = "older round dropped to fit the budget"
 RECENT_ROUNDS = 2
 
 
@@ -63,19 +65,61 @@ class BuildReport:
     budget_note: str | None
     used: int = 0
     totals: dict[str, int] = field(default_factory=dict)
-    entries: list[EntryDecision] = field(default_factory=list)
     normalize_notes: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
     elapsed_ms: float = 0.0
+    _decide: _Decisions | None = field(default=None, repr=False, compare=False)
 
     @property
     def percent(self) -> float:
         return 100.0 * self.used / self.usable if self.usable else 100.0
 
+    @property
+    def entries(self) -> list[EntryDecision]:
+        """One decision per log entry (made on first use: most builds never need them)."""
+        return self._decide.entries() if self._decide is not None else []
+
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {k: v for k, v in asdict(self).items() if k != "_decide"}
+        data["entries"] = [asdict(e) for e in self.entries]
         data["percent"] = round(self.percent, 1)
         return data
+
+
+class _Decisions:
+    """What happened to each log entry, kept compact until someone asks."""
+
+    def __init__(self, excluded: list[tuple[ConversationMessage, str]],
+                 cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
+                 keep: list[bool], reasons: dict[int, str], kept_items: list[int],
+                 counter: TokenCounter, synthetic: list[Any]) -> None:
+        self.excluded = list(excluded)
+        self.cands = cands[:]
+        self.units, self.keep, self.reasons = units, keep, reasons
+        self.kept = set(kept_items)
+        self.counter = counter
+        self.synthetic = synthetic
+        self._entries: list[EntryDecision] | None = None
+
+    def entries(self) -> list[EntryDecision]:
+        if self._entries is not None:
+            return self._entries
+        out = [EntryDecision(m.id, m.role, m.kind, "dropped", why, self.counter.message(m))
+               for m, why in self.excluded]
+        reason_of = {i: self.reasons.get(n, DEFAULT_DROP_REASON)
+                     for n, u in enumerate(self.units) if not self.keep[n] for i in u.items}
+        for i, (m, tokens) in enumerate(self.cands):
+            if i in self.kept:
+                why = ("error entry sent with an LLM_ERROR block" if m.kind == "error"
+                       else "fits the budget")
+                out.append(EntryDecision(m.id, m.role, m.kind, "kept", why, tokens))
+            else:
+                out.append(EntryDecision(m.id, m.role, m.kind, "dropped",
+                                         reason_of.get(i, "over budget"), tokens))
+        for note in self.synthetic:
+            out.append(EntryDecision("", "tool", "message", "synthetic", note.reason, 0))
+        self._entries = out
+        return out
 
 
 @dataclass
@@ -85,7 +129,52 @@ class BuiltRequest:
     report: BuildReport
 
 
-@dataclass
+class BuildCache:
+    """Per-conversation memo of the candidates and units of the last build.
+
+    Log entries are immutable values and the log only grows, so when the new history starts
+    with the very same objects, only the entries after them need looking at.
+    """
+
+    def __init__(self) -> None:
+        self.history: list[ConversationMessage] = []
+        self.cands: list[tuple[ConversationMessage, int]] = []
+        self.excluded: list[tuple[ConversationMessage, str]] = []
+        self.units: list[_Unit] = []
+        self._last_user = -1
+        self.encoding = ""
+
+    def prepare(self, history: list[ConversationMessage], counter: TokenCounter) -> None:
+        n = len(self.history)
+        reusable = (self.encoding == counter.encoding_name and len(history) >= n
+                    and all(map(operator.is_, history[:n], self.history)))
+        if not reusable:
+            self.history, self.cands, self.excluded, self.units = [], [], [], []
+            self.encoding = counter.encoding_name
+            n = 0
+        before = len(self.cands)
+        for m in history[n:]:
+            reason = _excluded(m)
+            if reason:
+                self.excluded.append((m, reason))
+            elif m.kind == "error":
+                self.cands.append((m, counter.openai_message(error_projection(m))))
+            else:
+                self.cands.append((m, counter.message(m)))
+        self.history = list(history)
+        if len(self.cands) != before or not self.units:
+            # Only the last unit can grow (tool results arriving for its calls): redo from it.
+            start = self.units.pop().items[0] if self.units else 0
+            round_no = self.units[-1].round_no if self.units else 0
+            self.units.extend(_units(self.cands, start, round_no))
+        last_user = max((k for k, u in enumerate(self.units) if u.user), default=-1)
+        for k in (self._last_user, last_user):
+            if 0 <= k < len(self.units):
+                self.units[k].latest_user = (k == last_user)
+        self._last_user = last_user
+
+
+@dataclass(slots=True)
 class _Unit:
     """One or more candidates that stay together (an assistant tool call and its results)."""
 
@@ -119,6 +208,7 @@ def build_request(
     tools: list[dict[str, Any]] | None = None,
     user_cap: int = USER_MESSAGE_CAP,
     recent_rounds: int = RECENT_ROUNDS,
+    cache: BuildCache | None = None,
 ) -> BuiltRequest:
     started = time.perf_counter()
     tools = list(tools or [])
@@ -131,17 +221,10 @@ def build_request(
 
     # 1. candidates
     t = time.perf_counter()
-    cands: list[tuple[ConversationMessage, int]] = []
-    for m in history:
-        reason = _excluded(m)
-        if reason:
-            report.entries.append(EntryDecision(m.id, m.role, m.kind, "dropped", reason,
-                                                counter.message(m)))
-            continue
-        tokens = counter.openai_message(error_projection(m)) if m.kind == "error" \
-            else counter.message(m)
-        cands.append((m, tokens))
-    units = _units(cands)
+    cache = cache or BuildCache()
+    cache.prepare(history, counter)
+    cands = cache.cands
+    units = cache.units
     report.stages.append({"name": "candidates", "ms": _ms(t)})
 
     # 2. trim to budget
@@ -169,23 +252,9 @@ def build_request(
     if used > budget.usable:
         raise BudgetError(used, budget.usable)
 
-    kept_set = {cands[i][0].id for i in kept_items}
-    dropped_reason = {cands[i][0].id: reasons.get(n, "over budget")
-                      for n, u in enumerate(units) if not keep[n] for i in u.items}
-    for m, tokens in cands:
-        if m.id in kept_set:
-            report.entries.append(EntryDecision(m.id, m.role, m.kind, "kept",
-                                                "error entry sent with an LLM_ERROR block"
-                                                if m.kind == "error" else "fits the budget",
-                                                tokens))
-        else:
-            report.entries.append(EntryDecision(m.id, m.role, m.kind, "dropped",
-                                                dropped_reason.get(m.id, "over budget"), tokens))
-    for note in notes:
-        report.normalize_notes.append(f"{note.action}: {note.reason}")
-        if note.action == "synthetic":
-            report.entries.append(EntryDecision("", "tool", "message", "synthetic", note.reason,
-                                                0))
+    report._decide = _Decisions(cache.excluded, cands, units, keep, reasons, kept_items,
+                                counter, [n for n in notes if n.action == "synthetic"])
+    report.normalize_notes = [f"{n.action}: {n.reason}" for n in notes]
     history_tokens = used - fixed
     report.totals = {"system": system_tokens, "tools": tools_tokens,
                      "history": history_tokens + REPLY_PRIMER,
@@ -212,38 +281,75 @@ def _project(m: ConversationMessage) -> dict[str, Any]:
     return error_projection(m) if m.kind == "error" else m.to_openai()
 
 
-def _units(cands: list[tuple[ConversationMessage, int]]) -> list[_Unit]:
+def _units(cands: list[tuple[ConversationMessage, int]], start: int = 0,
+           round_no: int = 0) -> list[_Unit]:
+    """Group candidates from `start` on into units; `round_no` is the round before `start`.
+
+    Hot on a first build of a long log: plain messages take the short path."""
     units: list[_Unit] = []
-    round_no = 0
-    i = 0
-    last_user = max((k for k, (m, _) in enumerate(cands)
-                     if m.role == "user" and m.kind == "message"), default=-1)
-    while i < len(cands):
+    append = units.append
+    i, n = start, len(cands)
+    while i < n:
         m, tokens = cands[i]
-        if m.role == "user" and m.kind == "message":
-            round_no += 1
-        items = [i]
-        if m.role == "assistant" and m.tool_calls:
+        role = m.role
+        if role == "assistant" and m.tool_calls:
+            items = [i]
+            protected = m.pinned or m.kind == "summary"
             j = i + 1
-            while j < len(cands) and cands[j][0].role == "tool":
+            while j < n and cands[j][0].role == "tool":
+                r, t = cands[j]
                 items.append(j)
+                tokens += t
+                protected = protected or r.pinned
                 j += 1
-        protected = any(cands[k][0].pinned or cands[k][0].kind == "summary" for k in items)
-        units.append(_Unit(items, round_no, sum(cands[k][1] for k in items), protected,
-                           latest_user=(i == last_user),
-                           user=(m.role == "user" and m.kind == "message")))
-        i = items[-1] + 1
+            append(_Unit(items, round_no, tokens, protected))
+            i = j
+            continue
+        is_user = role == "user" and m.kind == "message"
+        if is_user:
+            round_no += 1
+        append(_Unit([i], round_no, tokens, m.pinned or m.kind == "summary", False, is_user))
+        i += 1
     return units
 
 
 def _trim(units: list[_Unit], keep: list[bool], reasons: dict[int, str], fixed: int,
           usable: int, user_cap: int, recent_rounds: int) -> int:
     """Drop units until the total fits; returns the new total."""
-    total = fixed + sum(u.tokens for u in units)
-    last_round = max((u.round_no for u in units), default=0)
+    last_round = units[-1].round_no if units else 0
     recent = {r for r in range(last_round - recent_rounds + 1, last_round + 1)}
-    users_newest_first = [n for n in range(len(units) - 1, -1, -1) if units[n].user]
-    capped_users = set(users_newest_first[:user_cap])
+    capped_users: set[int] = set()
+    for n in range(len(units) - 1, -1, -1):
+        if len(capped_users) >= user_cap:
+            break
+        if units[n].user:
+            capped_users.add(n)
+
+    # The usual case, in O(kept): everything that must stay fits, so keep the newest of the
+    # rest while they fit, and drop all older ones (the same set dropping oldest-first gives).
+    def must_stay(n: int, u: _Unit) -> bool:
+        return u.round_no in recent or u.protected or u.latest_user or n in capped_users
+
+    first_recent = next((n for n, u in enumerate(units) if u.round_no in recent), len(units))
+    mandatory = [n for n in range(first_recent, len(units))]
+    mandatory += [n for n in capped_users if n < first_recent]
+    mandatory += [n for n in range(first_recent) if units[n].protected and n not in capped_users]
+    base = fixed + sum(units[n].tokens for n in set(mandatory))
+    if base <= usable:
+        room = usable - base
+        keep[:] = [False] * len(units)
+        for n in mandatory:
+            keep[n] = True
+        for n in range(first_recent - 1, -1, -1):
+            if keep[n]:
+                continue
+            if units[n].tokens > room:
+                break
+            keep[n] = True
+            room -= units[n].tokens
+        return usable - room  # the dropped ones get the default reason: an older round
+
+    total = fixed + sum(u.tokens for u in units)
 
     def drop(n: int, why: str) -> None:
         nonlocal total

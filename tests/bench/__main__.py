@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from tests.bench import bench_cli, bench_gui, bench_store
+from tests.bench import bench_cli, bench_context, bench_gui, bench_store
 
-BENCHES = {"store": bench_store.run, "cli": bench_cli.run, "gui": bench_gui.run}
+BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
+           "gui": bench_gui.run}
 
 
 def main(names: list[str]) -> int:

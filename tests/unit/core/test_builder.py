@@ -135,3 +135,23 @@ def test_random_logs_always_give_a_valid_request_within_budget(
         return
     assert built.report.used <= budget
     assert protocol_errors(built.messages[1:]) == []
+
+
+def test_an_incremental_build_equals_a_build_from_scratch() -> None:
+    from core.context.builder import BuildCache
+
+    history = log(make_conversation(30, seed=12, tool_output_chars=500))
+    cache = BuildCache()
+    budget = build(history, 10**7).report.used // 3
+    for n in (10, 11, 25, len(history)):  # the log grows between builds
+        part = history[:n]
+        fresh = build_request(part, "chat", model="gpt-4o", budget=Budget(budget, 0, 0, "x"),
+                              counter=COUNTER, composer=PromptComposer())
+        cached = build_request(part, "chat", model="gpt-4o", budget=Budget(budget, 0, 0, "x"),
+                               counter=COUNTER, composer=PromptComposer(), cache=cache)
+        assert cached.messages == fresh.messages
+        assert [e.decision for e in cached.report.entries] == \
+            [e.decision for e in fresh.report.entries]
+    changed = [*history[:-1], history[-1].model_copy(update={"pinned": True})]
+    assert build_request(changed, "chat", model="gpt-4o", budget=Budget(budget, 0, 0, "x"),
+                         counter=COUNTER, composer=PromptComposer(), cache=cache).messages
