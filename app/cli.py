@@ -324,11 +324,14 @@ def _resolve(store: ConversationStore, conv: str) -> str:
 
 
 def _engine(project: Project):  # noqa: ANN202 - imported lazily (litellm behind it)
+    from core.context.calibration import Calibration
     from core.context.prompts import PromptComposer
     from core.engine import Engine
+    from core.settings import SettingsStore
 
     return Engine(project.conversations, composer=PromptComposer(project.state / "prompts"),
-                  requests_dir=None if project.read_only else project.state / "requests")
+                  requests_dir=None if project.read_only else project.state / "requests",
+                  calibration=Calibration(SettingsStore().folder / "calibration.json"))
 
 
 def _title_from(text: str) -> str:

@@ -25,6 +25,7 @@ from core.llm.adapter import (
     Usage,
 )
 from core.context.budget import resolve_budget
+from core.context.calibration import Calibration
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.prompts import PromptComposer
 from core.llm.errors import LLMError
@@ -82,12 +83,14 @@ class Engine:
         on_entry: Callable[[str, ConversationMessage], None] | None = None,
         composer: PromptComposer | None = None,
         requests_dir: Path | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.store = store
         self.on_entry = on_entry
         self.composer = composer or PromptComposer()
         self.requests_dir = requests_dir
         self._build_caches: dict[str, BuildCache] = {}
+        self.calibration = calibration
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -194,6 +197,8 @@ class Engine:
             self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter)
             raise
 
+        if self.calibration is not None and usage and usage.get("prompt_tokens"):
+            self.calibration.observe(settings.model, built.report.used, int(usage["prompt_tokens"]))
         text = "".join(parts)
         answer = counter.with_count(
             ConversationMessage(
@@ -223,9 +228,10 @@ class Engine:
         cache = None
         if conv_id is not None:
             cache = self._build_caches.setdefault(conv_id, BuildCache())
+        factor = self.calibration.factor(settings.model) if self.calibration else 1.0
         budget = resolve_budget(settings.model, settings.max_output_tokens,
                                 window_override=settings.context_window,
-                                usable_override=usable_override)
+                                usable_override=usable_override, calibration=factor)
         return build_request(history, mode, model=settings.model, budget=budget,
                              counter=self.counter(settings.model), composer=self.composer,
                              cache=cache)

@@ -24,10 +24,16 @@ class Budget:
     safety: int
     source: str
     note: str | None = None
+    calibration: float = 1.0  # provider tokens per token of ours, learnt from past calls
 
     @property
     def usable(self) -> int:
         return max(0, self.window - self.reserved_output - self.safety)
+
+    @property
+    def usable_ours(self) -> int:
+        """The usable budget in our own (uncalibrated) counting, what trimming compares to."""
+        return int(self.usable / self.calibration) if self.calibration > 0 else self.usable
 
 
 def model_window(model: str) -> int | None:
@@ -50,6 +56,7 @@ def resolve_budget(
     window_override: int | None = None,
     usable_override: int | None = None,
     known_window: int | None = None,
+    calibration: float = 1.0,
 ) -> Budget:
     """The budget for one build.
 
@@ -57,7 +64,7 @@ def resolve_budget(
     `known_window` is a limit the provider itself stated earlier (it wins over litellm's map).
     """
     if usable_override is not None:
-        return Budget(usable_override, 0, 0, "override")
+        return Budget(usable_override, 0, 0, "override", calibration=calibration)
     if window_override:
         window, source, note = window_override, "override", None
     elif known_window:
@@ -72,4 +79,4 @@ def resolve_budget(
                     "Set context_window in the project settings if yours is larger.")
     reserved = min(max_output_tokens, window // 2)
     safety = max(MIN_SAFETY, int(window * SAFETY_FRACTION))
-    return Budget(window, reserved, safety, source, note)
+    return Budget(window, reserved, safety, source, note, calibration)

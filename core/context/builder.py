@@ -63,7 +63,9 @@ class BuildReport:
     safety: int
     budget_source: str
     budget_note: str | None
-    used: int = 0
+    used: int = 0  # our count
+    calibration: float = 1.0
+    provider_estimate: int = 0  # used x calibration: what the provider is expected to count
     totals: dict[str, int] = field(default_factory=dict)
     normalize_notes: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
@@ -72,7 +74,8 @@ class BuildReport:
 
     @property
     def percent(self) -> float:
-        return 100.0 * self.used / self.usable if self.usable else 100.0
+        """Share of the usable budget, in the provider's counting."""
+        return 100.0 * self.provider_estimate / self.usable if self.usable else 100.0
 
     @property
     def entries(self) -> list[EntryDecision]:
@@ -213,7 +216,7 @@ def build_request(
     started = time.perf_counter()
     tools = list(tools or [])
     report = BuildReport(model, mode, budget.window, budget.usable, budget.reserved_output,
-                         budget.safety, budget.source, budget.note)
+                         budget.safety, budget.source, budget.note, calibration=budget.calibration)
     prefix = composer.compose(mode, run_context)
     system_msg = {"role": "system", "content": prefix}
     system_tokens = counter.openai_message(system_msg)
@@ -233,8 +236,8 @@ def build_request(
     keep = [True] * len(units)
     total = fixed + sum(u.tokens for u in units)
     reasons: dict[int, str] = {}
-    if total > budget.usable:
-        total = _trim(units, keep, reasons, fixed, budget.usable, user_cap, recent_rounds)
+    if total > budget.usable_ours:
+        total = _trim(units, keep, reasons, fixed, budget.usable_ours, user_cap, recent_rounds)
     report.stages.append({"name": "trim", "ms": _ms(t)})
 
     # 3. project, normalize, and make sure normalizing did not push us over
@@ -246,11 +249,11 @@ def build_request(
         extra = sum(counter.openai_message(m) for m in normalized if m.get("content") ==
                     ABORTED_RESULT and m.get("role") == "tool")
         used = fixed + sum(cands[i][1] for i in kept_items) + extra
-        if used <= budget.usable or not _drop_one_more(units, keep, reasons, recent_rounds):
+        if used <= budget.usable_ours or not _drop_one_more(units, keep, reasons, recent_rounds):
             break
     report.stages.append({"name": "normalize", "ms": _ms(t)})
-    if used > budget.usable:
-        raise BudgetError(used, budget.usable)
+    if used > budget.usable_ours:
+        raise BudgetError(used, budget.usable_ours)
 
     report._decide = _Decisions(cache.excluded, cands, units, keep, reasons, kept_items,
                                 counter, [n for n in notes if n.action == "synthetic"])
@@ -260,6 +263,7 @@ def build_request(
                      "history": history_tokens + REPLY_PRIMER,
                      "reserved": budget.reserved_output}
     report.used = used
+    report.provider_estimate = round(used * budget.calibration)
     report.elapsed_ms = _ms(started)
     return BuiltRequest([system_msg, *normalized], tools, report)
 

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from core.engine import Engine, EntryAppended, StreamText, TurnFinished
+from core.model import ConversationMessage
 from core.settings import LLMSettings
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
@@ -163,3 +164,27 @@ def test_each_built_request_is_saved_with_its_report(project: Project, llm_serve
     assert data["messages"] == llm_server.requests[0].body["messages"]
     assert data["report"]["mode"] == "agent" and data["report"]["used"] > 0
     assert "engineer" in data["messages"][0]["content"]  # the agent persona
+
+
+def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_server, tmp_path) -> None:
+    from core.context.calibration import Calibration
+
+    calibration = Calibration(tmp_path / "calibration.json")
+    engine = Engine(project.conversations, calibration=calibration)
+    conv = project.conversations.create()
+    first = engine.build([ConversationMessage(role="user", content="x " * 100)],
+                         settings(llm_server)).report
+    # The provider counts twice what we count (as a non-OpenAI tokenizer might).
+    llm_server.script(Answer("ok", usage=(first.used * 2, 1)))
+
+    async def go() -> None:
+        async for _ in engine.send(conv.id, "x " * 100, settings(llm_server)):
+            pass
+
+    asyncio.run(go())
+    factor = calibration.factor(MODEL)
+    assert 1.2 < factor <= 2.0
+    again = engine.build(project.conversations.load(conv.id).messages, settings(llm_server)).report
+    assert again.calibration == factor
+    assert again.provider_estimate == round(again.used * factor)
+    assert Calibration(tmp_path / "calibration.json").factor(MODEL) == factor  # kept on disk

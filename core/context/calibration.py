@@ -1,0 +1,58 @@
+"""Per-model calibration: our token count against what the provider reports it billed.
+
+After each call we know our count for the request and the provider's `usage.prompt_tokens`.
+Their ratio, smoothed, scales the budget for the next build, so the meter matches the provider
+even where tiktoken only estimates (non-OpenAI models). Kept in the config folder.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from core.store.fileio import atomic_write_json, read_json
+
+SMOOTHING = 0.3  # weight of the newest observation
+LIMITS = (0.5, 2.0)  # a ratio outside these is a counting bug, not a calibration
+MIN_TOKENS = 50  # tiny requests say little about the ratio
+
+
+class Calibration:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._data: dict[str, dict[str, float]] | None = None
+
+    def _load(self) -> dict[str, dict[str, float]]:
+        if self._data is None:
+            try:
+                raw = read_json(self.path)
+                self._data = raw if isinstance(raw, dict) else {}
+            except (OSError, ValueError):
+                self._data = {}
+        return self._data
+
+    def factor(self, model: str) -> float:
+        with self._lock:
+            entry = self._load().get(model)
+            return float(entry["factor"]) if entry else 1.0
+
+    def observe(self, model: str, ours: int, theirs: int) -> float:
+        """Fold one observation in; returns the new factor."""
+        if ours < MIN_TOKENS or theirs <= 0:
+            return self.factor(model)
+        ratio = min(max(theirs / ours, LIMITS[0]), LIMITS[1])
+        with self._lock:
+            data = self._load()
+            entry = data.get(model)
+            if entry is None:
+                entry = {"factor": ratio, "samples": 1}
+            else:
+                entry = {"factor": (1 - SMOOTHING) * entry["factor"] + SMOOTHING * ratio,
+                         "samples": entry.get("samples", 0) + 1}
+            data[model] = entry
+            try:
+                atomic_write_json(self.path, data)
+            except OSError:
+                pass  # calibration is a nicety: never fail a turn over it
+            return float(entry["factor"])
