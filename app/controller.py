@@ -16,6 +16,8 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox
 
+from core.context.builder import BudgetError, BuildReport
+from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
 from core.engine import Engine, EntryAppended, RequestStarted, StreamText, TurnFinished
 from core.llm import runtime
@@ -41,6 +43,9 @@ from ui.transcript_model import RowKind
 
 STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
 DRAFT_SAVE_MS = 1000
+USAGE_DEBOUNCE_MS = 150
+WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
+EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
 
 
 class Controller(QObject):
@@ -93,6 +98,14 @@ class Controller(QObject):
         self._draft_timer.setSingleShot(True)
         self._draft_timer.setInterval(DRAFT_SAVE_MS)
         self._draft_timer.timeout.connect(self._save_ui_state)
+        self._usage_timer = QTimer(self)
+        self._usage_timer.setSingleShot(True)
+        self._usage_timer.setInterval(USAGE_DEBOUNCE_MS)
+        self._usage_timer.timeout.connect(self._show_usage)
+        self._report: BuildReport | None = None
+        self._report_error: str | None = None
+        self.calibration = Calibration(settings_store.folder / "calibration.json")
+        self.preview: Engine | None = None  # builds for the meter, on the window's thread
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -106,6 +119,7 @@ class Controller(QObject):
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
+        window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         window.transcript.action_requested.connect(self._on_transcript_action_requested)
         window.settings_requested.connect(self.open_settings)
         window.open_project_requested.connect(self.open_project)
@@ -166,6 +180,7 @@ class Controller(QObject):
                 f"{env} in your environment and restart Context Workbench.")
         self.window.set_welcome(self.provider_configured())
         self._refresh_status()
+        self.refresh_usage()
 
     # --- projects --------------------------------------------------------------------------------
 
@@ -181,7 +196,10 @@ class Controller(QObject):
         self.engine = Engine(project.conversations, self.client,
                              on_entry=lambda conv, msg: self.bridge.entry.emit(conv, msg),
                              composer=PromptComposer(project.state / "prompts"),
-                             requests_dir=project.state / "requests")
+                             requests_dir=project.state / "requests",
+                             calibration=self.calibration)
+        self.preview = Engine(project.conversations, composer=self.engine.composer,
+                              calibration=self.calibration)
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
@@ -243,6 +261,8 @@ class Controller(QObject):
         # full collection rescans them all, a quarter-second stall in the middle of a stream.
         gc.freeze()
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
+        self.window.mode_switcher.set_mode(loaded.meta.mode)
+        self.refresh_usage()
         if loaded.problems:
             self.window.set_status(self.llm_settings().model,
                                    "Repaired on opening: " + "; ".join(loaded.problems))
@@ -300,6 +320,84 @@ class Controller(QObject):
 
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()
+        self._usage_timer.start()  # only the draft is recounted, debounced
+
+    def _on_mode_switcher_mode_changed(self, mode: str) -> None:
+        if self.project is not None and self.current_id is not None and not self.project.read_only:
+            self.project.conversations.update_meta(self.current_id, mode=mode)
+        self.refresh_usage()
+
+    def mode(self) -> str:
+        return self.window.mode_switcher.mode()
+
+    # --- the usage meter -------------------------------------------------------------------------
+
+    def refresh_usage(self) -> None:
+        """Rebuild the request the next turn would send (cheap: incremental) and show it."""
+        self._report, self._report_error = None, None
+        if self.project is None or self.current_id is None or self.preview is None:
+            return
+        if not runtime.is_loaded():
+            self.window.usage.set_pending("context: waiting for the model library…")
+            return
+        history = self.project.conversations.load(self.current_id).messages
+        try:
+            self._report = self.preview.build(history, self.llm_settings(), self.mode(),
+                                              conv_id=self.current_id).report
+        except BudgetError as e:
+            self._report_error = str(e)
+        self._show_usage()
+
+    def draft_tokens(self) -> int:
+        text = self.window.composer.text()
+        if not text:
+            return 0
+        if len(text) > EXACT_DRAFT_CHARS or self.preview is None:
+            return len(text) // 4 + 4
+        return self.preview.counter(self.llm_settings().model).text(text) + 4
+
+    def _show_usage(self) -> None:
+        meter = self.window.usage
+        r = self._report
+        if r is None:
+            if self._report_error:
+                meter.set_usage(1, 1, "over", self._report_error)
+            return
+        draft = round(self.draft_tokens() * r.calibration)
+        used = r.provider_estimate + draft
+        state = "over" if used > r.usable else "warning" if used > WARNING_AT * r.usable else \
+            "normal"
+        lines = [
+            f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
+            f"  system prompt   {r.totals['system']:>9,}",
+            f"  tools           {r.totals['tools']:>9,}",
+            f"  history         {r.totals['history']:>9,}",
+            f"  your draft      {draft:>9,}",
+            f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
+            f"({r.budget_source})",
+        ]
+        if r.calibration != 1.0:
+            lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
+        if r.budget_note:
+            lines.append(r.budget_note)
+        dropped = sum(1 for e in r.entries if e.decision == "dropped") if state != "normal" else 0
+        if dropped:
+            lines.append(f"{dropped:,} older entries are left out to fit")
+        meter.set_usage(used, r.usable, state, "\n".join(lines))
+
+    def _message_fits(self, text: str) -> bool:
+        """A message the model cannot take even alone: say so instead of sending it."""
+        r = self._report
+        if r is None:
+            return True
+        need = round((r.totals["system"] + self.draft_tokens()) * r.calibration)
+        if need <= r.usable:
+            return True
+        self.window.composer.show_warning(
+            f"Not sent: this message is about {need:,} tokens with the system prompt, but "
+            f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "
+            "larger context window in Settings.")
+        return False
 
     # --- turns -----------------------------------------------------------------------------------
 
@@ -310,16 +408,18 @@ class Controller(QObject):
     def send(self, text: str) -> None:
         if self.busy() or self.project is None or self.current_id is None or self.engine is None:
             return
-        if self.project.read_only:
+        if self.project.read_only or not self._message_fits(text):
             return
+        self.window.composer.show_warning(None)
         self.window.composer.set_text("")
         self._drafts.pop(self.current_id, None)
-        self._start(self.engine.send(self.current_id, text, self.llm_settings()), text)
+        self._start(self.engine.send(self.current_id, text, self.llm_settings(), self.mode()),
+                    text)
 
     def retry(self) -> None:
         if self.busy() or self.engine is None or self.current_id is None:
             return
-        self._start(self.engine.retry(self.current_id, self.llm_settings()))
+        self._start(self.engine.retry(self.current_id, self.llm_settings(), self.mode()))
 
     def stop(self) -> None:
         if self._busy and self._turn is not None:
@@ -377,6 +477,7 @@ class Controller(QObject):
                  "error": "The last request failed; see the error in the conversation"}[status]
         self.window.set_status(self.llm_settings().model, state)
         self._refresh_list()
+        self.refresh_usage()
         self.turn_finished.emit(status)
 
     def _on_transcript_action_requested(self, row: int, action: str) -> None:
@@ -393,6 +494,7 @@ class Controller(QObject):
         if runtime.is_loaded():
             self._import_timer.stop()
             gc.freeze()  # litellm's many long-lived objects: never rescan them
+            self.refresh_usage()
         self._refresh_status()
 
     def _refresh_status(self) -> None:

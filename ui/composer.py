@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QMimeData, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -14,12 +14,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-MAX_DRAFT_CHARS = 50_000_000  # beyond this the box refuses more; the context builder says why
+LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
 
 
 class _Editor(QPlainTextEdit):
     submit = Signal()
     escape = Signal()
+    large_paste = Signal(str)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802
+        if source.hasText() and len(source.text()) > LARGE_PASTE_CHARS:
+            self.large_paste.emit(source.text())  # laying out megabytes would freeze the window
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
@@ -60,7 +67,21 @@ class Composer(QWidget):
         self.stop_button.hide()
         self.hint = QLabel("", self)
         self.hint.setStyleSheet("color: #b42318;")
+        self.hint.setWordWrap(True)
         self.hint.hide()
+        self._held = ""  # a large paste, kept as is and sent after the typed text
+        self.held_label = QLabel("", self)
+        self.held_label.setStyleSheet(
+            "background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 4px; padding: 3px 8px;")
+        self.held_remove = QPushButton("Remove", self)
+        self.held_remove.setFlat(True)
+        self.held_remove.clicked.connect(lambda: self._hold(""))
+        held_row = QHBoxLayout()
+        held_row.addWidget(self.held_label)
+        held_row.addWidget(self.held_remove)
+        held_row.addStretch(1)
+        self.held_label.hide()
+        self.held_remove.hide()
 
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
@@ -72,6 +93,7 @@ class Composer(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 6, 12, 10)
         outer.addWidget(self.hint)
+        outer.addLayout(held_row)
         outer.addLayout(row)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
 
@@ -80,18 +102,45 @@ class Composer(QWidget):
         self.editor.submit.connect(self._on_editor_submit)
         self.editor.escape.connect(self._on_editor_escape)
         self.editor.textChanged.connect(self._on_editor_text_changed)
+        self.editor.large_paste.connect(self._hold)
         self.send_button.clicked.connect(self._on_editor_submit)
         self.stop_button.clicked.connect(self.stop_requested)
         self._update_buttons()
 
     def text(self) -> str:
-        return self.editor.toPlainText()
+        typed = self.editor.toPlainText()
+        if not self._held:
+            return typed
+        return f"{typed}\n\n{self._held}" if typed.strip() else self._held
 
     def set_text(self, text: str) -> None:
+        if len(text) > LARGE_PASTE_CHARS:
+            self.editor.blockSignals(True)
+            self.editor.setPlainText("")
+            self.editor.blockSignals(False)
+            self._hold(text)
+            return
+        self._held = ""
+        self._show_held()
         self.editor.setPlainText(text)
         cursor = self.editor.textCursor()
         cursor.movePosition(cursor.MoveOperation.End)
         self.editor.setTextCursor(cursor)
+
+    def held_size(self) -> int:
+        return len(self._held)
+
+    def _hold(self, text: str) -> None:
+        self._held = text
+        self._show_held()
+        self._on_editor_text_changed()
+
+    def _show_held(self) -> None:
+        size = len(self._held.encode("utf-8", "replace")) if self._held else 0
+        self.held_label.setText(f"Pasted text · {size / 2**20:.1f} MB · {len(self._held):,} "
+                                "characters, kept as is and sent with your message")
+        self.held_label.setVisible(bool(self._held))
+        self.held_remove.setVisible(bool(self._held))
 
     def set_busy(self, busy: bool) -> None:
         """While a turn runs: Send is disabled and Stop shows."""
@@ -107,8 +156,15 @@ class Composer(QWidget):
         self.hint.setVisible(reason is not None)
         self._update_buttons()
 
+    def show_warning(self, text: str | None) -> None:
+        """A one-off explanation under the box (why a message was not sent)."""
+        if self._blocked_reason is None:
+            self.hint.setText(text or "")
+            self.hint.setVisible(bool(text))
+
     def _update_buttons(self) -> None:
-        can_send = not self._busy and self._blocked_reason is None and bool(self.text().strip())
+        has_text = bool(self._held) or bool(self.editor.toPlainText().strip())
+        can_send = not self._busy and self._blocked_reason is None and has_text
         self.send_button.setEnabled(can_send)
 
     def _on_editor_submit(self) -> None:

@@ -20,8 +20,10 @@ from PySide6.QtWidgets import (
 
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
+from ui.mode_switcher import ModeSwitcher
 from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
+from ui.usage_indicator import UsageIndicator
 
 WELCOME_NO_PROVIDER = (
     "<h2>Welcome to Context Workbench</h2>"
@@ -60,6 +62,7 @@ class MainWindow(QMainWindow):
         self.transcript = TranscriptView(self)
         self.transcript.set_transcript_model(self.transcript_model)
         self.composer = Composer(self)
+        self.mode_switcher = ModeSwitcher(self)
 
         self.banner = QLabel(self)
         self.banner.setWordWrap(True)
@@ -81,6 +84,7 @@ class MainWindow(QMainWindow):
         rl.setSpacing(0)
         rl.addWidget(self.banner)
         rl.addWidget(self.stack, 1)
+        rl.addWidget(self.mode_switcher)
         rl.addWidget(self.composer)
         self.splitter = QSplitter(self)
         self.splitter.addWidget(self.conversations)
@@ -91,11 +95,10 @@ class MainWindow(QMainWindow):
 
         self.model_label = QLabel(self)
         self.state_label = QLabel(self)
-        self.usage_label = QLabel("", self)  # the context-usage indicator plugs in here
-        self.usage_label.setObjectName("usage")
+        self.usage = UsageIndicator(self)
         bar = self.statusBar()
         bar.addWidget(self.state_label, 1)
-        bar.addPermanentWidget(self.usage_label)
+        bar.addPermanentWidget(self.usage)
         bar.addPermanentWidget(self.model_label)
 
         self._welcome_html = WELCOME_READY

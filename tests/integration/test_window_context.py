@@ -1,0 +1,89 @@
+"""The window's view of the context: the mode switcher and the live usage indicator."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.llm.runtime import load_litellm
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
+from tests.helpers.gui import open_window, run_until
+from tests.integration.test_window import type_and_send
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()  # the meter waits for the library, as the app does after start-up
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "6000")
+    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "500")
+    return llm_server
+
+
+def test_switching_mode_changes_only_the_next_system_prompt(qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("chat answer"), Answer("agent answer"))
+    type_and_send(qtbot, window, "first")
+    run_until(qloop, lambda: not controller.busy())
+    qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
+    type_and_send(qtbot, window, "second")
+    run_until(qloop, lambda: not controller.busy())
+    first, second = (r.body["messages"] for r in llm_server.requests)
+    assert "Mode: chat" in first[0]["content"] and "Mode: agent" in second[0]["content"]
+    assert second[1:] == [*first[1:], {"role": "assistant", "content": "chat answer"},
+                          {"role": "user", "content": "second"}]  # history untouched
+    conv = controller.current_id
+    window.close()
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.meta(conv).mode == "agent"
+        assert [m.mode for m in p.conversations.load(conv).messages] == [
+            "chat", "chat", "agent", "agent"]
+    window2, _ = open_window(qtbot, project_dir)
+    assert window2.mode_switcher.mode() == "agent"
+
+
+def test_the_meter_shows_usage_and_follows_the_draft(qtbot, qloop, project_dir) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    meter = window.usage
+    qtbot.waitUntil(lambda: meter.state != "pending")
+    before = meter.text()
+    assert "tokens" in before and meter.state == "normal"
+    assert "system prompt" in meter.toolTip() and "your draft" in meter.toolTip()
+    qtbot.keyClicks(window.composer.editor, "a few more words of draft " * 20)
+    qtbot.waitUntil(lambda: meter.text() != before, timeout=3000)
+    window.composer.set_text("long " * 4300)  # most of the 5,380 usable tokens
+    qtbot.waitUntil(lambda: meter.state == "warning", timeout=3000)
+
+
+def test_a_twenty_megabyte_paste_is_shown_over_budget_and_not_sent(
+    qtbot, qloop, project_dir, llm_server
+) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    qtbot.waitUntil(lambda: window.usage.state != "pending")
+    window.composer.set_text("0123456789 " * (20 * 2**20 // 11))
+    qtbot.waitUntil(lambda: window.usage.state == "over", timeout=5000)
+    controller.send(window.composer.text())
+    assert not controller.busy() and not llm_server.requests
+    assert "Not sent" in window.composer.hint.text() and "accepts" in window.composer.hint.text()
+    assert len(window.composer.text()) > 20_000_000  # the paste is still there, nothing lost
+    with Project.open(project_dir, read_only=True) as p:
+        assert not p.conversations.load(controller.current_id).messages
+
+
+def test_a_huge_paste_is_held_aside_and_the_window_stays_responsive(qtbot, qloop, project_dir) -> None:
+    from PySide6.QtCore import QMimeData
+
+    window, controller = open_window(qtbot, project_dir)
+    qtbot.keyClicks(window.composer.editor, "see below:")
+    data = QMimeData()
+    data.setText("log line\n" * 300_000)  # 2.7 MB
+    window.composer.editor.insertFromMimeData(data)
+    assert window.composer.held_label.isVisible() and "2.6 MB" in window.composer.held_label.text()
+    assert window.composer.editor.toPlainText() == "see below:"  # not laid out in the box
+    assert window.composer.text().startswith("see below:\n\nlog line\n")
+    qtbot.mouseClick(window.composer.held_remove, Qt.MouseButton.LeftButton)
+    assert window.composer.text() == "see below:"

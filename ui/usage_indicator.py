@@ -1,0 +1,40 @@
+"""The context-usage meter in the status bar: used / usable tokens, %, colour by state."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+COLORS = {"normal": "#166534", "warning": "#b45309", "over": "#b91c1c", "pending": "#71717a"}
+
+
+def short(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+
+
+class UsageIndicator(QLabel):
+    """Attributes:
+    state: "normal", "warning" (above the compaction trigger), "over", or "pending".
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("usage")
+        self.state = "pending"
+        self.set_pending("context: counting…")
+
+    def set_usage(self, used: int, usable: int, state: str, tooltip: str) -> None:
+        percent = 100.0 * used / usable if usable else 100.0
+        self.state = state
+        self.setText(f"  {short(used)} / {short(usable)} tokens · {percent:.0f}%  ")
+        self.setToolTip(tooltip)
+        self._paint(state)
+
+    def set_pending(self, text: str) -> None:
+        self.state = "pending"
+        self.setText(f"  {text}  ")
+        self.setToolTip("")
+        self._paint("pending")
+
+    def _paint(self, state: str) -> None:
+        bold = "font-weight: bold;" if state != "normal" else ""
+        self.setStyleSheet(f"color: {COLORS[state]}; {bold}")
