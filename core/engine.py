@@ -229,8 +229,11 @@ class Engine:
         if conv_id is not None:
             cache = self._build_caches.setdefault(conv_id, BuildCache())
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0
+        window = settings.context_window
+        if conv_id is not None:
+            window = self.store.meta(conv_id).context_window or window  # the most specific
         budget = resolve_budget(settings.model, settings.max_output_tokens,
-                                window_override=settings.context_window,
+                                window_override=window,
                                 usable_override=usable_override, calibration=factor)
         return build_request(history, mode, model=settings.model, budget=budget,
                              counter=self.counter(settings.model), composer=self.composer,

@@ -22,6 +22,7 @@ from typing import Any
 from core.context.budget import Budget
 from core.context.normalize import ABORTED_RESULT, normalize
 from core.context.prompts import PromptComposer, RunContext
+from core.context.stages import TARGET, TRIGGER, CompressionStage
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
 
@@ -212,6 +213,7 @@ def build_request(
     user_cap: int = USER_MESSAGE_CAP,
     recent_rounds: int = RECENT_ROUNDS,
     cache: BuildCache | None = None,
+    stages: list[CompressionStage] | None = None,
 ) -> BuiltRequest:
     started = time.perf_counter()
     tools = list(tools or [])
@@ -229,6 +231,22 @@ def build_request(
     cands = cache.cands
     units = cache.units
     report.stages.append({"name": "candidates", "ms": _ms(t)})
+
+    # 1b. compression stages, when usage passes the trigger (each may shorten entries)
+    fixed_tokens = system_tokens + tools_tokens + REPLY_PRIMER
+    if stages and fixed_tokens + sum(u.tokens for u in units) > TRIGGER * budget.usable_ours:
+        entries = [m for m, _ in cands]
+        target = int(TARGET * budget.usable_ours) - fixed_tokens
+        for stage in stages:
+            t = time.perf_counter()
+            result = stage.compress(entries, target, counter)
+            entries = result.entries
+            report.stages.append({"name": stage.name, "ms": _ms(t),
+                                  "changed": len(result.decisions)})
+        if entries != [m for m, _ in cands]:
+            cache = BuildCache()  # a compressed view is not the log: build it afresh
+            cache.prepare([m for m, _ in cache.excluded] + entries, counter)
+            cands, units = cache.cands, cache.units
 
     # 2. trim to budget
     t = time.perf_counter()

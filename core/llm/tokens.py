@@ -54,7 +54,7 @@ class TokenCounter:
     def __init__(self, encoding: str = "o200k_base") -> None:
         self.encoding_name = encoding
         self._enc = get_encoding(encoding)
-        self._cache: dict[str, int] = {}
+        self._cache: dict[tuple[str, int, int], int] = {}
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
@@ -71,10 +71,13 @@ class TokenCounter:
         cached = msg.token_counts.get(self.encoding_name)
         if cached is not None:
             return cached
-        cached = self._cache.get(msg.id)
+        # Keyed by more than the id: a compression stage makes a shorter copy of an entry
+        # under the same id, and that copy must be counted afresh.
+        key = (msg.id, len(msg.text()), len(msg.tool_calls or ()))
+        cached = self._cache.get(key)
         if cached is None:
             cached = self.openai_message(msg.to_openai())
-            self._cache[msg.id] = cached
+            self._cache[key] = cached
         return cached
 
     def messages(self, msgs: Iterable[ConversationMessage]) -> int:

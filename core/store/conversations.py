@@ -40,6 +40,7 @@ class ConversationMeta(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     mode: Mode = "chat"
     model: str | None = None
+    context_window: int | None = Field(default=None, gt=0)  # overrides the model's window
     compaction: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -155,3 +155,30 @@ def test_an_incremental_build_equals_a_build_from_scratch() -> None:
     changed = [*history[:-1], history[-1].model_copy(update={"pinned": True})]
     assert build_request(changed, "chat", model="gpt-4o", budget=Budget(budget, 0, 0, "x"),
                          counter=COUNTER, composer=PromptComposer(), cache=cache).messages
+
+
+def test_compression_stages_run_past_the_trigger_and_are_reported() -> None:
+    from core.context.stages import CompressionStage, StageResult
+
+    class ShortenTools(CompressionStage):
+        name = "shorten-tools"
+
+        def compress(self, entries, target_tokens, counter):  # noqa: ANN001, ANN201
+            out, decisions = [], []
+            for m in entries:
+                if m.role == "tool":
+                    m = m.model_copy(update={"content": m.text()[:20], "token_counts": {}})
+                    decisions.append((m.id, "compacted", "preview of a long output"))
+                out.append(m)
+            return StageResult(out, decisions)
+
+    history = log(make_conversation(10, seed=2, tool_output_chars=2000))
+    full = build(history, 10**7).report.used
+    built = build_request(history, "chat", model="gpt-4o", budget=Budget(full, 0, 0, "x"),
+                          counter=COUNTER, composer=PromptComposer(), stages=[ShortenTools()])
+    assert any(s["name"] == "shorten-tools" and s["changed"] for s in built.report.stages)
+    assert built.report.used < full // 2
+    assert protocol_errors(built.messages[1:]) == []
+    calm = build_request(history, "chat", model="gpt-4o", budget=Budget(full * 10, 0, 0, "x"),
+                         counter=COUNTER, composer=PromptComposer(), stages=[ShortenTools()])
+    assert not any(s["name"] == "shorten-tools" for s in calm.report.stages)  # under the trigger

@@ -188,3 +188,11 @@ def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_se
     assert again.calibration == factor
     assert again.provider_estimate == round(again.used * factor)
     assert Calibration(tmp_path / "calibration.json").factor(MODEL) == factor  # kept on disk
+
+
+def test_a_conversation_can_set_its_own_window(project: Project, llm_server) -> None:
+    conv = project.conversations.create()
+    project.conversations.update_meta(conv.id, context_window=3000)
+    engine = Engine(project.conversations)
+    report = engine.build([], settings(llm_server), conv_id=conv.id).report
+    assert report.window == 3000 and report.budget_source == "override"
