@@ -157,14 +157,22 @@ class BuildCache:
             self.encoding = counter.encoding_name
             n = 0
         before = len(self.cands)
+        enc = counter.encoding_name
+        append = self.cands.append
         for m in history[n:]:
+            kind = m.kind
+            # The common case first, inline: an ordinary entry whose count is stored with it.
+            if kind == "message" and m.include_in_context and m.role != "system":
+                tokens = m.token_counts.get(enc)
+                append((m, tokens if tokens is not None else counter.message(m)))
+                continue
             reason = _excluded(m)
             if reason:
                 self.excluded.append((m, reason))
-            elif m.kind == "error":
-                self.cands.append((m, counter.openai_message(error_projection(m))))
+            elif kind == "error":
+                append((m, counter.openai_message(error_projection(m))))
             else:
-                self.cands.append((m, counter.message(m)))
+                append((m, counter.message(m)))
         self.history = list(history)
         if len(self.cands) != before or not self.units:
             # Only the last unit can grow (tool results arriving for its calls): redo from it.
