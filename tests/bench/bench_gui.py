@@ -124,6 +124,6 @@ def run() -> None:
             controller.new_conversation()
             stream("into a new conversation")
             controller.show_conversation(conv_id)
-            stream("into the 10,000-message one (sends all 31 MB)")
+            stream("into the 10,000-message one (request fitted to the window)")
         window.close()
         loop.close()
