@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,13 @@ def run_gui(project_dir: str | None) -> int:
             window.close()
 
         QTimer.singleShot(0, leave)
+
+    # SIGTERM (logout, `kill`): close as if the user did, so a running answer is persisted and
+    # state saved. Python only runs signal handlers when it gets control, hence the idle timer.
+    signal.signal(signal.SIGTERM, lambda *_: QTimer.singleShot(0, window.close))
+    wake = QTimer()
+    wake.start(250)
+    wake.timeout.connect(lambda: None)
 
     closed = asyncio.Event()
     app.aboutToQuit.connect(closed.set)

@@ -55,7 +55,11 @@ class MainWindow(QMainWindow):
     def __init__(self) -> None:
         super().__init__()
         self.setWindowTitle("Context Workbench")
-        self.resize(1200, 800)
+        screen = self.screen().availableGeometry() if self.screen() else None
+        if screen is not None:  # a comfortable size that still fits a small screen
+            self.resize(min(1200, screen.width() * 9 // 10), min(800, screen.height() * 9 // 10))
+        else:
+            self.resize(1200, 800)
 
         self.conversations = ConversationList(self)
         self.transcript_model = TranscriptModel(self)
@@ -195,6 +199,12 @@ class MainWindow(QMainWindow):
     def restore_geometry_state(self, geometry: str | None, splitter: str | None) -> None:
         if geometry:
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
+            # Saved on a larger screen? Keep the whole window on this one.
+            screen = self.screen().availableGeometry() if self.screen() else None
+            if screen is not None and not screen.contains(self.frameGeometry()):
+                self.resize(min(self.width(), screen.width()), min(self.height(), screen.height()))
+                self.move(max(screen.left(), min(self.x(), screen.right() - self.width())),
+                          max(screen.top(), min(self.y(), screen.bottom() - self.height())))
         if splitter:
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
 

@@ -81,7 +81,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
-        self._heights: dict[tuple[str, int, int], int] = {}
+        self._heights: dict[tuple[str, int], tuple[int, int]] = {}  # -> (width, height)
         self._pending: set[int] = set()
         self._stream_height = 0
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
@@ -99,11 +99,12 @@ class TranscriptDelegate(QStyledItemDelegate):
             if self._stream_height == 0:
                 self._stream_height = self._estimate(row, width, option.fontMetrics)
             return QSize(width, self._stream_height)
-        key = (row.key, row.version, width)
-        height = self._heights.get(key)
-        if height is None:
-            height = self._estimate(row, width, option.fontMetrics)
-            self._heights[key] = height
+        key = (row.key, row.version)
+        known = self._heights.get(key)
+        if known is not None and known[0] == width:
+            return QSize(width, known[1])
+        height = self._estimate(row, width, option.fontMetrics)
+        self._heights[key] = (width, height)  # one entry per row: resizing never piles up
         return QSize(width, height)
 
     def _row(self, index: QModelIndex) -> Row:
@@ -196,7 +197,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         if row.kind is RowKind.STREAMING:
             self.stream_rect = QRect(rect)
         lay = self.layout(row, rect.width(), option.font)
-        est_key = (row.key, row.version, rect.width())
+        est_key = (row.key, row.version)
         if row.kind is RowKind.STREAMING:
             # The streaming row's height only grows, a few lines at a time: every change costs
             # the list a relayout of all rows, so it must not happen on every update.
@@ -206,8 +207,8 @@ class TranscriptDelegate(QStyledItemDelegate):
                 self._stream_height = lay.height + reserve
                 self._pending.add(index.row())
                 self._timer.start(0)
-        elif self._heights.get(est_key) != lay.height:
-            self._heights[est_key] = lay.height
+        elif self._heights.get(est_key) != (rect.width(), lay.height):
+            self._heights[est_key] = (rect.width(), lay.height)
             self._pending.add(index.row())
             self._timer.start(0)
 

@@ -235,13 +235,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     if reply.first_delay:
                         time.sleep(reply.first_delay)
                     parts = reply.chunks if reply.chunks is not None else _split(reply.text)
-                    for i, part in enumerate(parts):
-                        delta = {"content": part}
-                        if i == 0:
-                            delta["role"] = "assistant"
-                        self._event(_chunk(model, delta))
-                        if reply.delay:
-                            time.sleep(reply.delay)
+                    self._text(model, parts, reply.delay)
                     self._event(_chunk(model, {}, reply.finish_reason))
                     if want_usage:
                         self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage)))
@@ -262,13 +256,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     self._event("[DONE]")
                     self._end()
                 elif isinstance(reply, Cut):
-                    for i, part in enumerate(_split(reply.text)):
-                        delta = {"content": part}
-                        if i == 0:
-                            delta["role"] = "assistant"
-                        self._event(_chunk(model, delta))
-                        if reply.delay:
-                            time.sleep(reply.delay)
+                    self._text(model, _split(reply.text), reply.delay)
                     if reply.transport:
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
@@ -276,6 +264,15 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                         self._end()
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass  # the client went away (a stopped stream): nothing more to send
+
+        def _text(self, model: str, parts: list[str], delay: float) -> None:
+            for i, part in enumerate(parts):
+                delta = {"content": part}
+                if i == 0:
+                    delta["role"] = "assistant"
+                self._event(_chunk(model, delta))
+                if delay:
+                    time.sleep(delay)
 
         def _event(self, data: Any) -> None:
             text = data if isinstance(data, str) else json.dumps(data)
