@@ -35,6 +35,7 @@ run: $(VENV)/.run-deps system-deps
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps
+	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.test-deps

@@ -19,7 +19,9 @@ class ImportProblem(ValueError):
     """The import file cannot be used as it is; the message says where and why."""
 
 
-def read_import_file(path: Path, max_bytes: int = MAX_IMPORT_BYTES) -> tuple[str, list[dict]]:
+def read_import_file(
+    path: Path, max_bytes: int = MAX_IMPORT_BYTES
+) -> tuple[str, list[dict[str, Any]]]:
     """Read and check an import file. Returns (suggested title, raw OpenAI messages)."""
     try:
         size = path.stat().st_size

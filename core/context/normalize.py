@@ -73,11 +73,11 @@ def normalize(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
             continue
         out.append(m if calls == m["tool_calls"] else {**m, "tool_calls": calls})
         for c in calls:
-            r = results.get(c["id"])
-            if r is None:
+            found = results.get(c["id"])
+            if found is None:
                 notes.append(Note(i, "synthetic", f"no result for call {c['id']!r}: marked aborted"))
-                r = {"role": "tool", "tool_call_id": c["id"], "content": ABORTED_RESULT}
-            out.append(r)
+                found = {"role": "tool", "tool_call_id": c["id"], "content": ABORTED_RESULT}
+            out.append(found)
         i = j
     return out, notes
 
@@ -130,7 +130,7 @@ def _clean_calls(
     for k, c in enumerate(raw):
         fn = c.get("function") if isinstance(c, dict) else None
         name = fn.get("name") if isinstance(fn, dict) else None
-        if not name:
+        if not name or not isinstance(fn, dict):
             notes.append(Note(index, "dropped", f"tool call {k} has no function name"))
             continue
         call_id = str(c.get("id") or "")

@@ -264,7 +264,8 @@ def _assemble(calls: dict[int, dict[str, str]]) -> list[ToolCall]:
 def _plain(usage: Any) -> dict[str, Any]:
     try:
         data = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
-        return json.loads(json.dumps(data, default=str))
+        plain: dict[str, Any] = json.loads(json.dumps(data, default=str))
+        return plain
     except Exception:  # noqa: BLE001 - usage detail is a nicety
         return {}
 

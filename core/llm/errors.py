@@ -37,7 +37,7 @@ class LLMError(Exception):
 
 
 class AuthError(LLMError):
-    type = "auth"
+    type: ErrorType = "auth"
 
 
 class MissingApiKey(AuthError):

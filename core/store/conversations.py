@@ -9,6 +9,7 @@ Deleting moves a conversation's folder to `.workbench/trash/`, so a slip is neve
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -80,16 +81,16 @@ class ConversationStore:
         # A turn appends on the engine's thread while the window reads: loading may repair
         # (rewrite) a log, so reads and writes of the files take turns.
         self._lock = threading.RLock()
-        self._loaded: OrderedDict[str, tuple[tuple[int, int], list[ConversationMessage]]] = (
+        self._loaded: OrderedDict[str, tuple[tuple[int, int], builtins.list[ConversationMessage]]] = (
             OrderedDict())
 
     # --- reading -------------------------------------------------------------------------------
 
-    def list(self) -> list[ConversationSummary]:
+    def list(self) -> builtins.list[ConversationSummary]:
         """Summaries, most recently active first; refreshes stale index rows from the folders."""
         with self._lock:
             cached = {s.id: s for s in self._read_index()}
-            fresh: list[ConversationSummary] = []
+            fresh: builtins.list[ConversationSummary] = []
             changed = False
             for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
                 if not entry.is_dir() or not (entry / "conversation.json").exists():
@@ -144,7 +145,7 @@ class ConversationStore:
             self._remember(conv_id, result.messages)
             return LoadedConversation(meta, list(result.messages), result.problems)
 
-    def _remember(self, conv_id: str, messages: list[ConversationMessage]) -> None:
+    def _remember(self, conv_id: str, messages: builtins.list[ConversationMessage]) -> None:
         """Keep the most recently loaded conversations in memory, keyed by the file's stamp, so
         the next turn (or the window switching back) does not re-read and re-validate them."""
         path = self._dir(conv_id) / "messages.jsonl"
@@ -224,18 +225,18 @@ class ConversationStore:
             self.list()  # drop the row from the index now
             return dst
 
-    def append(self, conv_id: str, msg: ConversationMessage) -> list[str]:
+    def append(self, conv_id: str, msg: ConversationMessage) -> builtins.list[str]:
         """Append one message durably. Returns problems found (and repaired) on the way."""
         return self.append_many(conv_id, [msg])
 
-    def append_many(self, conv_id: str, msgs: Iterable[ConversationMessage]) -> list[str]:
+    def append_many(self, conv_id: str, msgs: Iterable[ConversationMessage]) -> builtins.list[str]:
         """Append messages in one write and one fsync; all or none are acknowledged."""
         with self._lock:
             self._check_writable()
             path = self._dir(conv_id) / "messages.jsonl"
             if not path.parent.is_dir():
                 raise ConversationNotFound(f"no conversation with id {conv_id!r}")
-            problems: list[str] = []
+            problems: builtins.list[str] = []
             if conv_id not in self._clean_tails:
                 repaired = ensure_clean_tail(path)
                 if repaired is not None:
@@ -268,7 +269,7 @@ class ConversationStore:
     def _write_meta(self, meta: ConversationMeta) -> None:
         atomic_write_json(self._dir(meta.id) / "conversation.json", meta.model_dump(mode="json"))
 
-    def _summarize(self, folder: Path, stamp: list[int]) -> ConversationSummary | None:
+    def _summarize(self, folder: Path, stamp: builtins.list[int]) -> ConversationSummary | None:
         try:
             meta = self.meta(folder.name)
         except StoreError:
@@ -285,14 +286,14 @@ class ConversationStore:
             stamp=stamp,
         )
 
-    def _read_index(self) -> list[ConversationSummary]:
+    def _read_index(self) -> builtins.list[ConversationSummary]:
         try:
             rows = read_json(self.root / "index.json")
             return [ConversationSummary.model_validate(r) for r in rows]
         except (OSError, ValueError, TypeError, ValidationError):
             return []  # missing or unreadable: it is only a cache, rebuilt from the folders
 
-    def _write_index(self, rows: list[ConversationSummary]) -> None:
+    def _write_index(self, rows: builtins.list[ConversationSummary]) -> None:
         if self.writable:
             atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows])
 
