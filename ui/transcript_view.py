@@ -85,6 +85,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._pending: set[int] = set()
         self._stream_height = 0
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
+        self.stream_text_height = 0  # how much of its reserved height the text fills
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -196,6 +197,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         rect = option.rect
         if row.kind is RowKind.STREAMING:
             self.stream_rect = QRect(rect)
+            self.stream_text_height = self.layout(row, rect.width(), option.font).height
         lay = self.layout(row, rect.width(), option.font)
         est_key = (row.key, row.version)
         if row.kind is RowKind.STREAMING:
@@ -306,9 +308,16 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._heights.clear()
         self._stream_height = 0
 
+    def stream_slack(self) -> int:
+        """Room reserved below the streaming text that it does not fill yet."""
+        if not self._stream_height or not self.stream_text_height:
+            return 0
+        return max(0, self._stream_height - self.stream_text_height)
+
     def stream_ended(self) -> None:
         self._stream_height = 0
         self.stream_rect = None
+        self.stream_text_height = 0
         for key in [k for k in self._cache if k[0] == "streaming"]:
             del self._cache[key]
 
@@ -378,7 +387,7 @@ class TranscriptView(QListView):
 
     def at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 4
+        return bar.value() >= self._bottom(bar.maximum()) - 4
 
     def _remember_bottom(self, *args: object) -> None:
         self._follow = self.at_bottom()
@@ -389,11 +398,16 @@ class TranscriptView(QListView):
         # Qt's batched layout then finishes in small steps and rangeChanged re-pins us.
         if self._follow:
             bar = self.verticalScrollBar()
-            bar.setValue(bar.maximum())
+            bar.setValue(self._bottom(bar.maximum()))
 
     def _on_range_changed(self, _low: int, high: int) -> None:
         if self._follow:
-            self.verticalScrollBar().setValue(high)
+            self.verticalScrollBar().setValue(self._bottom(high))
+
+    def _bottom(self, maximum: int) -> int:
+        """The scroll position that shows the end of the text: a streaming row's unused
+        reserve stays below the fold."""
+        return max(0, maximum - self.delegate.stream_slack())
 
     def _on_streaming_changed(self, streaming: bool) -> None:
         if not streaming:
