@@ -2,6 +2,8 @@
 
     workbench [PROJECT_DIR]                          open the window
     workbench send PROJECT (--conversation ID | --new [--title T]) [--model M] TEXT
+    workbench continue PROJECT --conversation ID [--model M]    (resume an unfinished answer)
+    workbench retry PROJECT --conversation ID [--model M]       (run the failed request again)
     workbench import PROJECT FILE
     workbench export PROJECT --conversation ID [--format openai|jsonl|markdown]
     workbench list PROJECT
@@ -26,7 +28,7 @@ from core.store.errors import ConversationNotFound, ProjectPathError
 from core.store.project import Project
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
-COMMANDS = ("send", "import", "export", "list", "context")
+COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context")
 
 
 class CliError(Exception):
@@ -67,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     model_flags(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
 
+    for name, what in (("continue", "resume the unfinished answer the conversation ends with"),
+                       ("retry", "run the failed request again from scratch")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("project", type=Path)
+        p.add_argument("--conversation", "-c", metavar="ID", required=True)
+        model_flags(p)
+
     p = sub.add_parser("import", help="import an OpenAI-format conversation (JSON)")
     p.add_argument("project", type=Path)
     p.add_argument("file", type=Path)
@@ -101,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "send":
             return cmd_send(args)
+        if args.command == "continue":
+            return cmd_continue(args)
+        if args.command == "retry":
+            return cmd_retry(args)
         if args.command == "import":
             return cmd_import(args)
         if args.command == "export":
@@ -122,21 +135,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    # litellm takes seconds to import: start it (and the tokenizer) now, in parallel with
-    # opening the project and appending the user's message.
-    from core.llm.runtime import start_background_import
-
-    start_background_import()
     text = sys.stdin.read() if args.text == "-" else args.text
     if not text.strip():
         raise CliError("the message is empty", EXIT_USAGE)
+    return _run_turn(args, "send", text)
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    return _run_turn(args, "continue")
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    return _run_turn(args, "retry")
+
+
+def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
+    """send / continue / retry: one turn, its answer printed as it streams."""
+    # litellm takes seconds to import: start it now, in parallel with opening the project.
+    from core.llm.runtime import start_background_import
+
+    start_background_import()
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
-    from core.engine import EntryAppended, StreamText, TurnFinished
+    from core.engine import NothingToContinue, StreamText, TurnFinished
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
-    project = _open(args.project, create=True)
+    project = _open(args.project, create=(action == "send"))
     cli_values = {"model": args.model, "api_base": args.api_base,
                   "max_output_tokens": args.max_tokens}
     try:
@@ -150,7 +175,7 @@ def cmd_send(args: argparse.Namespace) -> int:
                      daemon=True).start()
     store = project.conversations
     _require_writable(project)
-    if args.new:
+    if getattr(args, "new", False):
         conv_id = store.create(title=args.title or _title_from(text), model=settings.model).id
         print(f"conversation {conv_id}", file=sys.stderr)
     else:
@@ -160,10 +185,16 @@ def cmd_send(args: argparse.Namespace) -> int:
     mode = args.mode or store.meta(conv_id).mode
     if args.mode and args.mode != store.meta(conv_id).mode:
         store.update_meta(conv_id, mode=args.mode)
+    if action == "send":
+        events = engine.send(conv_id, text, settings, mode=mode)
+    elif action == "continue":
+        events = engine.continue_(conv_id, settings, mode=mode)
+    else:
+        events = engine.retry(conv_id, settings, mode=mode)
 
     async def run() -> int:
         status = "error"
-        async for event in engine.send(conv_id, text, settings, mode=mode):
+        async for event in events:
             if isinstance(event, StreamText):
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
@@ -175,12 +206,12 @@ def cmd_send(args: argparse.Namespace) -> int:
                     if event.message.text():
                         sys.stdout.write("\n")
                     print(f"workbench: {event.message.error.message}", file=sys.stderr)
-            elif isinstance(event, EntryAppended):
-                pass
         return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
 
     try:
         return asyncio.run(run())
+    except NothingToContinue as e:
+        raise CliError(str(e)) from None
     finally:
         project.close()
 

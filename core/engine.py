@@ -35,6 +35,27 @@ from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.requests import save_request
 
+# Causes where continuing cannot help: the request itself must change first.
+NOT_CONTINUABLE = {"auth", "missing_api_key", "unknown_model", "context_overflow"}
+CONTINUE_INSTRUCTION = (
+    "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
+    "repeating anything you already wrote.]"
+)
+
+
+class NothingToContinue(ValueError):
+    """The conversation does not end in an answer that can be continued; says why."""
+
+
+def continuable(entry: ConversationMessage | None) -> bool:
+    """Whether Continue applies to this (last) entry."""
+    if entry is None or entry.role != "assistant":
+        return False
+    if entry.kind == "error":
+        return entry.error is not None and entry.error.type not in NOT_CONTINUABLE
+    return entry.finish_reason == "length"
+
+
 # --- events ------------------------------------------------------------------------------------
 
 
@@ -112,6 +133,31 @@ class Engine:
         async for event in self.respond(conv_id, settings, mode):
             yield event
 
+    async def continue_(
+        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
+    ) -> AsyncIterator[EngineEvent]:
+        """Resume the answer the last entry holds (a stopped, cut or interrupted one).
+
+        The model sees its own partial answer and the LLM_ERROR block, then a one-off
+        instruction (never stored) to carry on; the new entry records which one it continues.
+
+        Raises:
+            NothingToContinue: the last entry is not a continuable answer.
+        """
+        history = self.store.load(conv_id).messages
+        last = history[-1] if history else None
+        if not continuable(last):
+            if last is not None and last.error is not None:
+                raise NothingToContinue(
+                    f"This answer failed with {last.error.type.replace('_', ' ')}; continuing "
+                    "would fail the same way. Fix the cause (see the message), then Retry.")
+            raise NothingToContinue("The conversation does not end in an unfinished answer.")
+        assert last is not None
+        cause = last.error.type.replace("_", " ") if last.error else "output token limit"
+        async for event in self.respond(conv_id, settings, mode, continues=last.id,
+                                        instruction=CONTINUE_INSTRUCTION.format(cause=cause)):
+            yield event
+
     async def retry(
         self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
     ) -> AsyncIterator[EngineEvent]:
@@ -122,7 +168,8 @@ class Engine:
 
     async def respond(
         self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
-        drop_trailing_errors: bool = False,
+        drop_trailing_errors: bool = False, continues: str | None = None,
+        instruction: str | None = None,
     ) -> AsyncIterator[EngineEvent]:
         """Stream an answer to the conversation as it stands on disk."""
         counter = self.counter(settings.model)
@@ -144,6 +191,8 @@ class Engine:
                 "messages": built.messages, "tools": built.tools,
                 "report": built.report.to_json()})
         messages = built.messages
+        if instruction:
+            messages = [*messages, {"role": "user", "content": instruction}]
         request = LLMRequest(
             model=settings.model,
             messages=messages,
@@ -176,7 +225,7 @@ class Engine:
                     finish = ev.reason
         except LLMError as e:
             entry = self._error_entry(conv_id, e.info(partial=bool(parts)), parts, settings,
-                                      mode, elapsed_ms(), counter)
+                                      mode, elapsed_ms(), counter, continues)
             yield EntryAppended(entry)
             yield TurnFinished("error", entry)
             return
@@ -187,14 +236,16 @@ class Engine:
                 retryable=True, partial=bool(parts),
                 details="".join(traceback.format_exception(e))[-4000:],
             )
-            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter)
+            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
+                                      continues)
             yield EntryAppended(entry)
             yield TurnFinished("error", entry)
             return
         except (asyncio.CancelledError, GeneratorExit):
             info = ErrorInfo(type="stopped", message="Stopped by you. The partial answer is kept.",
                              retryable=True, partial=bool(parts))
-            self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter)
+            self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
+                              continues)
             raise
 
         if self.calibration is not None and usage and usage.get("prompt_tokens"):
@@ -211,6 +262,7 @@ class Engine:
                 usage=usage,
                 duration_ms=elapsed_ms(),
                 status="ok",
+                continues=continues,
             )
         )
         self._append(conv_id, answer)
@@ -248,6 +300,7 @@ class Engine:
         mode: Mode,
         duration_ms: int,
         counter: TokenCounter,
+        continues: str | None = None,
     ) -> ConversationMessage:
         entry = counter.with_count(
             ConversationMessage(
@@ -259,6 +312,7 @@ class Engine:
                 model=settings.model,
                 duration_ms=duration_ms,
                 status="aborted" if info.type == "stopped" else "error",
+                continues=continues,
             )
         )
         self._append(conv_id, entry)

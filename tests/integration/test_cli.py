@@ -253,3 +253,40 @@ def test_send_in_agent_mode_uses_the_agent_prefix_and_remembers_the_mode(
     with Project.open(project_dir, read_only=True) as p:
         assert p.conversations.meta(conv).mode == "agent"
         assert p.conversations.load(conv).messages[-1].mode == "agent"
+
+
+def test_continue_resumes_a_cut_answer_and_links_it(capsys, project_dir, llm_server) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    llm_server.script(Cut("The three steps are: one, tw"))
+    assert cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+               llm_server.url, "list the steps")[0] == 2
+    llm_server.script(Answer("o, three."))
+    code, out, _ = cli(capsys, "continue", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 0 and out == "o, three.\n"
+    sent = llm_server.requests[-1].body["messages"]
+    assert sent[-2]["role"] == "assistant" and sent[-2]["content"].startswith("The three steps")
+    assert "[LLM_ERROR type=stream_interrupted]" in sent[-2]["content"]
+    assert sent[-1]["role"] == "user" and "Continue exactly where it stopped" in sent[-1]["content"]
+    with Project.open(project_dir, read_only=True) as p:
+        log = p.conversations.load(conv).messages
+    assert log[-1].continues == log[-2].id and log[-2].kind == "error"
+    assert not any("Continue exactly" in m.text() for m in log)  # the instruction is not stored
+
+
+def test_continue_refuses_when_there_is_nothing_to_continue(capsys, project_dir, llm_server) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    code, _, err = cli(capsys, "continue", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 1 and "does not end in an unfinished answer" in err
+
+
+def test_retry_runs_the_failed_request_again(capsys, project_dir, llm_server) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    llm_server.script(HttpError(500), Answer("second time lucky"))
+    cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base", llm_server.url,
+        "try this")
+    code, out, _ = cli(capsys, "retry", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 0 and out == "second time lucky\n"
+    assert llm_server.requests[-1].body["messages"][1:] == llm_server.requests[-2].body["messages"][1:]
