@@ -39,7 +39,6 @@ from core.store.project import Project
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from ui.main_window import MainWindow
 from ui.settings_dialog import SettingsDialog
-from ui.transcript_model import RowKind
 
 STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
 DRAFT_SAVE_MS = 1000
@@ -483,10 +482,20 @@ class Controller(QObject):
     def _on_transcript_action_requested(self, row: int, action: str) -> None:
         if action == "settings":
             self.open_settings()
-        elif action == "retry":
-            item = self.window.transcript_model.row(row)
-            if item.kind is RowKind.ERROR:
-                self.retry()
+            return
+        if row != self.window.transcript_model.rowCount() - 1:
+            self.window.set_status(self.llm_settings().model,
+                                   "Only the latest answer can be continued or retried")
+            return
+        if action == "retry":
+            self.retry()
+        elif action == "continue":
+            self.continue_()
+
+    def continue_(self) -> None:
+        if self.busy() or self.engine is None or self.current_id is None:
+            return
+        self._start(self.engine.continue_(self.current_id, self.llm_settings(), self.mode()))
 
     # --- status ----------------------------------------------------------------------------------
 

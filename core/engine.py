@@ -30,13 +30,11 @@ from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_re
 from core.context.prompts import PromptComposer
 from core.llm.errors import LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
-from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall
+from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.requests import save_request
 
-# Causes where continuing cannot help: the request itself must change first.
-NOT_CONTINUABLE = {"auth", "missing_api_key", "unknown_model", "context_overflow"}
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
     "repeating anything you already wrote.]"
@@ -45,15 +43,6 @@ CONTINUE_INSTRUCTION = (
 
 class NothingToContinue(ValueError):
     """The conversation does not end in an answer that can be continued; says why."""
-
-
-def continuable(entry: ConversationMessage | None) -> bool:
-    """Whether Continue applies to this (last) entry."""
-    if entry is None or entry.role != "assistant":
-        return False
-    if entry.kind == "error":
-        return entry.error is not None and entry.error.type not in NOT_CONTINUABLE
-    return entry.finish_reason == "length"
 
 
 # --- events ------------------------------------------------------------------------------------

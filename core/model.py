@@ -279,3 +279,17 @@ def _first_error(e: ValidationError) -> str:
     where = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     return f"{where}: {msg}" if where else msg
+
+
+# Causes where continuing cannot help: the request itself must change first.
+NOT_CONTINUABLE = frozenset({"auth", "missing_api_key", "unknown_model", "context_overflow"})
+
+
+def continuable(entry: ConversationMessage | None) -> bool:
+    """Whether Continue applies to this entry: an answer that was stopped, cut or interrupted
+    for a reason that continuing can get past."""
+    if entry is None or entry.role != "assistant":
+        return False
+    if entry.kind == "error":
+        return entry.error is not None and entry.error.type not in NOT_CONTINUABLE
+    return entry.finish_reason == "length"

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.model import continuable
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel, main_argument
 
 PAD = 10  # inside a bubble
@@ -180,9 +181,13 @@ class TranscriptDelegate(QStyledItemDelegate):
             footer = "Show less ▴"
         actions: list[tuple[str, str]] = []
         if row.kind is RowKind.ERROR and row.message is not None and row.message.error:
+            if continuable(row.message):
+                actions.append(("continue", "Continue"))
             actions.append(("retry", "Retry"))
             if row.message.error.type in SETTINGS_CAUSES:
                 actions.append(("settings", "Open settings"))
+        elif row.kind is RowKind.ASSISTANT and continuable(row.message):
+            actions.append(("continue", "Continue (the answer hit the output limit)"))
         fm = QFontMetrics(font)
         line_h = fm.lineSpacing()
         height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
@@ -510,7 +515,8 @@ def _header(row: Row) -> tuple[str, str]:
         return "You", when
     if row.kind is RowKind.ASSISTANT:
         model = f"{m.model} · " if m is not None and m.model else ""
-        return "Assistant", f"{model}{when}"
+        label = "Assistant (continued)" if m is not None and m.continues else "Assistant"
+        return label, f"{model}{when}"
     if row.kind is RowKind.STREAMING:
         return "Assistant", "streaming…"
     if row.kind is RowKind.SYSTEM:

@@ -220,3 +220,26 @@ def test_view_follows_the_stream_only_when_the_user_was_at_the_bottom(
     assert bar.value() == 0  # left where the user put it
     run_until(qloop, lambda: not controller.busy())
     assert bar.value() == 0
+
+
+def test_continue_resumes_an_interrupted_answer_from_the_error_row(
+    qtbot, qloop, project_dir, llm_server
+) -> None:
+    from tests.helpers.fake_llm import Cut
+
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Cut("Step one is to"), Answer(" measure first."))
+    type_and_send(qtbot, window, "how do I start?")
+    run_until(qloop, lambda: not controller.busy())
+    error_row = window.transcript_model.rows()[-1]
+    lay = window.transcript.delegate.layout(error_row, 800, window.transcript.font())
+    assert [a for a, _ in lay.actions] == ["continue", "retry"]
+    window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "continue")
+    run_until(qloop, lambda: not controller.busy())
+    last = window.transcript_model.rows()[-1]
+    assert last.kind is RowKind.ASSISTANT and last.text == " measure first."
+    assert last.message.continues == error_row.message.id
+    header = window.transcript.delegate.layout(last, 800, window.transcript.font()).header
+    assert header == "Assistant (continued)"
+    sent = llm_server.requests[-1].body["messages"]
+    assert sent[-2]["content"].startswith("Step one is to")
