@@ -158,7 +158,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
-    from core.engine import NothingToContinue, StreamText, TurnFinished
+    from core.engine import NothingToContinue, Retrying, StreamText, TurnFinished
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
     project = _open(args.project, create=(action == "send"))
@@ -198,6 +198,9 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             if isinstance(event, StreamText):
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
+            elif isinstance(event, Retrying):
+                print(f"workbench: {event.cause} Retrying in {event.delay:.0f} s "
+                      f"(attempt {event.attempt} of {event.of}; Ctrl+C stops)", file=sys.stderr)
             elif isinstance(event, TurnFinished):
                 status = event.status
                 if status == "ok":

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QMessageBox
 from core.context.builder import BudgetError, BuildReport
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
-from core.engine import Engine, EntryAppended, RequestStarted, StreamText, TurnFinished
+from core.engine import Engine, EntryAppended, RequestStarted, Retrying, StreamText, TurnFinished
 from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage
@@ -442,8 +442,14 @@ class Controller(QObject):
             if model.streaming_row() is None:
                 model.begin_streaming()
             if not model.streaming_row().text:
+                model.set_stream_note("")
                 self.window.set_status(self._turn_model, "Receiving the answer…")
             model.add_stream_text(event.text)
+        elif isinstance(event, Retrying):
+            note = f"retrying in {event.delay:.0f} s ({event.attempt} of {event.of}) — Esc stops"
+            model.set_stream_note(note)
+            self.window.set_status(self._turn_model, f"{event.cause} Retrying in "
+                                                     f"{event.delay:.0f} s…")
         elif isinstance(event, RequestStarted):
             self._turn_model = event.model
             model.begin_streaming()

@@ -35,6 +35,8 @@ from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.requests import save_request
 
+RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
+MAX_RETRY_WAIT = 120.0  # a longer Retry-After is capped (the user can always Stop)
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
     "repeating anything you already wrote.]"
@@ -69,12 +71,23 @@ class RequestStarted:
 
 
 @dataclass(frozen=True)
+class Retrying:
+    """A transient failure before any text arrived: the same request goes again after
+    `delay` seconds (the provider's Retry-After, or backoff)."""
+
+    attempt: int
+    of: int
+    delay: float
+    cause: str
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     status: Literal["ok", "error", "stopped"]
     message: ConversationMessage
 
 
-EngineEvent = EntryAppended | StreamText | RequestStarted | TurnFinished
+EngineEvent = EntryAppended | StreamText | RequestStarted | Retrying | TurnFinished
 
 
 class Engine:
@@ -94,6 +107,7 @@ class Engine:
         composer: PromptComposer | None = None,
         requests_dir: Path | None = None,
         calibration: Calibration | None = None,
+        retry_delays: tuple[float, ...] = RETRY_DELAYS,
     ) -> None:
         self.store = store
         self.on_entry = on_entry
@@ -101,6 +115,7 @@ class Engine:
         self.requests_dir = requests_dir
         self._build_caches: dict[str, BuildCache] = {}
         self.calibration = calibration
+        self.retry_delays = retry_delays
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -200,18 +215,34 @@ class Engine:
         def elapsed_ms() -> int:
             return int((time.monotonic() - started) * 1000)
 
+        attempt = 0
         try:
-            async for ev in self.client.stream(request):
-                if isinstance(ev, TextDelta):
-                    parts.append(ev.text)
-                    yield StreamText(ev.text)
-                elif isinstance(ev, ToolCallsReady):
-                    calls = ev.calls
-                elif isinstance(ev, Usage):
-                    usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
-                                       "completion_tokens": ev.completion_tokens}
-                elif isinstance(ev, Finished):
-                    finish = ev.reason
+            while True:
+                try:
+                    async for ev in self.client.stream(request):
+                        if isinstance(ev, TextDelta):
+                            parts.append(ev.text)
+                            yield StreamText(ev.text)
+                        elif isinstance(ev, ToolCallsReady):
+                            calls = ev.calls
+                        elif isinstance(ev, Usage):
+                            usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
+                                               "completion_tokens": ev.completion_tokens}
+                        elif isinstance(ev, Finished):
+                            finish = ev.reason
+                    break
+                except LLMError as e:
+                    # Safe to repeat only while nothing has been shown: afterwards the partial
+                    # answer is kept and Continue or Retry is the user's call.
+                    limit = min(settings.auto_retries, len(self.retry_delays))
+                    if parts or not e.retryable or attempt >= limit:
+                        raise
+                    delay = e.retry_after if e.retry_after is not None \
+                        else self.retry_delays[attempt]
+                    delay = min(delay, MAX_RETRY_WAIT)
+                    attempt += 1
+                    yield Retrying(attempt, limit, delay, e.message)
+                    await asyncio.sleep(delay)  # Stop cancels the wait like the stream
         except LLMError as e:
             entry = self._error_entry(conv_id, e.info(partial=bool(parts)), parts, settings,
                                       mode, elapsed_ms(), counter, continues)
@@ -239,6 +270,19 @@ class Engine:
 
         if self.calibration is not None and usage and usage.get("prompt_tokens"):
             self.calibration.observe(settings.model, built.report.used, int(usage["prompt_tokens"]))
+        if finish == "length" and not calls:
+            # The model was cut off by the output limit: an unfinished answer, kept as such so
+            # it reads as one and Continue can resume it.
+            info = ErrorInfo(
+                type="max_tokens", retryable=True, partial=bool(parts),
+                message=f"The answer reached the output limit ({settings.max_output_tokens:,} "
+                        "tokens) and was cut off. Continue resumes it; a higher limit in "
+                        "Settings avoids it.")
+            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
+                                      continues)
+            yield EntryAppended(entry)
+            yield TurnFinished("error", entry)
+            return
         text = "".join(parts)
         answer = counter.with_count(
             ConversationMessage(

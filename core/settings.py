@@ -44,7 +44,9 @@ ENV_MODEL = "WORKBENCH_MODEL"
 ENV_API_BASE = "WORKBENCH_API_BASE"
 ENV_MAX_TOKENS = "WORKBENCH_MAX_OUTPUT_TOKENS"
 ENV_API_KEY = "WORKBENCH_API_KEY"
-ENV_CONTEXT_WINDOW = "WORKBENCH_CONTEXT_WINDOW"  # the key for a custom base URL (never a provider's own key)
+ENV_CONTEXT_WINDOW = "WORKBENCH_CONTEXT_WINDOW"
+ENV_AUTO_RETRIES = "WORKBENCH_AUTO_RETRIES"
+DEFAULT_AUTO_RETRIES = 3  # the key for a custom base URL (never a provider's own key)
 
 
 class SettingsError(ValueError):
@@ -82,6 +84,7 @@ class LLMSettings(BaseModel):
     api_base: str | None = None
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     context_window: int | None = None  # overrides litellm's figure for the model
+    auto_retries: int = DEFAULT_AUTO_RETRIES  # transient failures retried before giving up
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -149,6 +152,7 @@ def resolve_llm_settings(
         "api_base": env.get(ENV_API_BASE),
         "max_output_tokens": env.get(ENV_MAX_TOKENS),
         "context_window": env.get(ENV_CONTEXT_WINDOW),
+        "auto_retries": env.get(ENV_AUTO_RETRIES),
     }
     layers = [
         ("cli", dict(cli or {})),
@@ -158,7 +162,7 @@ def resolve_llm_settings(
     ]
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for key in ("model", "api_base", "max_output_tokens", "context_window"):
+    for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries"):
         for source, layer in layers:
             value = layer.get(key)
             if value not in (None, ""):
@@ -178,6 +182,13 @@ def resolve_llm_settings(
                     f"{label} from the {sources[key]} must be a positive whole number, "
                     f"not {values[key]!r}"
                 ) from None
+    if "auto_retries" in values:
+        try:
+            values["auto_retries"] = max(0, int(values["auto_retries"]))
+        except (TypeError, ValueError):
+            raise SettingsError(
+                f"automatic retries from the {sources['auto_retries']} must be a whole number, "
+                f"not {values['auto_retries']!r}") from None
     # The saved key belongs to the saved provider: it follows only when its base URL is the one
     # in use, so a key never travels to a server the user did not save it for.
     key_name = None

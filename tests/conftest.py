@@ -29,6 +29,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     for var in _KEY_VARS:
         monkeypatch.delenv(var, raising=False)
+    # A scripted failure should fail, not be retried behind the test's back; the retry tests
+    # turn retries on themselves.
+    monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "0")
     return home
 
 

@@ -43,6 +43,7 @@ class Row:
     result: ConversationMessage | None = None
     text: str = ""
     expanded: bool = False
+    note: str = ""  # shown in a streaming row's header (e.g. "retrying in 5 s")
     version: int = 0  # bumped on every change: part of the delegate's layout cache key
 
     def copy_text(self) -> str:
@@ -201,6 +202,12 @@ class TranscriptModel(QAbstractListModel):
         row = self.streaming_row()
         if row is not None:
             row.text += text
+
+    def set_stream_note(self, note: str) -> None:
+        row = self.streaming_row()
+        if row is not None:
+            row.note = note
+            self.flush_stream()
 
     def flush_stream(self) -> None:
         row = self.streaming_row()

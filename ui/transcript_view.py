@@ -518,7 +518,7 @@ def _header(row: Row) -> tuple[str, str]:
         label = "Assistant (continued)" if m is not None and m.continues else "Assistant"
         return label, f"{model}{when}"
     if row.kind is RowKind.STREAMING:
-        return "Assistant", "streaming…"
+        return "Assistant", row.note or "streaming…"
     if row.kind is RowKind.SYSTEM:
         return "System prompt", when
     if row.kind is RowKind.ERROR:

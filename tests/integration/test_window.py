@@ -243,3 +243,32 @@ def test_continue_resumes_an_interrupted_answer_from_the_error_row(
     assert header == "Assistant (continued)"
     sent = llm_server.requests[-1].body["messages"]
     assert sent[-2]["content"].startswith("Step one is to")
+
+
+def test_a_rate_limit_shows_retrying_and_then_the_answer(
+    qtbot, qloop, project_dir, llm_server, monkeypatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(HttpError(429, "slow down", headers={"Retry-After": "1"}), Answer("Here."))
+    type_and_send(qtbot, window, "hello")
+    run_until(qloop, lambda: "Retrying in 1 s" in window.state_label.text())
+    row = window.transcript_model.streaming_row()
+    assert row is not None and row.note.startswith("retrying in 1 s")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text == "Here."
+
+
+def test_stop_during_a_retry_wait_keeps_the_message(
+    qtbot, qloop, project_dir, llm_server, monkeypatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(HttpError(503, "busy", headers={"Retry-After": "30"}))
+    type_and_send(qtbot, window, "are you there?")
+    run_until(qloop, lambda: "Retrying in" in window.state_label.text())
+    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Escape)
+    run_until(qloop, lambda: not controller.busy(), timeout=5)
+    rows = window.transcript_model.rows()
+    assert rows[-2].text == "are you there?" and rows[-1].message.error.type == "stopped"
+    assert len(llm_server.requests) == 1

@@ -13,8 +13,9 @@ from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
 
 
-def settings(server: FakeLLMServer) -> LLMSettings:
-    return LLMSettings(model=MODEL, api_base=server.url, max_output_tokens=256)
+def settings(server: FakeLLMServer, auto_retries: int = 0) -> LLMSettings:
+    return LLMSettings(model=MODEL, api_base=server.url, max_output_tokens=256,
+                       auto_retries=auto_retries)
 
 
 def run_turn(project: Project, conv_id: str, text: str, server: FakeLLMServer) -> list:
@@ -196,3 +197,56 @@ def test_a_conversation_can_set_its_own_window(project: Project, llm_server) -> 
     engine = Engine(project.conversations)
     report = engine.build([], settings(llm_server), conv_id=conv.id).report
     assert report.window == 3000 and report.budget_source == "override"
+
+
+def test_an_answer_cut_by_the_output_limit_is_kept_as_a_continuable_entry(
+    project: Project, llm_server
+) -> None:
+    from core.model import continuable
+
+    conv = project.conversations.create()
+    llm_server.script(Answer("The list: alpha, beta, gam", finish_reason="length"))
+    events = run_turn(project, conv.id, "list them", llm_server)
+    assert events[-1].status == "error"
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.kind == "error" and entry.error.type == "max_tokens"
+    assert entry.text() == "The list: alpha, beta, gam" and "output limit" in entry.error.message
+    assert continuable(entry)
+
+
+def test_transient_failures_before_any_text_are_retried_after_retry_after(
+    project: Project, llm_server
+) -> None:
+    from core.engine import Retrying
+
+    conv = project.conversations.create()
+    llm_server.script(HttpError(429, "slow down", headers={"Retry-After": "1"}), HttpError(503),
+                      Answer("third time"))
+
+    async def go() -> list:
+        engine = Engine(project.conversations, retry_delays=(0.05, 0.05, 0.05))
+        return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server, 3))]
+
+    events = asyncio.run(go())
+    retries = [e for e in events if isinstance(e, Retrying)]
+    assert [(r.attempt, r.delay) for r in retries] == [(1, 1.0), (2, 0.05)]
+    assert "rate-limiting" in retries[0].cause
+    assert events[-1].status == "ok" and len(llm_server.requests) == 3
+    assert llm_server.requests[1].arrived - llm_server.requests[0].arrived >= 0.95  # honoured
+    assert [m.kind for m in project.conversations.load(conv.id).messages] == ["message", "message"]
+
+
+def test_retries_stop_after_the_limit_and_never_repeat_a_partial_answer(
+    project: Project, llm_server
+) -> None:
+    conv = project.conversations.create()
+    llm_server.script(HttpError(500), HttpError(500), Cut("half"))
+
+    async def go() -> list:
+        engine = Engine(project.conversations, retry_delays=(0.01, 0.01, 0.01))
+        return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server, 2))]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "error" and len(llm_server.requests) == 3  # 1 + 2 retries
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.error.type == "stream_interrupted" and entry.text() == "half"
