@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.llm.adapter import (
@@ -28,7 +28,7 @@ from core.context.budget import resolve_budget
 from core.context.calibration import Calibration
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.prompts import PromptComposer
-from core.llm.errors import LLMError
+from core.llm.errors import ContextOverflow, LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable
 from core.settings import LLMSettings
@@ -36,7 +36,8 @@ from core.store.conversations import ConversationStore
 from core.store.requests import save_request
 
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
-MAX_RETRY_WAIT = 120.0  # a longer Retry-After is capped (the user can always Stop)
+MAX_RETRY_WAIT = 120.0
+MAX_OVERFLOW_REBUILDS = 3  # a longer Retry-After is capped (the user can always Stop)
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
     "repeating anything you already wrote.]"
@@ -215,7 +216,7 @@ class Engine:
         def elapsed_ms() -> int:
             return int((time.monotonic() - started) * 1000)
 
-        attempt = 0
+        attempt = overflows = 0
         try:
             while True:
                 try:
@@ -231,6 +232,33 @@ class Engine:
                         elif isinstance(ev, Finished):
                             finish = ev.reason
                     break
+                except ContextOverflow as e:
+                    # The provider refused the length: rebuild smaller (its stated limit, else
+                    # three quarters of what we assumed), at most 3 times, each time smaller.
+                    if parts or overflows >= MAX_OVERFLOW_REBUILDS:
+                        raise
+                    window = e.limit or int(built.report.window * 0.75)
+                    if e.limit and self.calibration is not None:
+                        self.calibration.remember_window(settings.model, e.limit)
+                    smaller = self.build(history, settings, mode, conv_id=conv_id,
+                                         known_window=window)
+                    if smaller.report.used >= built.report.used:
+                        raise ContextOverflow(
+                            f"{e.message} Rebuilding with a smaller budget did not make the "
+                            "request any shorter, so it was not sent again.",
+                            details=e.details, limit=e.limit) from e
+                    overflows += 1
+                    built = smaller
+                    if self.requests_dir is not None:
+                        save_request(self.requests_dir, conv_id, {
+                            "messages": built.messages, "tools": built.tools,
+                            "report": built.report.to_json()})
+                    messages = built.messages + ([{"role": "user", "content": instruction}]
+                                                 if instruction else [])
+                    request = replace(request, messages=messages)
+                    yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
+                                   f"The request was too long for the model (limit "
+                                   f"{window:,} tokens); rebuilt it smaller.")
                 except LLMError as e:
                     # Safe to repeat only while nothing has been shown: afterwards the partial
                     # answer is kept and Continue or Retry is the user's call.
@@ -305,6 +333,7 @@ class Engine:
     def build(
         self, history: list[ConversationMessage], settings: LLMSettings, mode: Mode = "chat",
         usable_override: int | None = None, conv_id: str | None = None,
+        known_window: int | None = None,
     ) -> BuiltRequest:
         """The request the next turn would send (also what `workbench context` prints).
 
@@ -317,8 +346,10 @@ class Engine:
         window = settings.context_window
         if conv_id is not None:
             window = self.store.meta(conv_id).context_window or window  # the most specific
+        if known_window is None and self.calibration is not None:
+            known_window = self.calibration.window(settings.model)
         budget = resolve_budget(settings.model, settings.max_output_tokens,
-                                window_override=window,
+                                window_override=window, known_window=known_window,
                                 usable_override=usable_override, calibration=factor)
         return build_request(history, mode, model=settings.model, budget=budget,
                              counter=self.counter(settings.model), composer=self.composer,

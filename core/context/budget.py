@@ -68,7 +68,8 @@ def resolve_budget(
     if window_override:
         window, source, note = window_override, "override", None
     elif known_window:
-        window, source, note = known_window, "provider", None
+        window, source = known_window, "provider"
+        note = f"the provider stated a limit of {known_window:,} tokens for {model}"
     else:
         found = model_window(model)
         if found:

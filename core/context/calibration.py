@@ -35,7 +35,22 @@ class Calibration:
     def factor(self, model: str) -> float:
         with self._lock:
             entry = self._load().get(model)
-            return float(entry["factor"]) if entry else 1.0
+            return float(entry["factor"]) if entry and "factor" in entry else 1.0
+
+    def window(self, model: str) -> int | None:
+        """A context limit the provider itself stated for `model` (from an overflow error)."""
+        with self._lock:
+            value = self._load().get(f"window:{model}")
+            return int(value["tokens"]) if value else None
+
+    def remember_window(self, model: str, tokens: int) -> None:
+        with self._lock:
+            data = self._load()
+            data[f"window:{model}"] = {"tokens": tokens}
+            try:
+                atomic_write_json(self.path, data)
+            except OSError:
+                pass
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
         """Fold one observation in; returns the new factor."""

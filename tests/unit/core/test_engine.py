@@ -250,3 +250,48 @@ def test_retries_stop_after_the_limit_and_never_repeat_a_partial_answer(
     assert events[-1].status == "error" and len(llm_server.requests) == 3  # 1 + 2 retries
     entry = project.conversations.load(conv.id).messages[-1]
     assert entry.error.type == "stream_interrupted" and entry.text() == "half"
+
+
+def test_context_overflow_rebuilds_within_the_stated_limit_and_remembers_it(
+    project: Project, llm_server, tmp_path
+) -> None:
+    from core.context.calibration import Calibration
+    from tests.helpers.fake_llm import ContextLengthError
+
+    conv = project.conversations.create()
+    history = [ConversationMessage(role="user" if i % 2 == 0 else "assistant",
+                                   content=f"message {i} " + "lorem ipsum " * 60) for i in range(40)]
+    project.conversations.append_many(conv.id, history)
+    calibration = Calibration(tmp_path / "calibration.json")
+    engine = Engine(project.conversations, calibration=calibration)
+    llm_server.script(ContextLengthError(limit=2500, requested=9000), Answer("fits now"),
+                      Answer("fits at once"))
+
+    async def turn(text: str) -> list:
+        return [ev async for ev in engine.send(conv.id, text, settings(llm_server))]
+
+    events = asyncio.run(turn("and now?"))
+    assert events[-1].status == "ok"
+    first, second = (len(str(r.body["messages"])) for r in llm_server.requests)
+    assert second < first  # the rebuilt request is smaller
+    assert calibration.window(MODEL) == 2500
+    report = engine.build(project.conversations.load(conv.id).messages, settings(llm_server)).report
+    assert report.window == 2500 and report.budget_source == "provider"
+    asyncio.run(turn("again"))
+    assert len(llm_server.requests) == 3  # the next request fitted at once
+
+
+def test_context_overflow_that_cannot_shrink_stops_with_a_clear_error(project: Project, llm_server) -> None:
+    from tests.helpers.fake_llm import ContextLengthError
+
+    conv = project.conversations.create()
+    llm_server.script(*[ContextLengthError(limit=100_000, requested=200_000)] * 5)
+
+    async def go() -> list:
+        return [ev async for ev in Engine(project.conversations).send(conv.id, "hi",
+                                                                      settings(llm_server))]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "error" and len(llm_server.requests) <= 4
+    entry = project.conversations.load(conv.id).messages[-1]
+    assert entry.error.type == "context_overflow"
