@@ -37,7 +37,8 @@ from core.store.requests import save_request
 
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
-MAX_OVERFLOW_REBUILDS = 3  # a longer Retry-After is capped (the user can always Stop)
+MAX_OVERFLOW_REBUILDS = 3
+PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often  # a longer Retry-After is capped (the user can always Stop)
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
     "repeating anything you already wrote.]"
@@ -217,12 +218,19 @@ class Engine:
             return int((time.monotonic() - started) * 1000)
 
         attempt = overflows = 0
+        last_flush = time.monotonic() - PARTIAL_FLUSH_S + 0.2  # first flush soon after text
         try:
             while True:
                 try:
                     async for ev in self.client.stream(request):
                         if isinstance(ev, TextDelta):
                             parts.append(ev.text)
+                            now = time.monotonic()
+                            if now - last_flush >= PARTIAL_FLUSH_S:
+                                last_flush = now
+                                self.store.write_partial(conv_id, {
+                                    "text": "".join(parts), "model": settings.model,
+                                    "mode": mode, "continues": continues})
                             yield StreamText(ev.text)
                         elif isinstance(ev, ToolCallsReady):
                             calls = ev.calls
@@ -384,5 +392,7 @@ class Engine:
 
     def _append(self, conv_id: str, msg: ConversationMessage) -> None:
         self.store.append(conv_id, msg)
+        if msg.role == "assistant":
+            self.store.clear_partial(conv_id)  # the answer is an entry now
         if self.on_entry is not None:
             self.on_entry(conv_id, msg)

@@ -23,13 +23,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.model import ConversationMessage, Mode, new_id, utc_now
+from core.model import ConversationMessage, ErrorInfo, Mode, new_id, utc_now
 from core.store.errors import ConversationNotFound, ReadOnlyError, StoreError
 from core.store.fileio import append_durably, atomic_write_json, read_json, timestamp_tag
 from core.store.log import encode_line, ensure_clean_tail, read_log
 
 DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 4  # conversations kept parsed in memory
+PARTIAL_FILE = "streaming.partial.json"
 
 
 class ConversationMeta(BaseModel):
@@ -81,6 +82,7 @@ class ConversationStore:
         # A turn appends on the engine's thread while the window reads: loading may repair
         # (rewrite) a log, so reads and writes of the files take turns.
         self._lock = threading.RLock()
+        self._streaming: set[str] = set()  # conversations with a live turn in this process
         self._loaded: OrderedDict[str, tuple[tuple[int, int], builtins.list[ConversationMessage]]] = (
             OrderedDict())
 
@@ -136,6 +138,7 @@ class ConversationStore:
         with self._lock:
             meta = self.meta(conv_id)
             path = self._dir(conv_id) / "messages.jsonl"
+            recovered = self._recover_partial(conv_id) if self.writable else None
             cached = self._loaded.get(conv_id)
             if cached is not None and cached[0] == _file_stamp(path):
                 return LoadedConversation(meta, list(cached[1]))
@@ -143,7 +146,49 @@ class ConversationStore:
             if self.writable:
                 self._clean_tails.add(conv_id)
             self._remember(conv_id, result.messages)
-            return LoadedConversation(meta, list(result.messages), result.problems)
+            problems = list(result.problems)
+            if recovered:
+                problems.append(recovered)
+            return LoadedConversation(meta, list(result.messages), problems)
+
+    # --- the answer being received (crash recovery) ----------------------------------------------
+
+    def write_partial(self, conv_id: str, state: dict[str, Any]) -> None:
+        """Keep the text of the answer being streamed on disk (called about once a second)."""
+        self._streaming.add(conv_id)
+        atomic_write_json(self._dir(conv_id) / PARTIAL_FILE, state)
+
+    def clear_partial(self, conv_id: str) -> None:
+        """The answer became a log entry (or never started): drop its sidecar."""
+        self._streaming.discard(conv_id)
+        (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+
+    def _recover_partial(self, conv_id: str) -> str | None:
+        """A sidecar no live turn owns is an answer the app was receiving when it closed:
+        turn it into an error entry with the text, so nothing shown on screen is lost."""
+        sidecar = self._dir(conv_id) / PARTIAL_FILE
+        if conv_id in self._streaming or not sidecar.exists():
+            return None
+        try:
+            state = read_json(sidecar)
+            if not isinstance(state, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError):
+            state = {}
+        text = str(state.get("text") or "")
+        entry = ConversationMessage(
+            role="assistant", kind="error", content=text,
+            error=ErrorInfo(
+                type="app_closed", retryable=True, partial=bool(text),
+                message="The app closed while this answer was arriving. The text received "
+                        "is kept; Continue resumes it."),
+            model=state.get("model"), mode=state.get("mode") or None,
+            continues=state.get("continues"), status="aborted",
+        )
+        self.append_many(conv_id, [entry])
+        sidecar.unlink(missing_ok=True)
+        return (f"recovered {len(text):,} characters of an answer that was arriving when the "
+                "app closed")
 
     def _remember(self, conv_id: str, messages: builtins.list[ConversationMessage]) -> None:
         """Keep the most recently loaded conversations in memory, keyed by the file's stamp, so

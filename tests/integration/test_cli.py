@@ -290,3 +290,39 @@ def test_retry_runs_the_failed_request_again(capsys, project_dir, llm_server) ->
                        "--api-base", llm_server.url)
     assert code == 0 and out == "second time lucky\n"
     assert llm_server.requests[-1].body["messages"][1:] == llm_server.requests[-2].body["messages"][1:]
+
+
+def test_sigkill_mid_stream_keeps_the_text_received_and_continue_resumes_it(
+    capsys, project_dir, llm_server
+) -> None:
+    conv = new_conversation(capsys, project_dir, llm_server)
+    llm_server.script(Answer("word " * 400, delay=0.02))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "send", str(project_dir), "-c", conv, "--model", MODEL,
+         "--api-base", llm_server.url, "talk for a while"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    sidecar = project_dir / ".workbench" / "conversations" / conv / "streaming.partial.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not sidecar.exists():
+        time.sleep(0.05)
+    time.sleep(1.2)  # at least one more flush
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    shown = proc.stdout.read().decode()
+    proc.stdout.close()
+    assert shown.startswith("word")
+
+    with Project.open(project_dir) as p:
+        loaded = p.conversations.load(conv)
+    last = loaded.messages[-1]
+    assert last.kind == "error" and last.error.type == "app_closed"
+    assert last.text().startswith("word word") and len(last.text()) >= 20
+    assert any("recovered" in problem for problem in loaded.problems)
+    assert not sidecar.exists()
+
+    llm_server.script(Answer(" and the rest."))
+    code, out, _ = cli(capsys, "continue", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 0 and out == " and the rest.\n"
+    assert llm_server.requests[-1].body["messages"][-2]["content"].startswith("word word")
