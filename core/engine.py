@@ -118,6 +118,7 @@ class Engine:
         self._build_caches: dict[str, BuildCache] = {}
         self.calibration = calibration
         self.retry_delays = retry_delays
+        self.request_timeout = 600.0  # seconds without an answer before a request times out
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -206,6 +207,7 @@ class Engine:
             max_tokens=settings.max_output_tokens,
             key_name=settings.key_name,
             tools=built.tools or None,
+            timeout=self.request_timeout,
         )
         yield RequestStarted(settings.model, len(messages))
 

@@ -1,0 +1,78 @@
+"""Every failure cause, end to end: on disk with its partial text, the right actions on screen,
+Continue (where it applies) resumes from the partial text, and nothing stored before changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.llm.runtime import load_litellm
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, Hang, HttpError
+from tests.helpers.gui import open_window, run_until
+from tests.integration.test_window import type_and_send
+
+pytestmark = pytest.mark.gui
+
+CASES = {
+    # cause: (scripted failure, partial text shown, expected actions)
+    "provider_error": (HttpError(500, "boom"), "", ["continue", "retry"]),
+    "rate_limited": (HttpError(429, "slow", headers={"Retry-After": "1"}), "", ["continue", "retry"]),
+    "stream_interrupted": (Cut("Half of the ans"), "Half of the ans", ["continue", "retry"]),
+    "max_tokens": (Answer("Cut by the lim", finish_reason="length"), "Cut by the lim",
+                   ["continue", "retry"]),
+    "auth": (HttpError(401, "bad key"), "", ["retry", "settings"]),
+    "unknown_model": (HttpError(404, "no such model", code="model_not_found"), "",
+                      ["retry", "settings"]),
+    "timeout": (Hang(3), "", ["continue", "retry"]),
+}
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
+    return llm_server
+
+
+@pytest.mark.parametrize("cause", list(CASES))
+def test_each_failure_is_kept_shown_and_resumable(
+    cause, qtbot, qloop, project_dir, llm_server, monkeypatch
+) -> None:
+    failure, partial, actions = CASES[cause]
+    window, controller = open_window(qtbot, project_dir)
+    if cause == "timeout":
+        controller.engine.request_timeout = 0.5  # the server says nothing for 3 s
+    llm_server.script(Answer("A fine first answer."))
+    type_and_send(qtbot, window, "first question")
+    run_until(qloop, lambda: not controller.busy())
+    log_file = project_dir / ".workbench" / "conversations" / controller.current_id / "messages.jsonl"
+    before = log_file.read_bytes()
+
+    llm_server.script(failure)
+    type_and_send(qtbot, window, "second question")
+    run_until(qloop, lambda: not controller.busy())
+    assert log_file.read_bytes().startswith(before)  # nothing stored before changed
+    with Project.open(project_dir, read_only=True) as p:
+        entry = p.conversations.load(controller.current_id).messages[-1]
+    assert entry.kind == "error" and entry.error.type == cause
+    assert entry.text() == partial and entry.error.message and "Traceback" not in entry.error.message
+    row = window.transcript_model.rows()[-1]
+    lay = window.transcript.delegate.layout(row, 800, window.transcript.font())
+    assert [a for a, _ in lay.actions] == actions
+
+    if "continue" in actions:
+        llm_server.script(Answer("…and the rest."))
+        window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1,
+                                                "continue")
+        run_until(qloop, lambda: not controller.busy())
+        sent = llm_server.requests[-1].body["messages"]
+        assert sent[-2]["content"].startswith(partial)
+        assert f"[LLM_ERROR type={cause}]" in sent[-2]["content"]
+        assert window.transcript_model.rows()[-1].text == "…and the rest."
+    else:
+        llm_server.script(Answer("Retried fine."))
+        window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "retry")
+        run_until(qloop, lambda: not controller.busy())
+        assert window.transcript_model.rows()[-1].text == "Retried fine."
+    assert log_file.read_bytes().startswith(before)
