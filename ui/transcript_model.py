@@ -44,6 +44,7 @@ class Row:
     text: str = ""
     expanded: bool = False
     note: str = ""  # shown in a streaming row's header (e.g. "retrying in 5 s")
+    resumed: bool = False  # the row joins an answer and its continuation(s)
     version: int = 0  # bumped on every change: part of the delegate's layout cache key
 
     def copy_text(self) -> str:
@@ -80,7 +81,19 @@ def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
 
 
 def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, int]) -> list[int]:
-    """Add `m`'s rows; returns the indexes of existing rows that changed (tool results)."""
+    """Add `m`'s rows; returns the indexes of existing rows that changed (tool results, or the
+    answer a continuation joins)."""
+    if (m.continues and m.role == "assistant" and not m.tool_calls and rows
+            and rows[-1].message is not None and rows[-1].message.id == m.continues
+            and rows[-1].kind in (RowKind.ERROR, RowKind.ASSISTANT)):
+        # A continuation reads as one answer with the part it continues; the log keeps both.
+        last = rows[-1]
+        last.text += m.text()
+        last.message = m
+        last.kind = RowKind.ERROR if m.kind == "error" else RowKind.ASSISTANT
+        last.resumed = True
+        last.version += 1
+        return [len(rows) - 1]
     if m.kind == "error":
         rows.append(Row(RowKind.ERROR, m.id, message=m, text=m.text()))
         return []

@@ -515,8 +515,8 @@ def _header(row: Row) -> tuple[str, str]:
         return "You", when
     if row.kind is RowKind.ASSISTANT:
         model = f"{m.model} · " if m is not None and m.model else ""
-        label = "Assistant (continued)" if m is not None and m.continues else "Assistant"
-        return label, f"{model}{when}"
+        resumed = " · resumed after an interruption" if row.resumed else ""
+        return "Assistant", f"{model}{when}{resumed}"
     if row.kind is RowKind.STREAMING:
         return "Assistant", row.note or "streaming…"
     if row.kind is RowKind.SYSTEM:

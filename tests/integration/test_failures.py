@@ -69,7 +69,7 @@ def test_each_failure_is_kept_shown_and_resumable(
         sent = llm_server.requests[-1].body["messages"]
         assert sent[-2]["content"].startswith(partial)
         assert f"[LLM_ERROR type={cause}]" in sent[-2]["content"]
-        assert window.transcript_model.rows()[-1].text == "…and the rest."
+        assert window.transcript_model.rows()[-1].text == partial + "…and the rest."
     else:
         llm_server.script(Answer("Retried fine."))
         window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "retry")

@@ -234,13 +234,19 @@ def test_continue_resumes_an_interrupted_answer_from_the_error_row(
     error_row = window.transcript_model.rows()[-1]
     lay = window.transcript.delegate.layout(error_row, 800, window.transcript.font())
     assert [a for a, _ in lay.actions] == ["continue", "retry"]
+    error_id = error_row.message.id
     window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "continue")
     run_until(qloop, lambda: not controller.busy())
-    last = window.transcript_model.rows()[-1]
-    assert last.kind is RowKind.ASSISTANT and last.text == " measure first."
-    assert last.message.continues == error_row.message.id
-    header = window.transcript.delegate.layout(last, 800, window.transcript.font()).header
-    assert header == "Assistant (continued)"
+    rows = window.transcript_model.rows()
+    last = rows[-1]
+    assert last.kind is RowKind.ASSISTANT and last.text == "Step one is to measure first."
+    assert rows[-2].kind is RowKind.USER  # one answer on screen, not two
+    assert last.message.continues == error_id
+    meta = window.transcript.delegate.layout(last, 800, window.transcript.font()).meta
+    assert "resumed after an interruption" in meta
+    with Project.open(project_dir, read_only=True) as p:  # the parts stay in the log, linked
+        log = p.conversations.load(controller.current_id).messages
+    assert [m.kind for m in log[-2:]] == ["error", "message"] and log[-1].continues == log[-2].id
     sent = llm_server.requests[-1].body["messages"]
     assert sent[-2]["content"].startswith("Step one is to")
 

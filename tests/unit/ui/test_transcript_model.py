@@ -59,3 +59,24 @@ def test_streaming_row_is_replaced_by_the_stored_answer() -> None:
     assert model.streaming_row() is not None and model.streaming_row().text == "Hello"
     model.append_message(ConversationMessage(role="assistant", content="Hello"))
     assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.ASSISTANT]
+
+
+def test_a_continuation_joins_the_answer_it_continues() -> None:
+    from core.model import ErrorInfo
+
+    model = TranscriptModel()
+    cut = ConversationMessage(role="assistant", kind="error", content="First half, ",
+                              error=ErrorInfo(type="network", message="lost"))
+    model.set_messages(messages([{"role": "user", "content": "go"}]) + [cut])
+    again = ConversationMessage(role="assistant", kind="error", content="second part, ",
+                                continues=cut.id, error=ErrorInfo(type="stopped", message="stop"))
+    model.append_message(again)
+    assert model.rowCount() == 2 and model.row(1).kind is RowKind.ERROR
+    done = ConversationMessage(role="assistant", content="and the end.", continues=again.id)
+    model.append_message(done)
+    assert model.rowCount() == 2
+    assert model.row(1).kind is RowKind.ASSISTANT
+    assert model.row(1).text == "First half, second part, and the end."
+    reloaded = TranscriptModel()
+    reloaded.set_messages(messages([{"role": "user", "content": "go"}]) + [cut, again, done])
+    assert [r.text for r in reloaded.rows()] == ["go", "First half, second part, and the end."]
