@@ -355,13 +355,13 @@ class TranscriptView(QListView):
         self.delegate.action_clicked.connect(self._on_delegate_action_clicked)
         self.delegate.sizeHintChanged.connect(self._follow_if_needed)
         self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
+        self.verticalScrollBar().actionTriggered.connect(self._on_user_scrolled)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu)
         self._follow = True
 
     def set_transcript_model(self, model: TranscriptModel) -> None:
         self.setModel(model)
-        model.rowsAboutToBeInserted.connect(self._remember_bottom)
         model.rowsInserted.connect(self._follow_if_needed)
         model.dataChanged.connect(self._follow_if_needed)
         model.modelReset.connect(self._on_model_reset)
@@ -394,9 +394,6 @@ class TranscriptView(QListView):
         bar = self.verticalScrollBar()
         return bar.value() >= self._bottom(bar.maximum()) - 4
 
-    def _remember_bottom(self, *args: object) -> None:
-        self._follow = self.at_bottom()
-
     def _follow_if_needed(self, *args: object) -> None:
         # Pin the scroll bar rather than call scrollToBottom(): that one forces any pending
         # layout to run at once, a full pass over every row, 30 times a second while streaming.
@@ -417,15 +414,24 @@ class TranscriptView(QListView):
     def _on_streaming_changed(self, streaming: bool) -> None:
         if not streaming:
             self.delegate.stream_ended()
+            self._follow_if_needed()  # the reserve is gone: settle on the true bottom
 
     def _on_model_reset(self) -> None:
         self.delegate.forget()
         self._follow = True
         QTimer.singleShot(0, self.scrollToBottom)  # once per load: a full layout is expected
 
-    def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802
-        super().scrollContentsBy(dx, dy)
+    # Only the user decides whether the view follows: relayouts and our own scrolling move the
+    # scroll bar too, and must never switch following off by catching it mid-way.
+    def _on_user_scrolled(self, *args: object) -> None:
+        QTimer.singleShot(0, self._update_follow)
+
+    def _update_follow(self) -> None:
         self._follow = self.at_bottom()
+
+    def wheelEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().wheelEvent(event)
+        self._update_follow()
 
     # --- copy and actions ------------------------------------------------------------------------
 
@@ -446,6 +452,7 @@ class TranscriptView(QListView):
             self.transcript_model().toggle_expanded(self.currentIndex().row())
             return
         super().keyPressEvent(event)
+        self._update_follow()  # PageUp, Home, arrows: the user moved
 
     def _on_context_menu(self, pos: QPoint) -> None:
         index = self.indexAt(pos)
