@@ -351,9 +351,10 @@ class Controller(QObject):
         text = self.window.composer.text()
         if not text:
             return 0
-        if len(text) > EXACT_DRAFT_CHARS or self.preview is None:
+        if len(text) > EXACT_DRAFT_CHARS or self.preview is None or self._report is None:
             return len(text) // 4 + 4
-        return self.preview.counter(self.llm_settings().model).text(text) + 4
+        # Per keystroke: the model comes from the last build, not from settings.json on disk.
+        return self.preview.counter(self._report.model).text(text) + 4
 
     def _show_usage(self) -> None:
         meter = self.window.usage
