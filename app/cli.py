@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -103,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list or (args_list[0] not in COMMANDS and not args_list[0].startswith("-")):
+        problem = _window_usage_problem(args_list)
+        if problem:
+            print(f"workbench: {problem}", file=sys.stderr)
+            print(f"commands: {', '.join(COMMANDS)}; `workbench --help` says more",
+                  file=sys.stderr)
+            return EXIT_USAGE
         from app.gui import run_gui  # the window; imported only when wanted
 
         return run_gui(args_list[0] if args_list else None)
@@ -135,7 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _read_stdin_text() if args.text == "-" else args.text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise CliError("the message is not valid UTF-8 text; nothing was sent") from None
+    if "\x00" in text:
+        raise CliError("the message contains NUL bytes (binary data?); nothing was sent")
     if not text.strip():
         raise CliError("the message is empty", EXIT_USAGE)
     return _run_turn(args, "send", text)
@@ -366,6 +379,39 @@ def _engine(project: Project):  # noqa: ANN202 - imported lazily (litellm behind
     return Engine(project.conversations, composer=PromptComposer(project.state / "prompts"),
                   requests_dir=None if project.read_only else project.state / "requests",
                   calibration=Calibration(SettingsStore().folder / "calibration.json"))
+
+
+def _read_stdin_text() -> str:
+    """The message from standard input, refusing bytes that are not UTF-8 text."""
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else \
+        sys.stdin.read().encode("utf-8", "surrogateescape")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise CliError(f"standard input is not UTF-8 text (bad byte at offset {e.start}); "
+                       "nothing was sent") from None
+
+
+def _window_usage_problem(args: list[str]) -> str | None:
+    """`workbench [PROJECT_DIR]` opens the window; anything else that is not a command is a
+    mistake to report, not a new project folder named after a typo."""
+    if not args:
+        return None
+    if len(args) > 1:
+        return (f"unexpected arguments after the project folder: {' '.join(args[1:])!r} "
+                f"({args[0]!r} is not a command)")
+    target = args[0]
+    path = Path(target).expanduser()
+    if path.is_dir():
+        return None
+    if path.exists():
+        return f"{target!r} is a file, not a project folder or a command"
+    looks_like_path = os.sep in target or target.startswith(("~", ".")) or \
+        (os.altsep is not None and os.altsep in target)
+    if looks_like_path:
+        return None  # an explicit path: the window creates the project there
+    return (f"unknown command {target!r}. To open a new project in a folder of that name, "
+            f"give it as a path: workbench ./{target}")
 
 
 def _title_from(text: str) -> str:
