@@ -18,17 +18,28 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[test]"
 	touch $@ $(VENV)/.run-deps
 
-# Qt's X11 plugin needs a few system libraries a fresh Debian/Ubuntu machine lacks. Installed
-# here when we may (root with apt-get); otherwise the app itself says what to install.
+# Qt's X11 plugin needs a few system libraries a fresh Debian/Ubuntu machine lacks. Each
+# package is checked on its own (dpkg's status, not one library standing in for all) and the
+# missing ones are installed when we may (root with apt-get); otherwise the app itself says what
+# to install.
 XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxkbcommon-x11-0 libxcb-image0 \
 	libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0 libxcb-xkb1
 system-deps:
-	@if [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] \
-	   && ! ldconfig -p | grep -q libxcb-cursor.so.0; then \
-	  echo "installing the X11 libraries Qt needs: $(XCB_PACKAGES)"; \
-	  (apt-get install -y -qq $(XCB_PACKAGES) >/dev/null 2>&1 || \
-	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(XCB_PACKAGES) >/dev/null)) \
-	  || echo "could not install them; the app will say what is missing"; \
+	@if [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then \
+	  missing=""; \
+	  for pkg in $(XCB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" \
+	      || missing="$$missing $$pkg"; \
+	  done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" != 0 ]; then \
+	    echo "the window needs:$$missing (sudo apt-get install$$missing)"; \
+	  else \
+	    echo "installing the X11 libraries Qt needs:$$missing"; \
+	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null)) \
+	    || echo "could not install them; the app will say what is missing"; \
+	  fi; \
 	fi
 
 run: $(VENV)/.run-deps system-deps
