@@ -24,7 +24,7 @@ from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage
 from core.settings import (
-    GlobalSettings,
+    ENV_API_KEY,
     LLMSettings,
     ProviderEntry,
     SettingsError,
@@ -136,22 +136,54 @@ class Controller(QObject):
     # --- settings --------------------------------------------------------------------------------
 
     def llm_settings(self) -> LLMSettings:
+        """The settings the next request uses.
+
+        Raises:
+            SettingsError: a layer (environment, project.json, settings.json) is invalid. Never a
+                silent fallback to defaults: that would send to a provider the user did not choose.
+        """
         overrides = self.project.overrides if self.project else {}
+        g = self.settings_store.load()
+        if self.settings_store.problem:
+            raise SettingsError(
+                f"{self.settings_store.problem}. Fix that file, or save Settings to start over "
+                "(the unreadable file is kept beside it as settings.json.bad)")
+        return resolve_llm_settings(project=overrides, global_settings=g)
+
+    def settings_problem(self) -> str | None:
+        """Why no request can be sent with the current settings, or None."""
         try:
-            return resolve_llm_settings(project=overrides, global_settings=self.settings_store.load())
+            self.llm_settings()
+        except SettingsError as e:
+            return str(e)
+        return None
+
+    def _model_label(self) -> str:
+        try:
+            s = self.llm_settings()
         except SettingsError:
-            return resolve_llm_settings(project={}, global_settings=GlobalSettings())
+            return "settings problem"
+        return s.model + (f" @ {s.api_base}" if s.api_base else "")
 
     def provider_configured(self) -> bool:
         g = self.settings_store.load()
         if g.active_provider or g.model:
             return True
-        s = self.llm_settings()
+        try:
+            s = self.llm_settings()
+        except SettingsError:
+            return True  # configured, if wrongly: the problem is shown, not the welcome text
         return s.sources.get("model") != "default" or bool(lookup_api_key("openai"))
 
     def open_settings(self) -> None:
         g = self.settings_store.load()
-        s = self.llm_settings()
+        try:
+            s = self.llm_settings()
+        except SettingsError:  # show what the saved provider says; the problem is on screen
+            try:
+                s = resolve_llm_settings(env={}, global_settings=g)
+            except SettingsError:
+                s = LLMSettings()
         keys = {p: bool(lookup_api_key(p)) for p in ("openai", "anthropic")}
         self._dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
@@ -170,9 +202,11 @@ class Controller(QObject):
         g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
         g.active_provider = entry.name
         g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now
-        self.settings_store.save(g)
+        self.settings_store.save(g, replace_unreadable=True)
         if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
-            env = key_env_var(choice.preset.provider)
+            # The variable the key will actually be read from: a custom base URL never gets a
+            # provider's own key (see core.settings.key_for_request).
+            env = ENV_API_KEY if choice.api_base else key_env_var(choice.preset.provider)
             QMessageBox.warning(
                 self.window, "Key not saved",
                 f"No system keyring works on this machine, so the key was not saved. Set "
@@ -217,6 +251,7 @@ class Controller(QObject):
             self.show_conversation(wanted)
         else:
             self.window.transcript_model.set_messages([])
+        self._refresh_status()  # the project's own settings may name another model
         if self._first_run:
             self._first_run = False
             QTimer.singleShot(0, self.open_settings)
@@ -263,7 +298,7 @@ class Controller(QObject):
         self.window.mode_switcher.set_mode(loaded.meta.mode)
         self.refresh_usage()
         if loaded.problems:
-            self.window.set_status(self.llm_settings().model,
+            self.window.set_status(self._model_label(),
                                    "Repaired on opening: " + "; ".join(loaded.problems))
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
@@ -343,7 +378,7 @@ class Controller(QObject):
         try:
             self._report = self.preview.build(history, self.llm_settings(), self.mode(),
                                               conv_id=self.current_id).report
-        except BudgetError as e:
+        except (BudgetError, SettingsError) as e:
             self._report_error = str(e)
         self._show_usage()
 
@@ -405,21 +440,38 @@ class Controller(QObject):
         """A turn is running (until its last event has reached the window)."""
         return self._busy
 
-    def send(self, text: str) -> None:
+    def _turn_settings(self) -> LLMSettings | None:
+        """Settings for a turn about to start, or None (and the reason on screen) when no turn
+        may start: a read-only view never sends (nor writes), broken settings never fall back."""
         if self.busy() or self.project is None or self.current_id is None or self.engine is None:
+            return None
+        if self.project.read_only:
+            self.window.set_status(self._model_label(),
+                                   "Read-only: nothing is sent from this window")
+            return None
+        try:
+            return self.llm_settings()
+        except SettingsError as e:
+            self.window.composer.show_warning(f"Not sent: {e}. Open Settings (Ctrl+,) to fix it.")
+            self.window.set_status("settings problem", str(e))
+            return None
+
+    def send(self, text: str) -> None:
+        settings = self._turn_settings()
+        if settings is None or self.engine is None or self.current_id is None:
             return
-        if self.project.read_only or not self._message_fits(text):
+        if not self._message_fits(text):
             return
         self.window.composer.show_warning(None)
         self.window.composer.set_text("")
         self._drafts.pop(self.current_id, None)
-        self._start(self.engine.send(self.current_id, text, self.llm_settings(), self.mode()),
-                    text)
+        self._start(self.engine.send(self.current_id, text, settings, self.mode()), text)
 
     def retry(self) -> None:
-        if self.busy() or self.engine is None or self.current_id is None:
+        settings = self._turn_settings()
+        if settings is None or self.engine is None or self.current_id is None:
             return
-        self._start(self.engine.retry(self.current_id, self.llm_settings(), self.mode()))
+        self._start(self.engine.retry(self.current_id, settings, self.mode()))
 
     def stop(self) -> None:
         if self._busy and self._turn is not None:
@@ -481,7 +533,7 @@ class Controller(QObject):
         state = {"ok": f"Answered in {took:.1f} s",
                  "stopped": "Stopped; the partial answer is kept",
                  "error": "The last request failed; see the error in the conversation"}[status]
-        self.window.set_status(self.llm_settings().model, state)
+        self.window.set_status(self._model_label(), state)
         self._refresh_list()
         self.refresh_usage()
         self.turn_finished.emit(status)
@@ -491,7 +543,7 @@ class Controller(QObject):
             self.open_settings()
             return
         if row != self.window.transcript_model.rowCount() - 1:
-            self.window.set_status(self.llm_settings().model,
+            self.window.set_status(self._model_label(),
                                    "Only the latest answer can be continued or retried")
             return
         if action == "retry":
@@ -500,9 +552,10 @@ class Controller(QObject):
             self.continue_()
 
     def continue_(self) -> None:
-        if self.busy() or self.engine is None or self.current_id is None:
+        settings = self._turn_settings()
+        if settings is None or self.engine is None or self.current_id is None:
             return
-        self._start(self.engine.continue_(self.current_id, self.llm_settings(), self.mode()))
+        self._start(self.engine.continue_(self.current_id, settings, self.mode()))
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -514,11 +567,14 @@ class Controller(QObject):
         self._refresh_status()
 
     def _refresh_status(self) -> None:
-        s = self.llm_settings()
-        state = "Ready" if runtime.is_loaded() else "Loading the model library…"
         if self.busy():
             return
-        self.window.set_status(s.model + (f" @ {s.api_base}" if s.api_base else ""), state)
+        problem = self.settings_problem()
+        if problem:
+            self.window.set_status("settings problem", f"{problem}. Open Settings (Ctrl+,).")
+            return
+        state = "Ready" if runtime.is_loaded() else "Loading the model library…"
+        self.window.set_status(self._model_label(), state)
 
 
 def _keyring_works() -> bool:

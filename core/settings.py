@@ -106,21 +106,31 @@ class SettingsStore:
         self.problem: str | None = None
 
     def load(self) -> GlobalSettings:
+        """The saved settings; defaults when the file is missing. An unreadable file gives
+        defaults too, with `problem` saying so: callers that would send a request refuse then,
+        rather than send to a provider the user did not choose."""
+        self.problem = None
         try:
             return GlobalSettings.model_validate(read_json(self.path))
         except FileNotFoundError:
             return GlobalSettings()
         except (OSError, ValueError, ValidationError) as e:
             # A broken settings file must not stop the app; say so and keep the file for the user.
-            self.problem = f"{self.path} could not be read ({type(e).__name__}); using defaults"
+            self.problem = f"{self.path} could not be read ({type(e).__name__})"
             return GlobalSettings()
 
-    def save(self, settings: GlobalSettings) -> None:
+    def save(self, settings: GlobalSettings, *, replace_unreadable: bool = False) -> bool:
+        """Write `settings`. A file that could not be read is left alone (so remembering a
+        project or the window's size never discards the user's providers) unless the user saved
+        Settings (`replace_unreadable`): then it is moved aside to `settings.json.bad` first.
+        Returns whether the file was written."""
         if self.problem and self.path.exists():
-            # Do not overwrite a file we failed to read: move it aside first.
+            if not replace_unreadable:
+                return False
             self.path.replace(self.path.with_suffix(".json.bad"))
             self.problem = None
         atomic_write_json(self.path, settings.model_dump(mode="json", exclude_none=True))
+        return True
 
     def remember_project(self, path: Path) -> GlobalSettings:
         settings = self.load()
@@ -170,6 +180,11 @@ def resolve_llm_settings(
                 break
         else:
             sources[key] = "default"
+    for key in ("model", "api_base"):
+        if key in values and not isinstance(values[key], str):
+            raise SettingsError(
+                f"the {key.replace('_', ' ')} from the {sources[key]} settings must be text, "
+                f"not {values[key]!r}")
     for key, label in (("max_output_tokens", "max output tokens"),
                        ("context_window", "the context window")):
         if key in values:

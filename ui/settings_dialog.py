@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.settings import ENV_API_KEY
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -107,6 +109,7 @@ class SettingsDialog(QDialog):
         self.preset.setCurrentIndex(index)
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
+        self.api_base.textChanged.connect(self._update_key_note)
 
     def current_preset(self) -> Preset:
         return PRESETS[self.preset.currentIndex()]
@@ -130,7 +133,16 @@ class SettingsDialog(QDialog):
     def _update_key_note(self) -> None:
         p = self.current_preset()
         self.api_key.setEnabled(True)
-        if p.key_env is None:
+        if self.api_base.text().strip():
+            # A custom address never gets a provider's own key (OPENAI_API_KEY, ...): only the
+            # key saved here, or WORKBENCH_API_KEY.
+            never = f" (never {p.key_env})" if p.key_env else ""
+            saved = ("a key typed here is stored in your system keyring" if self._keyring else
+                     "no system keyring works here, so a key typed here cannot be saved")
+            note = (f"A custom base URL gets only its own key{never}: {saved}; or set "
+                    f"{ENV_API_KEY} before starting Context Workbench. Leave it empty if the "
+                    "server needs none.")
+        elif p.key_env is None:
             note = "This provider usually needs no key; fill it in only if your server asks for one."
         elif self._keys_present.get(p.provider):
             note = f"A key for {p.name} is already available; type a new one to replace it."

@@ -48,8 +48,11 @@ def test_broken_settings_file_is_kept_aside_not_overwritten(tmp_path: Path) -> N
     (tmp_path / "settings.json").write_text("{broken")
     store = SettingsStore(tmp_path)
     assert store.load() == GlobalSettings() and store.problem
-    store.save(GlobalSettings(model="x"))
+    store.remember_project(tmp_path / "p")  # incidental writes leave the user's file alone
+    assert (tmp_path / "settings.json").read_text() == "{broken"
+    assert store.save(GlobalSettings(model="x"), replace_unreadable=True)  # the user saved
     assert (tmp_path / "settings.json.bad").read_text() == "{broken"
+    assert store.load().model == "x" and store.problem is None
 
 
 def test_keys_come_from_the_environment_and_a_missing_keyring_is_no_crash() -> None:

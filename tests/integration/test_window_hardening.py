@@ -1,0 +1,134 @@
+"""The window never sends with settings the user did not choose, and a read-only view never
+sends or writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.model import ConversationMessage, ErrorInfo
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
+from tests.helpers.gui import open_window, run_until
+from ui.settings_dialog import SettingsDialog
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
+    return llm_server
+
+
+def type_and_send(qtbot, window, text: str) -> None:
+    window.composer.editor.setFocus()
+    qtbot.keyClicks(window.composer.editor, text)
+    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+
+
+def set_project_settings(project_dir: Path, settings: dict) -> None:
+    with Project.open(project_dir) as p:
+        p.update_info(settings=settings)
+
+
+def test_a_typo_in_project_settings_refuses_to_send_instead_of_using_the_default_provider(
+    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    monkeypatch.delenv("WORKBENCH_MODEL")  # the project decides the model...
+    set_project_settings(project_dir, {"model": MODEL, "max_output_tokens": "lots"})  # ...typo
+    window, controller = open_window(qtbot, project_dir)
+    assert "settings problem" in window.model_label.text()
+    assert "max output tokens" in window.state_label.text()
+    type_and_send(qtbot, window, "hello?")
+    assert "Not sent" in window.composer.hint.text() and "max output tokens" in \
+        window.composer.hint.text()
+    assert window.composer.text() == "hello?"  # the draft is kept
+    assert not controller.busy() and llm_server.requests == []
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.load(controller.current_id).messages == []
+
+
+def test_a_bad_environment_value_does_not_stop_the_window_from_starting(
+    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "-5")
+    window, controller = open_window(qtbot, project_dir)
+    assert window.isVisible() and "settings problem" in window.model_label.text()
+    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "300")  # fixed: sending works again
+    llm_server.script(Answer("fine"))
+    type_and_send(qtbot, window, "hi")
+    run_until(qloop, lambda: not controller.busy())
+    assert llm_server.requests and llm_server.requests[0].body["max_tokens"] == 300
+
+
+def test_an_unreadable_settings_file_refuses_to_send(qtbot, qloop, project_dir: Path, llm_server,
+                                                     isolated_env: Path, monkeypatch) -> None:
+    monkeypatch.delenv("WORKBENCH_MODEL")
+    config = isolated_env / "config" / "context-workbench"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "settings.json").write_text('{"active_provider": "Ollama", "providers": [')
+    window, controller = open_window(qtbot, project_dir)
+    type_and_send(qtbot, window, "hello")
+    assert "settings.json could not be read" in window.composer.hint.text()
+    assert llm_server.requests == []
+
+
+def test_a_read_only_window_never_retries_or_continues(qtbot, qloop, project_dir: Path,
+                                                      llm_server) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create()
+        p.conversations.append_many(conv.id, [
+            ConversationMessage(role="user", content="question"),
+            ConversationMessage(role="assistant", kind="error", content="half an ans",
+                                error=ErrorInfo(type="stream_interrupted", message="cut",
+                                                retryable=True, partial=True)),
+        ])
+    log = project_dir / ".workbench" / "conversations" / conv.id / "messages.jsonl"
+    before = log.read_bytes()
+    owner = Project.open(project_dir)  # another process has it: this window is read-only
+    try:
+        window, controller = open_window(qtbot, project_dir)
+        assert controller.project is not None and controller.project.read_only
+        llm_server.script(Answer("billable"), Answer("billable"))
+        last = window.transcript_model.rowCount() - 1
+        controller._on_transcript_action_requested(last, "retry")
+        controller._on_transcript_action_requested(last, "continue")
+        assert not controller.busy()
+        assert "Read-only" in window.state_label.text()
+    finally:
+        owner.close()
+    assert llm_server.requests == []
+    assert log.read_bytes() == before
+    assert sorted(x.name for x in log.parent.iterdir()) == ["conversation.json", "messages.jsonl"]
+
+
+def test_settings_name_the_variable_a_custom_base_url_key_is_read_from(qtbot) -> None:
+    dialog = SettingsDialog(None, preset_name="OpenAI", model="gpt-4o-mini", api_base=None,
+                            max_output_tokens=1000, keyring_available=False, keys_present={})
+    qtbot.addWidget(dialog)
+    assert "OPENAI_API_KEY" in dialog.key_note.text()
+    dialog.api_base.setText("http://127.0.0.1:8000/v1")
+    note = dialog.key_note.text()
+    assert "WORKBENCH_API_KEY" in note and "never OPENAI_API_KEY" in note
+    dialog.preset.setCurrentIndex(3)  # OpenAI-compatible server: a base URL from the preset
+    assert "WORKBENCH_API_KEY" in dialog.key_note.text()
+
+
+def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
+                                                       monkeypatch) -> None:
+    from app.cli import main
+
+    monkeypatch.delenv("WORKBENCH_MODEL")
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create()
+        info = json.loads((p.state / "project.json").read_text())
+        p.update_info(settings={**info.get("settings", {}), "model": 123})
+    code = main(["context", str(project_dir), "-c", conv.id])
+    _, err = capsys.readouterr()
+    assert code == 1 and "model" in err and "must be text" in err and "Traceback" not in err
