@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from core.store.conversations import ConversationStore
-from core.store.errors import ConversationNotFound, ProjectPathError
+from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
@@ -131,11 +131,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)
         return e.code
+    except StoreError as e:  # a project problem the store put in one sentence
+        print(f"workbench: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):  # `workbench export ... | head`
+            return EXIT_OK
+        where = f": {e.filename}" if e.filename else ""
+        print(f"workbench: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_FAIL
     except KeyboardInterrupt:
         print("\nworkbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `workbench export ... | head`
-        return EXIT_OK
 
 
 # --- commands ----------------------------------------------------------------------------------
