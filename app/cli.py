@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app.term import for_stream
 from core.store.conversations import ConversationStore
 from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", help="litellm model string, e.g. gpt-4o-mini, ollama/llama3")
         p.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
         p.add_argument("--max-tokens", type=int, help="maximum output tokens for the answer")
+        p.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help="give up on a request that has not answered in this many seconds "
+                            "(default 600; WORKBENCH_REQUEST_TIMEOUT)")
         p.add_argument("--mode", choices=("chat", "agent", "run"), default=None,
                        help="system prompt to use (default: the conversation's mode)")
 
@@ -182,8 +186,10 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
     project = _open(args.project, create=(action == "send"))
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
     cli_values = {"model": args.model, "api_base": args.api_base,
-                  "max_output_tokens": args.max_tokens}
+                  "max_output_tokens": args.max_tokens, "request_timeout": args.timeout}
     try:
         settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
                                         global_settings=SettingsStore().load())
@@ -256,8 +262,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                                         global_settings=SettingsStore().load())
         counter = TokenCounter.for_model(settings.model)
         messages = [counter.with_count(m) for m in messages]
-        meta = project.conversations.create(title=args.title or title)
-        project.conversations.append_many(meta.id, messages)
+        meta = project.conversations.import_conversation(args.title or title, messages)
         print(f"imported {len(messages)} messages as {meta.title!r}", file=sys.stderr)
         print(meta.id)
     finally:
@@ -277,12 +282,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     for problem in loaded.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.format == "openai":
-        out = export_openai(loaded.messages, loaded.meta.title)
+        out = export_openai(loaded.messages, loaded.meta.title, loaded.pending_partial)
     elif args.format == "jsonl":
-        out = export_jsonl(loaded.messages)
+        out = export_jsonl(loaded.messages)  # the log itself: the pending text is not in it yet
     else:
-        out = export_markdown(loaded.messages, loaded.meta.title)
-    sys.stdout.write(out)
+        out = export_markdown(loaded.messages, loaded.meta.title, loaded.pending_partial)
+    sys.stdout.write(for_stream(out, sys.stdout))
     sys.stdout.flush()
     return EXIT_OK
 
@@ -344,13 +349,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     project = _open(args.project, create=False, read_only=True)
     try:
         rows = project.conversations.list()
+        pending = {r.id for r in rows if project.conversations.pending_partial(r.id) is not None}
     finally:
         project.close()
     if not rows:
         print("no conversations yet", file=sys.stderr)
     for r in rows:
         when = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        print(f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}")
+        flag = "  [an interrupted answer is pending]" if r.id in pending else ""
+        print(for_stream(
+            f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}{flag}",
+            sys.stdout))
     return EXIT_OK
 
 

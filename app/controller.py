@@ -297,9 +297,8 @@ class Controller(QObject):
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
         self.refresh_usage()
-        if loaded.problems:
-            self.window.set_status(self._model_label(),
-                                   "Repaired on opening: " + "; ".join(loaded.problems))
+        self.window.set_notice("Repaired on opening: " + "; ".join(loaded.problems)
+                               if loaded.problems else None)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
 

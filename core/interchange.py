@@ -6,6 +6,7 @@ Import validates the whole file before anything is written, so a bad file create
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from core.model import ConversationMessage, InvalidMessage
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class ImportProblem(ValueError):
@@ -46,6 +48,10 @@ def read_import_file(
         raise ImportProblem(
             f"{path.name} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
         ) from None
+    except RecursionError:
+        raise ImportProblem(f"{path.name} is nested too deeply to be a conversation") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_unicode(data, path.name)
     title = path.stem
     if isinstance(data, dict):
         if "messages" not in data:
@@ -53,10 +59,24 @@ def read_import_file(
                 f"{path.name} has no \"messages\" list; expected {{\"messages\": [...]}} or [...]"
             )
         title = str(data.get("title") or data.get("id") or title)
+        title = title.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate: dropped
         data = data["messages"]
     if not isinstance(data, list):
         raise ImportProblem(f"{path.name}: \"messages\" must be a list of chat messages")
     return title, data
+
+
+def _check_unicode(data: Any, name: str) -> None:
+    """JSON may escape half of a surrogate pair (`\\ud800`), which is no character at all and
+    cannot be written as UTF-8: refuse the file, naming the message, before anything is made."""
+    items = data.get("messages") if isinstance(data, dict) else data
+    for n, item in enumerate(items if isinstance(items, list) else [items], start=1):
+        try:
+            json.dumps(item, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ImportProblem(
+                f"{name}: message {n} contains text that is not valid Unicode (a lone "
+                "surrogate escape such as \\ud800)") from None
 
 
 def parse_openai_messages(raw: Iterable[Any]) -> list[ConversationMessage]:
@@ -91,11 +111,36 @@ def parse_openai_messages(raw: Iterable[Any]) -> list[ConversationMessage]:
     return out
 
 
-def export_openai(messages: Iterable[ConversationMessage], title: str | None = None) -> str:
+def export_openai(messages: Iterable[ConversationMessage], title: str | None = None,
+                  pending: str | None = None) -> str:
+    """OpenAI `messages[]` with every character the user saw: answers that were stopped, cut
+    or interrupted keep their text, and a continued answer is one message (its parts joined).
+    `pending` is the text of an answer a crashed app was receiving (not yet in the log)."""
     body: dict[str, Any] = {}
     if title:
         body["title"] = title
-    body["messages"] = [m.to_openai() for m in messages if m.kind in ("message", "summary")]
+    out: list[dict[str, Any]] = []
+    where: dict[str, int] = {}  # entry id -> index in `out` of the message holding its text
+    for m in messages:
+        if m.kind == "notice" or (m.kind == "error" and not m.text() and not m.tool_calls):
+            continue
+        target = where.get(m.continues) if m.continues else None
+        if target is not None and m.role == "assistant":
+            joined = out[target]
+            joined["content"] = (joined.get("content") or "") + m.text()
+            if m.tool_calls:
+                joined["tool_calls"] = joined.get("tool_calls", []) + \
+                    [tc.model_dump() for tc in m.tool_calls]
+            where[m.id] = target
+            continue
+        message = m.to_openai()
+        if m.kind == "error":
+            message = {"role": "assistant", "content": m.text()}
+        where[m.id] = len(out)
+        out.append(message)
+    if pending:
+        out.append({"role": "assistant", "content": pending})
+    body["messages"] = out
     return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -103,7 +148,8 @@ def export_jsonl(messages: Iterable[ConversationMessage]) -> str:
     return "".join(m.model_dump_json(exclude_defaults=True) + "\n" for m in messages)
 
 
-def export_markdown(messages: Iterable[ConversationMessage], title: str | None = None) -> str:
+def export_markdown(messages: Iterable[ConversationMessage], title: str | None = None,
+                    pending: str | None = None) -> str:
     lines: list[str] = [f"# {title}", ""] if title else []
     for m in messages:
         if m.kind == "error" and m.error is not None:
@@ -124,6 +170,12 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
         for tc in m.tool_calls or []:
             lines += [f"**Tool call** `{tc.function.name}` (`{tc.id}`)", "",
                       _fence(_pretty(tc.function.arguments), "json"), ""]
+    if pending is not None:
+        lines += ["## Pending answer", "",
+                  "> The app closed while this answer was arriving; it becomes an entry when the "
+                  "project is opened for writing.", ""]
+        if pending:
+            lines += [pending, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

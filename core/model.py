@@ -14,7 +14,17 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal["message", "summary", "error", "notice"]
@@ -82,6 +92,14 @@ def utc_now() -> datetime:
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+    @model_serializer(mode="wrap")
+    def _always_typed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The discriminator must reach disk even when defaults are left out of a log line;
+        # without it the line cannot be read back.
+        data: dict[str, Any] = handler(self)
+        return {"type": self.type, **data}
 
 
 class TextPart(_Part):
@@ -115,8 +133,30 @@ class RefusalPart(_Part):
     refusal: str
 
 
+class OtherPart(_Part):
+    """A part of a kind we do not model (a provider's extension): kept verbatim."""
+
+
+_PART_KINDS = ("text", "image_url", "input_audio", "file", "refusal")
+
+
+def _part_kind(value: Any) -> str:
+    """The tag of a content part. Lines written before parts kept their `type` on disk are
+    recognised by the one payload key they carry."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if kind is None and isinstance(value, dict):
+        kind = next((k for k in _PART_KINDS if k in value), None)
+    return kind if kind in _PART_KINDS else "other"
+
+
 ContentPart = Annotated[
-    TextPart | ImagePart | InputAudioPart | FilePart | RefusalPart, Field(discriminator="type")
+    Annotated[TextPart, Tag("text")]
+    | Annotated[ImagePart, Tag("image_url")]
+    | Annotated[InputAudioPart, Tag("input_audio")]
+    | Annotated[FilePart, Tag("file")]
+    | Annotated[RefusalPart, Tag("refusal")]
+    | Annotated[OtherPart, Tag("other")],
+    Discriminator(_part_kind),
 ]
 Content = str | list[ContentPart]
 
@@ -228,7 +268,7 @@ class ConversationMessage(BaseModel):
         """The OpenAI chat message: protocol fields only, None fields left out where allowed."""
         out: dict[str, Any] = {"role": self.role}
         if isinstance(self.content, list):
-            out["content"] = [p.model_dump(exclude_none=True) for p in self.content]
+            out["content"] = [p.model_dump(mode="json", exclude_none=True) for p in self.content]
         else:
             out["content"] = self.content
         if self.tool_calls:

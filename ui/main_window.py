@@ -9,11 +9,13 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QMenu,
     QSplitter,
     QStackedWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -73,6 +75,25 @@ class MainWindow(QMainWindow):
         self.banner.setStyleSheet(
             "background: #fef3c7; color: #78350f; padding: 8px 12px; border-bottom: 1px solid #fcd34d;")
         self.banner.hide()
+        # Things the user should know once (a log line repaired, a setting refused), with a
+        # dismiss button; unlike the read-only banner it does not stay.
+        self.notice = QWidget(self)
+        self.notice.setObjectName("notice")
+        self.notice.setStyleSheet("#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; }"
+                                  " QLabel { color: #7f1d1d; }")
+        self.notice_label = QLabel(self.notice)
+        self.notice_label.setWordWrap(True)
+        self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        dismiss = QToolButton(self.notice)
+        dismiss.setText("✕")
+        dismiss.setToolTip("Dismiss")
+        dismiss.setAutoRaise(True)
+        dismiss.clicked.connect(lambda: self.set_notice(None))
+        nl = QHBoxLayout(self.notice)
+        nl.setContentsMargins(12, 6, 6, 6)
+        nl.addWidget(self.notice_label, 1)
+        nl.addWidget(dismiss, 0, Qt.AlignmentFlag.AlignTop)
+        self.notice.hide()
         self.welcome = QLabel(self)
         self.welcome.setWordWrap(True)
         self.welcome.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -87,6 +108,7 @@ class MainWindow(QMainWindow):
         rl.setContentsMargins(0, 0, 0, 0)
         rl.setSpacing(0)
         rl.addWidget(self.banner)
+        rl.addWidget(self.notice)
         rl.addWidget(self.stack, 1)
         rl.addWidget(self.mode_switcher)
         rl.addWidget(self.composer)
@@ -178,6 +200,11 @@ class MainWindow(QMainWindow):
         self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
+
+    def set_notice(self, text: str | None) -> None:
+        """Show (or, with None, dismiss) a notice above the transcript."""
+        self.notice_label.setText(text or "")
+        self.notice.setVisible(bool(text))
 
     def set_welcome(self, provider_configured: bool) -> None:
         self._welcome_html = WELCOME_READY if provider_configured else WELCOME_NO_PROVIDER

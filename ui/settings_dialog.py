@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -11,6 +12,9 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -49,7 +53,13 @@ class SettingsChoice:
 
 
 class SettingsDialog(QDialog):
-    """Modal-less settings dialog; read `choice()` after it is accepted."""
+    """Modal-less settings dialog; read `choice()` after it is accepted.
+
+    Signals:
+        forget_window_requested(str): the user reset the context limit remembered for a model.
+    """
+
+    forget_window_requested = Signal(str)
 
     def __init__(
         self,
@@ -61,6 +71,7 @@ class SettingsDialog(QDialog):
         max_output_tokens: int,
         keyring_available: bool,
         keys_present: dict[str, bool],
+        remembered_windows: dict[str, int] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -103,6 +114,27 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addLayout(form)
+        self.windows = QListWidget(self)
+        self.forget_button = QPushButton("Forget the selected limit", self)
+        self.forget_button.clicked.connect(self._on_forget_clicked)
+        if remembered_windows:
+            note = QLabel(
+                "Context limits providers stated when they refused a request as too long. "
+                "Requests to these models are built to fit them; forget one that was wrong.",
+                self)
+            note.setWordWrap(True)
+            layout.addWidget(note)
+            for model_name, limit in sorted(remembered_windows.items()):
+                item = QListWidgetItem(f"{model_name}: {limit:,} tokens")
+                item.setData(Qt.ItemDataRole.UserRole, model_name)
+                self.windows.addItem(item)
+            self.windows.setMaximumHeight(90)
+            self.windows.setCurrentRow(0)
+            layout.addWidget(self.windows)
+            layout.addWidget(self.forget_button)
+        else:
+            self.windows.hide()
+            self.forget_button.hide()
         layout.addWidget(buttons)
 
         index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
@@ -110,6 +142,14 @@ class SettingsDialog(QDialog):
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
         self.api_base.textChanged.connect(self._update_key_note)
+
+    def _on_forget_clicked(self) -> None:
+        item = self.windows.currentItem()
+        if item is None:
+            return
+        self.forget_window_requested.emit(str(item.data(Qt.ItemDataRole.UserRole)))
+        self.windows.takeItem(self.windows.row(item))
+        self.forget_button.setEnabled(self.windows.count() > 0)
 
     def current_preset(self) -> Preset:
         return PRESETS[self.preset.currentIndex()]

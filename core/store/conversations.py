@@ -24,13 +24,26 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.model import ConversationMessage, ErrorInfo, Mode, new_id, utc_now
-from core.store.errors import ConversationNotFound, ReadOnlyError, StoreError
-from core.store.fileio import append_durably, atomic_write_json, read_json, timestamp_tag
+from core.store.errors import (
+    ConversationNotFound,
+    ReadOnlyError,
+    StoreError,
+    StoreWriteError,
+    describe_os_error,
+)
+from core.store.fileio import (
+    append_durably,
+    atomic_write_json,
+    fsync_dir,
+    read_json,
+    timestamp_tag,
+)
 from core.store.log import encode_line, ensure_clean_tail, read_log
 
 DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 4  # conversations kept parsed in memory
 PARTIAL_FILE = "streaming.partial.json"
+IMPORTING_PREFIX = ".importing-"
 
 
 class ConversationMeta(BaseModel):
@@ -61,9 +74,19 @@ class ConversationSummary(BaseModel):
 
 @dataclass
 class LoadedConversation:
+    """A conversation as read from disk.
+
+    Attributes:
+        problems: what was found and repaired or skipped, one sentence each, for the user.
+        pending_partial: in a read-only view, the text of an answer that was arriving when an
+            app closed and that is not yet an entry (it becomes one when the project is opened
+            for writing); None when there is none.
+    """
+
     meta: ConversationMeta
     messages: list[ConversationMessage]
     problems: list[str] = field(default_factory=list)
+    pending_partial: str | None = None
 
 
 class ConversationStore:
@@ -95,7 +118,8 @@ class ConversationStore:
             fresh: builtins.list[ConversationSummary] = []
             changed = False
             for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-                if not entry.is_dir() or not (entry / "conversation.json").exists():
+                if entry.name.startswith(".") or not entry.is_dir() or \
+                        not (entry / "conversation.json").exists():
                     continue
                 stamp = _stamp(entry)
                 row = cached.get(entry.name)
@@ -112,10 +136,12 @@ class ConversationStore:
 
     def resolve(self, id_or_prefix: str) -> str:
         """The full id for an id or a unique prefix of one (at least 4 characters)."""
-        if (self.root / id_or_prefix / "conversation.json").exists():
+        self._dir(id_or_prefix)  # a path, or a name that cannot be an id, is refused here
+        if (self.root / id_or_prefix / "conversation.json").is_file():
             return id_or_prefix
         if len(id_or_prefix) >= 4 and self.root.is_dir():
-            hits = [p.name for p in self.root.iterdir() if p.name.startswith(id_or_prefix)]
+            hits = [p.name for p in self.root.iterdir() if p.name.startswith(id_or_prefix)
+                    and (p / "conversation.json").is_file()]
             if len(hits) == 1:
                 return hits[0]
             if len(hits) > 1:
@@ -125,56 +151,94 @@ class ConversationStore:
         raise ConversationNotFound(f"no conversation with id {id_or_prefix!r} in this project")
 
     def meta(self, conv_id: str) -> ConversationMeta:
+        return self.meta_and_problems(conv_id)[0]
+
+    def meta_and_problems(self, conv_id: str) -> tuple[ConversationMeta, builtins.list[str]]:
+        """The conversation's metadata, keeping every valid field of `conversation.json`; a
+        field that is invalid takes its default and is reported (never replaced by an error
+        message). The folder's name is the id, whatever the file says."""
         path = self._dir(conv_id) / "conversation.json"
         try:
-            return ConversationMeta.model_validate(read_json(path))
+            data = read_json(path)
         except FileNotFoundError:
             raise ConversationNotFound(f"no conversation with id {conv_id!r}") from None
-        except (ValueError, ValidationError) as e:
-            # Unreadable metadata must not hide the messages: fall back to defaults.
-            return ConversationMeta(id=conv_id, title=f"{conv_id[:8]} (metadata unreadable: {e})")
+        except (OSError, ValueError) as e:
+            reason = "not valid JSON" if isinstance(e, ValueError) else describe_os_error(e)
+            return ConversationMeta(id=conv_id), [
+                f"conversation.json could not be read ({reason}); its title and settings are "
+                "shown as defaults and the file is kept as it is until you change one"]
+        if not isinstance(data, dict):
+            return ConversationMeta(id=conv_id), [
+                "conversation.json is not a JSON object; defaults are shown"]
+        problems: builtins.list[str] = []
+        data = {**data, "id": conv_id}
+        for _ in range(len(data) + 1):
+            try:
+                return ConversationMeta.model_validate(data), problems
+            except ValidationError as e:
+                bad = {str(err["loc"][0]) for err in e.errors() if err.get("loc")}
+                if not bad or not bad & data.keys():
+                    break
+                for key in sorted(bad & data.keys()):
+                    problems.append(f"conversation.json: {key!r} is invalid "
+                                    f"({_short(data[key])}); the default is used")
+                    del data[key]
+        return ConversationMeta(id=conv_id), problems
 
     def load(self, conv_id: str) -> LoadedConversation:
         with self._lock:
-            meta = self.meta(conv_id)
+            meta, problems = self.meta_and_problems(conv_id)
             path = self._dir(conv_id) / "messages.jsonl"
             recovered = self._recover_partial(conv_id) if self.writable else None
+            pending = None if self.writable else self.pending_partial(conv_id)
+            if pending is not None:
+                problems.append(
+                    f"an answer that was arriving when the app closed is pending "
+                    f"({len(pending):,} characters); it becomes an entry when the project is "
+                    "opened for writing")
             cached = self._loaded.get(conv_id)
             if cached is not None and cached[0] == _file_stamp(path):
-                return LoadedConversation(meta, list(cached[1]))
+                return LoadedConversation(meta, list(cached[1]), problems, pending)
             result = read_log(path, repair=self.writable)
             if self.writable:
                 self._clean_tails.add(conv_id)
             self._remember(conv_id, result.messages)
-            problems = list(result.problems)
+            problems = list(result.problems) + problems
             if recovered:
                 problems.append(recovered)
-            return LoadedConversation(meta, list(result.messages), problems)
+            return LoadedConversation(meta, list(result.messages), problems, pending)
 
     # --- the answer being received (crash recovery) ----------------------------------------------
 
     def write_partial(self, conv_id: str, state: dict[str, Any]) -> None:
         """Keep the text of the answer being streamed on disk (called about once a second)."""
-        self._streaming.add(conv_id)
-        atomic_write_json(self._dir(conv_id) / PARTIAL_FILE, state)
+        with self._lock:
+            self._check_writable()
+            if conv_id not in self._streaming:
+                self._recover_partial(conv_id)  # an older crash's answer keeps its place
+                self._streaming.add(conv_id)
+            atomic_write_json(self._dir(conv_id) / PARTIAL_FILE, state)
 
     def clear_partial(self, conv_id: str) -> None:
         """The answer became a log entry (or never started): drop its sidecar."""
-        self._streaming.discard(conv_id)
-        (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+        with self._lock:  # unlinked before it stops being ours: no reader may recover it
+            if self.writable:
+                (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+            self._streaming.discard(conv_id)
+
+    def pending_partial(self, conv_id: str) -> str | None:
+        """The text of an orphaned answer sidecar, if there is one (for read-only views)."""
+        state = _read_sidecar(self._dir(conv_id) / PARTIAL_FILE)
+        return None if state is None else str(state.get("text") or "")
 
     def _recover_partial(self, conv_id: str) -> str | None:
         """A sidecar no live turn owns is an answer the app was receiving when it closed:
-        turn it into an error entry with the text, so nothing shown on screen is lost."""
+        turn it into an error entry with the text, so nothing shown on screen is lost.
+        Runs before anything else is appended, so the entry takes its place in order."""
         sidecar = self._dir(conv_id) / PARTIAL_FILE
         if conv_id in self._streaming or not sidecar.exists():
             return None
-        try:
-            state = read_json(sidecar)
-            if not isinstance(state, dict):
-                raise ValueError("not an object")
-        except (OSError, ValueError):
-            state = {}
+        state = _read_sidecar(sidecar) or {}
         text = str(state.get("text") or "")
         entry = ConversationMessage(
             role="assistant", kind="error", content=text,
@@ -185,7 +249,7 @@ class ConversationStore:
             model=state.get("model"), mode=state.get("mode") or None,
             continues=state.get("continues"), status="aborted",
         )
-        self.append_many(conv_id, [entry])
+        self._append_now(conv_id, [entry])
         sidecar.unlink(missing_ok=True)
         return (f"recovered {len(text):,} characters of an answer that was arriving when the "
                 "app closed")
@@ -200,23 +264,35 @@ class ConversationStore:
             self._loaded.popitem(last=False)
 
     def search(self, text: str) -> set[str]:
-        """Ids of conversations whose title or any message contains `text` (case-insensitive)."""
-        needle = text.strip().lower()
+        """Ids of conversations whose title or any message's text contains `text`, ignoring
+        case in every script (str.casefold). Only what a user reads is searched (message text,
+        tool-call arguments, errors), never the JSON around it."""
+        needle = text.strip().casefold()
         if not needle:
             return {r.id for r in self.list()}
-        escaped = json.dumps(needle, ensure_ascii=False)[1:-1].encode("utf-8")
         hits: set[str] = set()
         for row in self.list():
-            if needle in row.title.lower():
-                hits.add(row.id)
-                continue
-            try:
-                raw = (self.root / row.id / "messages.jsonl").read_bytes().lower()
-            except OSError:
-                continue
-            if escaped in raw:
+            if needle in row.title.casefold() or self._log_mentions(row.id, needle):
                 hits.add(row.id)
         return hits
+
+    def _log_mentions(self, conv_id: str, needle: str) -> bool:
+        try:
+            raw = (self.root / conv_id / "messages.jsonl").read_bytes()
+        except OSError:
+            return False
+        # A cheap first look: in an all-ASCII log (the common case) case folding is plain
+        # lower-casing, so a needle absent from the raw bytes is absent from the text too.
+        if needle.isascii() and raw.isascii() and needle.encode() not in raw.lower():
+            return False
+        for line in raw.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and needle in _searchable(entry).casefold():
+                return True
+        return False
 
     def message_count(self, conv_id: str) -> int:
         path = self._dir(conv_id) / "messages.jsonl"
@@ -248,9 +324,47 @@ class ConversationStore:
             self._check_writable()
             if "title" in changes:
                 changes["title"] = _clean_title(changes["title"])
-            meta = self.meta(conv_id).model_copy(update=changes)
+            meta, problems = self.meta_and_problems(conv_id)
+            if problems:  # what could not be read is kept beside, never silently replaced
+                original = self._dir(conv_id) / "conversation.json"
+                shutil.copy2(original, original.with_name(f"conversation.json.bad-{timestamp_tag()}"))
+            meta = meta.model_copy(update=changes)
             self._write_meta(meta)
             return meta
+
+    def import_conversation(self, title: str | None,
+                            messages: Iterable[ConversationMessage]) -> ConversationMeta:
+        """Create a conversation holding `messages`, all or nothing: it is written in a hidden
+        folder and renamed into place only when complete, so an import killed half-way leaves
+        no half conversation behind (the hidden folder is removed on the next open)."""
+        with self._lock:
+            self._check_writable()
+            meta = ConversationMeta(id=new_id(), title=_clean_title(title))
+            staging = self.root / f"{IMPORTING_PREFIX}{meta.id}"
+            try:
+                staging.mkdir(parents=True)
+                data = b"".join(encode_line(m) for m in messages)
+                append_durably(staging / "messages.jsonl", data)
+                atomic_write_json(staging / "conversation.json", meta.model_dump(mode="json"))
+                os.rename(staging, self.root / meta.id)
+                fsync_dir(self.root)
+            except OSError as e:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise StoreWriteError(
+                    f"Could not import ({describe_os_error(e)}); nothing was created.",
+                    e.errno) from e
+            return meta
+
+    def remove_unfinished_imports(self) -> builtins.list[str]:
+        """Remove what imports that were killed half-way left behind; returns their names."""
+        if not self.writable or not self.root.is_dir():
+            return []
+        gone = []
+        for entry in self.root.iterdir():
+            if entry.name.startswith(IMPORTING_PREFIX) and entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+                gone.append(entry.name)
+        return gone
 
     def rename(self, conv_id: str, title: str) -> ConversationMeta:
         return self.update_meta(conv_id, title=title)
@@ -275,30 +389,52 @@ class ConversationStore:
         return self.append_many(conv_id, [msg])
 
     def append_many(self, conv_id: str, msgs: Iterable[ConversationMessage]) -> builtins.list[str]:
-        """Append messages in one write and one fsync; all or none are acknowledged."""
+        """Append messages in one write and one fsync; all or none are acknowledged.
+
+        Returns the problems found (and repaired) on the way, one sentence each: a torn or
+        corrupt line quarantined, an answer recovered from a crash (appended first, so it
+        keeps its place before the new messages).
+
+        Raises:
+            StoreWriteError: the write failed (disk full, no permission); the log is as before.
+        """
         with self._lock:
             self._check_writable()
-            path = self._dir(conv_id) / "messages.jsonl"
-            if not path.parent.is_dir():
-                raise ConversationNotFound(f"no conversation with id {conv_id!r}")
             problems: builtins.list[str] = []
+            recovered = self._recover_partial(conv_id)
+            problems += self._append_now(conv_id, list(msgs))
+            if recovered:
+                problems.append(recovered)
+            return problems
+
+    def _append_now(self, conv_id: str, msgs: builtins.list[ConversationMessage]
+                    ) -> builtins.list[str]:
+        path = self._dir(conv_id) / "messages.jsonl"
+        if not path.parent.is_dir():
+            raise ConversationNotFound(f"no conversation with id {conv_id!r}")
+        problems: builtins.list[str] = []
+        try:
             if conv_id not in self._clean_tails:
                 repaired = ensure_clean_tail(path)
                 if repaired is not None:
                     problems = repaired.problems
                 self._clean_tails.add(conv_id)
-            msgs = list(msgs)
             cached = self._loaded.get(conv_id)
             fresh = cached is not None and not problems and cached[0] == _file_stamp(path)
             data = b"".join(encode_line(m) for m in msgs)
             if data:
                 append_durably(path, data)
-            if fresh and cached is not None:
-                cached[1].extend(msgs)
-                self._loaded[conv_id] = (_file_stamp(path), cached[1])
-            else:
-                self._loaded.pop(conv_id, None)
-            return problems
+        except OSError as e:
+            self._loaded.pop(conv_id, None)
+            raise StoreWriteError(
+                f"Could not save to {path.parent.name[:8]}… ({describe_os_error(e)}); "
+                "nothing was added to the conversation.", e.errno) from e
+        if fresh and cached is not None:
+            cached[1].extend(msgs)
+            self._loaded[conv_id] = (_file_stamp(path), cached[1])
+        else:
+            self._loaded.pop(conv_id, None)
+        return problems
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -312,7 +448,13 @@ class ConversationStore:
             raise ReadOnlyError(self.read_only_reason)
 
     def _write_meta(self, meta: ConversationMeta) -> None:
-        atomic_write_json(self._dir(meta.id) / "conversation.json", meta.model_dump(mode="json"))
+        path = self._dir(meta.id) / "conversation.json"
+        try:
+            atomic_write_json(path, meta.model_dump(mode="json"))
+        except OSError as e:
+            raise StoreWriteError(
+                f"Could not save the conversation's details ({describe_os_error(e)}).",
+                e.errno) from e
 
     def _summarize(self, folder: Path, stamp: builtins.list[int]) -> ConversationSummary | None:
         try:
@@ -360,6 +502,40 @@ def _stamp(folder: Path) -> list[int]:
         except FileNotFoundError:
             out += [0, 0]
     return out
+
+
+def _read_sidecar(path: Path) -> dict[str, Any] | None:
+    """The streaming sidecar's state; {} when it exists but is unreadable, None when absent."""
+    try:
+        state = read_json(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _searchable(entry: dict[str, Any]) -> str:
+    """The text of a raw log line a user could search for."""
+    out: builtins.list[str] = []
+    content = entry.get("content")
+    if isinstance(content, str):
+        out.append(content)
+    elif isinstance(content, builtins.list):
+        out += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+    for call in entry.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            out += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
+    error = entry.get("error")
+    if isinstance(error, dict):
+        out.append(str(error.get("message", "")))
+    return "\n".join(out)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _clean_title(title: str | None) -> str:

@@ -15,3 +15,31 @@ class ReadOnlyError(StoreError):
 
 class ConversationNotFound(StoreError):
     """No conversation has that id (or the id prefix is ambiguous)."""
+
+
+class StoreWriteError(StoreError):
+    """Writing to the project failed (a full disk, no permission, a read-only file system).
+
+    Attributes:
+        errno: the operating system's error number, when there was one.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+def describe_os_error(e: OSError) -> str:
+    """An OSError in plain words, without the Python noise."""
+    import errno as codes
+
+    return {
+        codes.ENOSPC: "the disk is full",
+        codes.EDQUOT: "the disk quota is used up",
+        codes.EACCES: "permission denied",
+        codes.EPERM: "the file is not writable (immutable or protected)",
+        codes.EROFS: "the disk is read-only",
+        codes.ENOTDIR: "part of the path is a file, not a folder",
+        codes.EISDIR: "a folder is where a file should be",
+        codes.EIO: "the disk reported an input/output error",
+    }.get(e.errno or 0, e.strerror or str(e))

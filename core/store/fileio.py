@@ -59,14 +59,28 @@ def read_json(path: Path) -> Any:
 
 
 def append_durably(path: Path, data: bytes) -> None:
-    """Append `data` and return only after it is on disk."""
+    """Append `data` and return only after it is on disk.
+
+    All or nothing: when the write or the fsync fails (a full disk, an I/O error), the file is
+    truncated back to its size before the call, so no torn line is left behind, and the error
+    is raised.
+    """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass  # the next open repairs a torn tail (quarantine), nothing is lost
+            raise
     finally:
         os.close(fd)
 

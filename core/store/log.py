@@ -48,6 +48,7 @@ def read_log(path: Path, *, repair: bool) -> LogReadResult:
     fast = _parse_all(lines)
     if fast is not None and not torn:
         result.messages = fast
+        _drop_duplicates(result)
         return result
 
     bad: list[tuple[int, bytes]] = []
@@ -80,7 +81,28 @@ def read_log(path: Path, *, repair: bool) -> LogReadResult:
         result.problems.append(f"the unreadable lines were kept in {result.quarantined_to.name}")
     elif bad:
         result.problems.append("the project is read-only, so the file was left as it is")
+    _drop_duplicates(result)
     return result
+
+
+def _drop_duplicates(result: LogReadResult) -> None:
+    """A line repeating an entry's id (a copy-paste, a tool that appended twice) would be shown
+    and sent twice: the first stays, the repeats are skipped and reported. The file itself is
+    not rewritten (the log is append-only), so nothing is lost."""
+    seen: set[str] = set()
+    kept: list[ConversationMessage] = []
+    repeats = 0
+    for msg in result.messages:
+        if msg.id in seen:
+            repeats += 1
+            continue
+        seen.add(msg.id)
+        kept.append(msg)
+    if repeats:
+        result.messages = kept
+        result.problems.append(
+            f"{repeats} line{'s' if repeats > 1 else ''} repeated an earlier entry's id and "
+            f"{'were' if repeats > 1 else 'was'} skipped (the first copy is kept)")
 
 
 def ensure_clean_tail(path: Path) -> LogReadResult | None:

@@ -121,9 +121,23 @@ class Project:
         reason: str | None = "opened read-only on request" if read_only else None
         version = current_version(migrations)
         info, info_problem = _read_info(state / "project.json", root)
+        found = version
+        if not info_problem:
+            raw_version = info.get("schema_version", 1)
+            if isinstance(raw_version, int) and not isinstance(raw_version, bool):
+                found = raw_version
+            else:
+                info_problem = (
+                    f"{state / 'project.json'} has a schema_version that is not a whole number "
+                    f"({raw_version!r}). The project is open read-only so nothing is overwritten; "
+                    "fix that file to edit.")
+        for sub in ("conversations", "tool-results", "requests"):
+            if (state / sub).exists() and not (state / sub).is_dir():
+                info_problem = info_problem or (
+                    f"{state / sub} is a file where a folder should be. The project is open "
+                    "read-only; move that file away to edit.")
         if info_problem:
             reason = reason or info_problem
-        found = int(info.get("schema_version", 1)) if not info_problem else version
         if found > version:
             reason = reason or (
                 f"This project was saved by a newer Context Workbench (schema {found}; this "
@@ -154,7 +168,9 @@ class Project:
         for sub in ("conversations", "tool-results", "requests"):
             if reason is None:
                 (state / sub).mkdir(exist_ok=True)
-        return cls(root, info, lock, reason, applied)
+        project = cls(root, info, lock, reason, applied)
+        project.conversations.remove_unfinished_imports()
+        return project
 
 
 def _create(root: Path) -> None:

@@ -67,3 +67,92 @@ def test_argv_that_is_not_text_is_refused(capsys, project_dir: Path, llm_server,
                        "--api-base", llm_server.url, text)
     assert code == EXIT_FAIL and "nothing was sent" in err and "Traceback" not in err
     assert not project_dir.exists() and llm_server.requests == []
+
+
+def test_an_import_killed_while_writing_leaves_nothing_or_everything(tmp_path: Path) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from core.store.project import Project
+
+    root = Path(__file__).resolve().parents[2]
+    project = tmp_path / "proj"
+    Project.open(project).close()
+    big = tmp_path / "big.json"
+    n = 60_000
+    big.write_text(json.dumps({"messages": [{"role": "user", "content": f"message {i} " * 20}
+                                            for i in range(n)]}))
+    proc = subprocess.Popen([sys.executable, "-m", "app", "import", str(project), str(big)],
+                            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conversations = project / ".workbench" / "conversations"
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(p.name.startswith(".importing-") for p in conversations.iterdir()):
+                break  # caught it writing
+            time.sleep(0.002)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    with Project.open(project) as p:
+        rows = p.conversations.list()
+        assert [r.message_count for r in rows] in ([], [n])  # never a half conversation
+        assert not any(x.name.startswith(".") and x.is_dir() for x in conversations.iterdir())
+
+
+def run_on_terminal(args: list[str]) -> str:
+    """Run the CLI with its standard output on a pseudo-terminal; what the terminal received."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "app", *args], cwd=root, stdout=slave,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(root)})
+    os.close(slave)
+    received = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the other side closed
+                break
+            if not chunk:
+                break
+            received += chunk
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    return received.decode("utf-8", "replace")
+
+
+def test_control_bytes_in_titles_and_messages_are_escaped_on_a_terminal(tmp_path: Path) -> None:
+    from core.model import ConversationMessage
+    from core.store.project import Project
+
+    project = tmp_path / "proj"
+    with Project.open(project) as p:
+        conv = p.conversations.import_conversation(
+            "evil\x1b]0;pwned\x07title",
+            [ConversationMessage(role="user", content="clear\x1b[2J\x00screen")])
+    listing = run_on_terminal(["list", str(project)])
+    assert "evil" in listing and "\x1b" not in listing and "\\x1b]0;pwned\\x07" in listing
+    markdown = run_on_terminal(["export", str(project), "-c", conv.id, "--format", "markdown"])
+    assert "clear" in markdown and "\x1b" not in markdown and "\x00" not in markdown
+    assert "\\x1b[2J\\x00screen" in markdown
+    # Into a pipe or a file the bytes are data and stay exactly as they are.
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "app", "export", str(project), "-c", conv.id,
+                          "--format", "markdown"], cwd=root, capture_output=True, timeout=60)
+    assert b"clear\x1b[2J\x00screen" in out.stdout
