@@ -182,7 +182,15 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
-    from core.engine import NothingToContinue, Retrying, StreamText, TurnFinished
+    from core.engine import (
+        NothingToContinue,
+        NothingToRetry,
+        Retrying,
+        SaveFailed,
+        StoreNotice,
+        StreamText,
+        TurnFinished,
+    )
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
     project = _open(args.project, create=(action == "send"))
@@ -218,12 +226,26 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     else:
         events = engine.retry(conv_id, settings, mode=mode)
 
+    saved_ok = True
+
     async def run() -> int:
+        nonlocal saved_ok
         status = "error"
         async for event in events:
             if isinstance(event, StreamText):
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
+            elif isinstance(event, StoreNotice):
+                print(f"workbench: warning: {event.text}", file=sys.stderr)
+            elif isinstance(event, SaveFailed):
+                saved_ok = False
+                if event.what == "your message":
+                    print(f"workbench: {event.cause}: your message could not be saved, so "
+                          "nothing was sent", file=sys.stderr)
+                else:
+                    sys.stdout.write("\n")
+                    print(f"workbench: {event.cause}: {event.what} is printed above but could "
+                          "not be saved in the project", file=sys.stderr)
             elif isinstance(event, Retrying):
                 print(f"workbench: {event.cause} Retrying in {event.delay:.0f} s "
                       f"(attempt {event.attempt} of {event.of}; Ctrl+C stops)", file=sys.stderr)
@@ -231,15 +253,17 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
                 status = event.status
                 if status == "ok":
                     sys.stdout.write("\n")
-                elif event.message.error is not None:
+                elif event.message.error is not None and saved_ok:
                     if event.message.text():
                         sys.stdout.write("\n")
                     print(f"workbench: {event.message.error.message}", file=sys.stderr)
+        if not saved_ok:
+            return EXIT_FAIL
         return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
 
     try:
         return asyncio.run(run())
-    except NothingToContinue as e:
+    except (NothingToContinue, NothingToRetry) as e:
         raise CliError(str(e)) from None
     finally:
         project.close()

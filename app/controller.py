@@ -19,7 +19,16 @@ from PySide6.QtWidgets import QMessageBox
 from core.context.builder import BudgetError, BuildReport
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
-from core.engine import Engine, EntryAppended, RequestStarted, Retrying, StreamText, TurnFinished
+from core.engine import (
+    Engine,
+    NothingToRetry,
+    RequestStarted,
+    Retrying,
+    SaveFailed,
+    StoreNotice,
+    StreamText,
+    TurnFinished,
+)
 from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage
@@ -87,6 +96,8 @@ class Controller(QObject):
         self._turn_started = 0.0
         self._turn_model = ""
         self._drafts: dict[str, str] = {}
+        # Entries a full disk kept from being saved, by conversation: shown, saved on request.
+        self._unsaved: dict[str, list[ConversationMessage]] = {}
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
         self._dialog: SettingsDialog | None = None
 
@@ -121,6 +132,7 @@ class Controller(QObject):
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         window.transcript.action_requested.connect(self._on_transcript_action_requested)
         window.settings_requested.connect(self.open_settings)
+        window.notice_action.connect(self.save_unsaved)
         window.open_project_requested.connect(self.open_project)
         window.new_project_requested.connect(self.open_project)
         window.closing.connect(self.shutdown)
@@ -188,9 +200,14 @@ class Controller(QObject):
         self._dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
             max_output_tokens=s.max_output_tokens, keyring_available=_keyring_works(),
-            keys_present=keys)
+            keys_present=keys, remembered_windows=self.calibration.remembered_windows())
         self._dialog.accepted.connect(self._on_settings_accepted)
+        self._dialog.forget_window_requested.connect(self._on_settings_forget_window_requested)
         self._dialog.open()
+
+    def _on_settings_forget_window_requested(self, model: str) -> None:
+        self.calibration.forget_window(model)
+        self.refresh_usage()
 
     def _on_settings_accepted(self) -> None:
         assert self._dialog is not None
@@ -470,6 +487,11 @@ class Controller(QObject):
         settings = self._turn_settings()
         if settings is None or self.engine is None or self.current_id is None:
             return
+        try:
+            self.engine.check_retry(self.current_id)
+        except NothingToRetry as e:
+            self.window.set_status(self._model_label(), str(e))
+            return
         self._start(self.engine.retry(self.current_id, settings, self.mode()))
 
     def stop(self) -> None:
@@ -507,8 +529,39 @@ class Controller(QObject):
             model.begin_streaming()
             self._flush_timer.start()
             self.window.set_status(event.model, "Waiting for the model…")
+        elif isinstance(event, StoreNotice):
+            self.window.set_notice(event.text)
+        elif isinstance(event, SaveFailed):
+            self._on_save_failed(event)
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
+
+    def _on_save_failed(self, event: SaveFailed) -> None:
+        if any(m.role == "user" for m in event.unsaved):
+            # Nothing was sent: the message goes back to the box, as typed.
+            self.window.composer.set_text(self._turn_text)
+            self.window.composer.show_warning(
+                f"Not sent: {event.cause}, so your message could not be saved. Free some space "
+                "and send it again.")
+            return
+        assert self._turn_conv is not None
+        self._unsaved.setdefault(self._turn_conv, []).extend(event.unsaved)
+        for msg in event.unsaved:
+            self.window.transcript_model.append_message(msg)
+        self.window.set_notice(event.message, "Save")
+
+    def save_unsaved(self) -> None:
+        """The notice's Save: write what a full disk kept in memory, in order."""
+        if self.project is None:
+            return
+        for conv_id, entries in list(self._unsaved.items()):
+            try:
+                self.project.conversations.append_many(conv_id, entries)
+            except StoreError as e:
+                self.window.set_notice(f"Still not saved: {e}", "Save")
+                return
+            del self._unsaved[conv_id]
+        self.window.set_notice("Saved.")
 
     def _on_bridge_entry(self, conv_id: str, msg: object) -> None:
         self._turn_entries += 1

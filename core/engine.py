@@ -12,7 +12,7 @@ import asyncio
 import time
 import traceback
 from pathlib import Path
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -30,9 +30,10 @@ from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_re
 from core.context.prompts import PromptComposer
 from core.llm.errors import ContextOverflow, LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
-from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable
+from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
+from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
 from core.store.requests import save_request
 
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
@@ -47,6 +48,14 @@ CONTINUE_INSTRUCTION = (
 
 class NothingToContinue(ValueError):
     """The conversation does not end in an answer that can be continued; says why."""
+
+
+class NothingToRetry(ValueError):
+    """The conversation does not end in a failed answer, so there is nothing to run again."""
+
+
+SAVE_FAILED = ("Could not save {what} ({cause}): it is kept in memory, shown here. Free some "
+               "space (or fix the folder's permissions), then press Save.")
 
 
 # --- events ------------------------------------------------------------------------------------
@@ -84,12 +93,37 @@ class Retrying:
 
 
 @dataclass(frozen=True)
+class StoreNotice:
+    """Something the store found and repaired on the way (a torn line quarantined, an answer
+    recovered from a crash), in one sentence for the user."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class SaveFailed:
+    """Entries that could not be written (a full disk): kept in memory by whoever shows them,
+    to be saved again with `ConversationStore.append_many` once the cause is fixed.
+
+    Attributes:
+        message: one sentence for a window (it offers Save).
+        what, cause: "the answer", "the disk is full": for other fronts to word their own.
+    """
+
+    message: str
+    unsaved: list[ConversationMessage]
+    what: str = ""
+    cause: str = ""
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     status: Literal["ok", "error", "stopped"]
     message: ConversationMessage
 
 
-EngineEvent = EntryAppended | StreamText | RequestStarted | Retrying | TurnFinished
+EngineEvent = (EntryAppended | StreamText | RequestStarted | Retrying | StoreNotice | SaveFailed
+               | TurnFinished)
 
 
 class Engine:
@@ -118,7 +152,6 @@ class Engine:
         self._build_caches: dict[str, BuildCache] = {}
         self.calibration = calibration
         self.retry_delays = retry_delays
-        self.request_timeout = 600.0  # seconds without an answer before a request times out
         self.client = client or LLMClient()
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
@@ -135,8 +168,13 @@ class Engine:
         """Append the user's message and stream the answer."""
         counter = self.counter(settings.model)
         user = counter.with_count(ConversationMessage(role="user", content=text, mode=mode))
-        self._append(conv_id, user)
-        yield EntryAppended(user)
+        saved = True
+        for event in self._persist(conv_id, user, "your message"):
+            saved = saved and not isinstance(event, SaveFailed)
+            yield event
+        if not saved:  # nothing was sent: the message goes back to the user, untouched
+            yield TurnFinished("error", user)
+            return
         async for event in self.respond(conv_id, settings, mode):
             yield event
 
@@ -169,9 +207,21 @@ class Engine:
         self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
     ) -> AsyncIterator[EngineEvent]:
         """Run the failed request again from scratch: the error entries at the end of the log
-        stay there (nothing is rewritten) but are left out of the new request."""
+        stay there (nothing is rewritten) but are left out of the new request.
+
+        Raises:
+            NothingToRetry: the conversation does not end in a failed answer.
+        """
+        self.check_retry(conv_id)
         async for event in self.respond(conv_id, settings, mode, drop_trailing_errors=True):
             yield event
+
+    def check_retry(self, conv_id: str) -> None:
+        """Raises NothingToRetry unless the conversation ends in a failed answer."""
+        if not retryable_turn(self.store.load(conv_id).messages):
+            raise NothingToRetry(
+                "The conversation does not end in a failed answer, so there is nothing to run "
+                "again; send a new message instead.")
 
     async def respond(
         self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
@@ -179,6 +229,8 @@ class Engine:
         instruction: str | None = None,
     ) -> AsyncIterator[EngineEvent]:
         """Stream an answer to the conversation as it stands on disk."""
+        if not self.store.writable:  # a read-only view never sends: it could not keep the answer
+            raise ReadOnlyError(self.store.read_only_reason or "the project is read-only")
         counter = self.counter(settings.model)
         history = self.store.load(conv_id).messages
         if drop_trailing_errors:
@@ -188,15 +240,15 @@ class Engine:
         try:
             built = self.build(history, settings, mode, conv_id=conv_id)
         except BudgetError as e:
-            info = ErrorInfo(type="context_overflow", message=str(e), retryable=False)
-            entry = self._error_entry(conv_id, info, [], settings, mode, 0, counter)
-            yield EntryAppended(entry)
+            info = ErrorInfo(type="context_overflow", message=self._budget_message(e, settings),
+                             retryable=False)
+            entry = self._error_entry(info, [], settings, mode, 0, counter)
+            for event in self._persist(conv_id, entry, "the error"):
+                yield event
             yield TurnFinished("error", entry)
             return
-        if self.requests_dir is not None:
-            save_request(self.requests_dir, conv_id, {
-                "messages": built.messages, "tools": built.tools,
-                "report": built.report.to_json()})
+        notes: list[str] = []
+        self._save_request(conv_id, built, notes)
         messages = built.messages
         if instruction:
             messages = [*messages, {"role": "user", "content": instruction}]
@@ -207,7 +259,7 @@ class Engine:
             max_tokens=settings.max_output_tokens,
             key_name=settings.key_name,
             tools=built.tools or None,
-            timeout=self.request_timeout,
+            timeout=settings.request_timeout,
         )
         yield RequestStarted(settings.model, len(messages))
 
@@ -230,9 +282,8 @@ class Engine:
                             now = time.monotonic()
                             if now - last_flush >= PARTIAL_FLUSH_S:
                                 last_flush = now
-                                self.store.write_partial(conv_id, {
-                                    "text": "".join(parts), "model": settings.model,
-                                    "mode": mode, "continues": continues})
+                                self._write_partial(conv_id, parts, settings, mode, continues,
+                                                    notes)
                             yield StreamText(ev.text)
                         elif isinstance(ev, ToolCallsReady):
                             calls = ev.calls
@@ -250,8 +301,16 @@ class Engine:
                     window = e.limit or int(built.report.window * 0.75)
                     if e.limit and self.calibration is not None:
                         self.calibration.remember_window(settings.model, e.limit)
-                    smaller = self.build(history, settings, mode, conv_id=conv_id,
-                                         known_window=window)
+                    try:
+                        smaller = self.build(history, settings, mode, conv_id=conv_id,
+                                             known_window=window)
+                    except BudgetError as budget:
+                        raise ContextOverflow(
+                            f"The provider accepts {window:,} tokens for {settings.model}, and "
+                            f"even the system prompt with your latest message needs "
+                            f"{budget.needed:,}. Shorten the message, or choose a model with a "
+                            "larger window in Settings (where a remembered limit can also be "
+                            "reset).", details=e.details, limit=e.limit) from e
                     if smaller.report.used >= built.report.used:
                         raise ContextOverflow(
                             f"{e.message} Rebuilding with a smaller budget did not make the "
@@ -259,10 +318,7 @@ class Engine:
                             details=e.details, limit=e.limit) from e
                     overflows += 1
                     built = smaller
-                    if self.requests_dir is not None:
-                        save_request(self.requests_dir, conv_id, {
-                            "messages": built.messages, "tools": built.tools,
-                            "report": built.report.to_json()})
+                    self._save_request(conv_id, built, notes)
                     messages = built.messages + ([{"role": "user", "content": instruction}]
                                                  if instruction else [])
                     request = replace(request, messages=messages)
@@ -282,9 +338,10 @@ class Engine:
                     yield Retrying(attempt, limit, delay, e.message)
                     await asyncio.sleep(delay)  # Stop cancels the wait like the stream
         except LLMError as e:
-            entry = self._error_entry(conv_id, e.info(partial=bool(parts)), parts, settings,
-                                      mode, elapsed_ms(), counter, continues)
-            yield EntryAppended(entry)
+            entry = self._error_entry(e.info(partial=bool(parts)), parts, settings, mode,
+                                      elapsed_ms(), counter, continues)
+            for event in self._persist(conv_id, entry, "the partial answer", notes):
+                yield event
             yield TurnFinished("error", entry)
             return
         except Exception as e:  # noqa: BLE001 - a bug of ours must not lose what was streamed
@@ -294,16 +351,22 @@ class Engine:
                 retryable=True, partial=bool(parts),
                 details="".join(traceback.format_exception(e))[-4000:],
             )
-            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
+            entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)
-            yield EntryAppended(entry)
+            for event in self._persist(conv_id, entry, "the partial answer", notes):
+                yield event
             yield TurnFinished("error", entry)
             return
         except (asyncio.CancelledError, GeneratorExit):
             info = ErrorInfo(type="stopped", message="Stopped by you. The partial answer is kept.",
                              retryable=True, partial=bool(parts))
-            self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
-                              continues)
+            entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
+                                      continues)
+            try:
+                self._append(conv_id, entry)
+            except StoreError:
+                # Nothing can be shown any more; the sidecar keeps the text for the next open.
+                self._write_partial(conv_id, parts, settings, mode, continues, [])
             raise
 
         if self.calibration is not None and usage and usage.get("prompt_tokens"):
@@ -316,9 +379,10 @@ class Engine:
                 message=f"The answer reached the output limit ({settings.max_output_tokens:,} "
                         "tokens) and was cut off. Continue resumes it; a higher limit in "
                         "Settings avoids it.")
-            entry = self._error_entry(conv_id, info, parts, settings, mode, elapsed_ms(), counter,
+            entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)
-            yield EntryAppended(entry)
+            for event in self._persist(conv_id, entry, "the answer", notes):
+                yield event
             yield TurnFinished("error", entry)
             return
         text = "".join(parts)
@@ -336,9 +400,11 @@ class Engine:
                 continues=continues,
             )
         )
-        self._append(conv_id, answer)
-        yield EntryAppended(answer)
-        yield TurnFinished("ok", answer)
+        saved = True
+        for event in self._persist(conv_id, answer, "the answer", notes):
+            saved = saved and not isinstance(event, SaveFailed)
+            yield event
+        yield TurnFinished("ok" if saved else "error", answer)
 
     def build(
         self, history: list[ConversationMessage], settings: LLMSettings, mode: Mode = "chat",
@@ -367,7 +433,6 @@ class Engine:
 
     def _error_entry(
         self,
-        conv_id: str,
         info: ErrorInfo,
         parts: list[str],
         settings: LLMSettings,
@@ -389,12 +454,59 @@ class Engine:
                 continues=continues,
             )
         )
-        self._append(conv_id, entry)
         return entry
 
-    def _append(self, conv_id: str, msg: ConversationMessage) -> None:
-        self.store.append(conv_id, msg)
+    def _persist(self, conv_id: str, msg: ConversationMessage, what: str,
+                 notes: list[str] | None = None) -> Iterator[EngineEvent]:
+        """Append `msg` and report it; a failed write never loses it: it is reported as
+        unsaved, with the text, so whoever shows it can keep it and save it again."""
+        try:
+            problems = self._append(conv_id, msg)
+        except StoreError as e:
+            cause = e.cause if isinstance(e, StoreWriteError) else str(e)
+            yield SaveFailed(SAVE_FAILED.format(what=what, cause=cause), [msg], what, cause)
+            return
+        for text in [*(notes or []), *problems]:
+            yield StoreNotice(text)
+        yield EntryAppended(msg)
+
+    def _append(self, conv_id: str, msg: ConversationMessage) -> list[str]:
+        problems = self.store.append(conv_id, msg)
         if msg.role == "assistant":
             self.store.clear_partial(conv_id)  # the answer is an entry now
         if self.on_entry is not None:
             self.on_entry(conv_id, msg)
+        return problems
+
+    def _write_partial(self, conv_id: str, parts: list[str], settings: LLMSettings, mode: Mode,
+                       continues: str | None, notes: list[str]) -> None:
+        """Flush the text being received to its sidecar. Only a safety net for a crash: a
+        failure to write it (a full disk) is noted once and never stops the answer."""
+        try:
+            self.store.write_partial(conv_id, {"text": "".join(parts), "model": settings.model,
+                                               "mode": mode, "continues": continues})
+        except (OSError, StoreError) as e:
+            note = (f"The answer could not be written to disk as it arrived "
+                    f"({describe_os_error(e) if isinstance(e, OSError) else e}); it is saved "
+                    "when complete.")
+            if note not in notes:
+                notes.append(note)
+
+    def _save_request(self, conv_id: str, built: BuiltRequest, notes: list[str]) -> None:
+        """Keep a copy of the request as sent (for inspection); never at the cost of the turn."""
+        if self.requests_dir is None:
+            return
+        try:
+            save_request(self.requests_dir, conv_id, {
+                "messages": built.messages, "tools": built.tools,
+                "report": built.report.to_json()})
+        except OSError as e:
+            notes.append(f"A copy of this request could not be kept in .workbench/requests "
+                         f"({describe_os_error(e)}); the answer is not affected.")
+
+    def _budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
+        remembered = self.calibration.window(settings.model) if self.calibration else None
+        if remembered is None:
+            return str(e)
+        return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
+                "earlier for this model; if that is wrong, reset it in Settings.")

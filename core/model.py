@@ -20,11 +20,14 @@ from pydantic import (
     Discriminator,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     Tag,
     ValidationError,
     model_serializer,
     model_validator,
 )
+
+from core.redact import redact_optional
 
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal["message", "summary", "error", "notice"]
@@ -43,6 +46,7 @@ ErrorType = Literal[
     "stopped",
     "max_tokens",
     "app_closed",
+    "save_failed",
 ]
 
 PROTOCOL_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -191,6 +195,12 @@ class ErrorInfo(BaseModel):
     details: str | None = None
     retry_after: float | None = None
 
+    @field_validator("message", "details")
+    @classmethod
+    def _no_secrets(cls, value: str | None) -> str | None:
+        # A provider may echo the key it was given; nothing key-shaped is ever stored.
+        return redact_optional(value)
+
 
 class Offload(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -322,14 +332,25 @@ def _first_error(e: ValidationError) -> str:
 
 
 # Causes where continuing cannot help: the request itself must change first.
-NOT_CONTINUABLE = frozenset({"auth", "missing_api_key", "unknown_model", "context_overflow"})
+NOT_CONTINUABLE = frozenset({"auth", "missing_api_key", "unknown_model", "context_overflow",
+                             "save_failed"})
 
 
 def continuable(entry: ConversationMessage | None) -> bool:
     """Whether Continue applies to this entry: an answer that was stopped, cut or interrupted
-    for a reason that continuing can get past."""
-    if entry is None or entry.role != "assistant":
+    for a reason that continuing can get past, with some text to continue from (without any,
+    continuing is Retry under another name)."""
+    if entry is None or entry.role != "assistant" or not entry.text():
         return False
     if entry.kind == "error":
         return entry.error is not None and entry.error.type not in NOT_CONTINUABLE
     return entry.finish_reason == "length"
+
+
+def retryable_turn(history: list[ConversationMessage]) -> bool:
+    """Whether Retry applies: the conversation ends in a failed answer (error entries), with
+    the request they failed on still before them."""
+    i = len(history) - 1
+    while i >= 0 and history[i].kind == "error":
+        i -= 1
+    return i < len(history) - 1 and i >= 0 and history[i].role in ("user", "tool")

@@ -46,7 +46,9 @@ ENV_MAX_TOKENS = "WORKBENCH_MAX_OUTPUT_TOKENS"
 ENV_API_KEY = "WORKBENCH_API_KEY"
 ENV_CONTEXT_WINDOW = "WORKBENCH_CONTEXT_WINDOW"
 ENV_AUTO_RETRIES = "WORKBENCH_AUTO_RETRIES"
-DEFAULT_AUTO_RETRIES = 3  # the key for a custom base URL (never a provider's own key)
+ENV_REQUEST_TIMEOUT = "WORKBENCH_REQUEST_TIMEOUT"
+DEFAULT_AUTO_RETRIES = 3
+DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds without an answer before a request is given up
 
 
 class SettingsError(ValueError):
@@ -72,6 +74,7 @@ class GlobalSettings(BaseModel):
     model: str | None = None
     api_base: str | None = None
     max_output_tokens: int | None = Field(default=None, gt=0)
+    request_timeout: float | None = Field(default=None, gt=0)
 
     def provider(self, name: str | None) -> ProviderEntry | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -85,6 +88,7 @@ class LLMSettings(BaseModel):
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     context_window: int | None = None  # overrides litellm's figure for the model
     auto_retries: int = DEFAULT_AUTO_RETRIES  # transient failures retried before giving up
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -155,7 +159,8 @@ def resolve_llm_settings(
     global_layer: dict[str, Any] = {}
     if provider is not None:
         global_layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
-    global_layer.update({k: getattr(g, k) for k in ("model", "api_base", "max_output_tokens")
+    global_layer.update({k: getattr(g, k) for k in ("model", "api_base", "max_output_tokens",
+                                                    "request_timeout")
                          if getattr(g, k) is not None})
     env_layer = {
         "model": env.get(ENV_MODEL),
@@ -163,6 +168,7 @@ def resolve_llm_settings(
         "max_output_tokens": env.get(ENV_MAX_TOKENS),
         "context_window": env.get(ENV_CONTEXT_WINDOW),
         "auto_retries": env.get(ENV_AUTO_RETRIES),
+        "request_timeout": env.get(ENV_REQUEST_TIMEOUT),
     }
     layers = [
         ("cli", dict(cli or {})),
@@ -172,7 +178,8 @@ def resolve_llm_settings(
     ]
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries"):
+    for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
+                "request_timeout"):
         for source, layer in layers:
             value = layer.get(key)
             if value not in (None, ""):
@@ -197,6 +204,15 @@ def resolve_llm_settings(
                     f"{label} from the {sources[key]} must be a positive whole number, "
                     f"not {values[key]!r}"
                 ) from None
+    if "request_timeout" in values:
+        try:
+            values["request_timeout"] = float(values["request_timeout"])
+            if not 0 < values["request_timeout"] < float("inf"):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise SettingsError(
+                f"the request timeout from the {sources['request_timeout']} must be a positive "
+                f"number of seconds, not {values['request_timeout']!r}") from None
     if "auto_retries" in values:
         try:
             values["auto_retries"] = max(0, int(values["auto_retries"]))

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMenu,
+    QPushButton,
     QSplitter,
     QStackedWidget,
     QToolButton,
@@ -46,12 +47,14 @@ class MainWindow(QMainWindow):
         new_project_requested(str): a folder the user chose for a new project.
         open_project_requested(str): a project folder to open.
         settings_requested(): File > Settings.
+        notice_action(): the notice's action button was pressed (e.g. "Save").
         closing(): the window is about to close (save state now).
     """
 
     new_project_requested = Signal(str)
     open_project_requested = Signal(str)
     settings_requested = Signal()
+    notice_action = Signal()
     closing = Signal()
 
     def __init__(self) -> None:
@@ -84,6 +87,9 @@ class MainWindow(QMainWindow):
         self.notice_label = QLabel(self.notice)
         self.notice_label.setWordWrap(True)
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice_button = QPushButton(self.notice)
+        self.notice_button.clicked.connect(self.notice_action)
+        self.notice_button.hide()
         dismiss = QToolButton(self.notice)
         dismiss.setText("✕")
         dismiss.setToolTip("Dismiss")
@@ -92,6 +98,7 @@ class MainWindow(QMainWindow):
         nl = QHBoxLayout(self.notice)
         nl.setContentsMargins(12, 6, 6, 6)
         nl.addWidget(self.notice_label, 1)
+        nl.addWidget(self.notice_button, 0, Qt.AlignmentFlag.AlignTop)
         nl.addWidget(dismiss, 0, Qt.AlignmentFlag.AlignTop)
         self.notice.hide()
         self.welcome = QLabel(self)
@@ -201,9 +208,12 @@ class MainWindow(QMainWindow):
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
 
-    def set_notice(self, text: str | None) -> None:
-        """Show (or, with None, dismiss) a notice above the transcript."""
+    def set_notice(self, text: str | None, action: str | None = None) -> None:
+        """Show (or, with None, dismiss) a notice above the transcript, with an optional action
+        button (its press is the `notice_action` signal)."""
         self.notice_label.setText(text or "")
+        self.notice_button.setText(action or "")
+        self.notice_button.setVisible(bool(text and action))
         self.notice.setVisible(bool(text))
 
     def set_welcome(self, provider_configured: bool) -> None:

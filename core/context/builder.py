@@ -152,6 +152,8 @@ class BuildCache:
         n = len(self.history)
         reusable = (self.encoding == counter.encoding_name and len(history) >= n
                     and all(map(operator.is_, history[:n], self.history)))
+        if reusable and 0 < n < len(history) and _superseded(history[n - 1], history[n]):
+            reusable = False  # a Retry's answer arrived: the failed attempt before it leaves
         if not reusable:
             self.history, self.cands, self.excluded, self.units = [], [], [], []
             self.encoding = counter.encoding_name
@@ -159,7 +161,9 @@ class BuildCache:
         before = len(self.cands)
         enc = counter.encoding_name
         append = self.cands.append
-        for m in history[n:]:
+        last = len(history) - 1
+        for i in range(n, len(history)):
+            m = history[i]
             kind = m.kind
             # The common case first, inline: an ordinary entry whose count is stored with it.
             if kind == "message" and m.include_in_context and m.role != "system":
@@ -167,6 +171,9 @@ class BuildCache:
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue
             reason = _excluded(m)
+            if reason is None and kind == "error" and i < last and \
+                    _superseded(m, history[i + 1]):
+                reason = "a failed attempt that a later answer replaced (Retry)"
             if reason:
                 self.excluded.append((m, reason))
             elif kind == "error":
@@ -297,9 +304,19 @@ def build_request(
 # --- helpers -----------------------------------------------------------------------------------
 
 
+def _superseded(m: ConversationMessage, following: ConversationMessage) -> bool:
+    """An error entry directly followed by another answer that does not continue it: the user
+    retried, and the new attempt stands in its place."""
+    return (m.kind == "error" and following.role == "assistant"
+            and following.continues != m.id)
+
+
 def _excluded(m: ConversationMessage) -> str | None:
     if not m.include_in_context:
         return "left out by you (include in context is off)"
+    if m.kind == "error" and not m.text() and not m.tool_calls:
+        return ("a failed request with no answer text (it may never have reached a model): "
+                "nothing in it for the model")
     if m.kind == "notice":
         return "a notice, not part of the conversation"
     if m.role == "system" and m.kind != "summary":

@@ -43,6 +43,23 @@ class Calibration:
             value = self._load().get(f"window:{model}")
             return int(value["tokens"]) if value else None
 
+    def remembered_windows(self) -> dict[str, int]:
+        """Every context limit a provider stated, by model (shown in Settings)."""
+        with self._lock:
+            return {key.removeprefix("window:"): int(value["tokens"])
+                    for key, value in self._load().items()
+                    if key.startswith("window:") and isinstance(value, dict) and "tokens" in value}
+
+    def forget_window(self, model: str) -> None:
+        """Drop the limit remembered for `model` (the user found it wrong)."""
+        with self._lock:
+            data = self._load()
+            if data.pop(f"window:{model}", None) is not None:
+                try:
+                    atomic_write_json(self.path, data)
+                except OSError:
+                    pass
+
     def remember_window(self, model: str, tokens: int) -> None:
         with self._lock:
             data = self._load()

@@ -10,9 +10,11 @@ fills in a synthetic "stop" in that case, which we must not mistake for a comple
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +32,14 @@ from core.llm.errors import (
 )
 from core.llm.runtime import load_litellm
 from core.model import FunctionCall, ToolCall
+from core.redact import redact
 from core.settings import KEYLESS_PROVIDERS, key_env_var, key_for_request
+
+# The providers' own addresses: a base URL pointing there may carry the provider's own key.
+OWN_HOSTS: dict[str, tuple[str, ...]] = {
+    "openai": ("api.openai.com",),
+    "anthropic": ("api.anthropic.com",),
+}
 
 # --- events ------------------------------------------------------------------------------------
 
@@ -80,10 +89,11 @@ class LLMClient:
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         litellm = load_litellm()
         kwargs = self._kwargs(litellm, request)
+        secrets = [kwargs.get("api_key")]
         try:
             response = await litellm.acompletion(**kwargs)
         except Exception as e:  # noqa: BLE001 - every provider failure is translated here
-            raise translate_error(e, request.model) from e
+            raise translate_error(e, request.model, secrets=secrets) from e
 
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
@@ -110,7 +120,7 @@ class LLMClient:
         except LLMError:
             raise
         except Exception as e:  # noqa: BLE001
-            raise translate_error(e, request.model, mid_stream=True) from e
+            raise translate_error(e, request.model, mid_stream=True, secrets=secrets) from e
 
         provider_finish = getattr(response, "received_finish_reason", finish)
         provider_finish = provider_finish or getattr(response, "intermittent_finish_reason", None)
@@ -126,9 +136,12 @@ class LLMClient:
 
     def _kwargs(self, litellm: Any, request: LLMRequest) -> dict[str, Any]:
         provider = detect_provider(request.model, request.api_base)
-        api_key = request.api_key or key_for_request(provider, request.api_base, request.key_name)
+        # litellm itself would send the provider's key to OPENAI_BASE_URL and friends: such an
+        # address is a custom base URL like any other and gets only a key meant for it.
+        api_base = request.api_base or environment_base_url(provider)
+        api_key = request.api_key or key_for_request(provider, api_base, request.key_name)
         if not api_key:
-            if request.api_base or provider in KEYLESS_PROVIDERS:
+            if api_base or provider in KEYLESS_PROVIDERS:
                 api_key = "sk-no-key-needed"  # local servers ignore it; the SDK insists on one
             else:
                 raise MissingApiKey(
@@ -148,8 +161,8 @@ class LLMClient:
             "num_retries": 0,
             "max_retries": 0,
         }
-        if request.api_base:
-            kwargs["api_base"] = request.api_base
+        if api_base:
+            kwargs["api_base"] = api_base
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
         if request.tools:
@@ -174,10 +187,30 @@ def detect_provider(model: str, api_base: str | None = None) -> str:
         ) from e
 
 
-def translate_error(e: BaseException, model: str, mid_stream: bool = False) -> LLMError:
-    """Map a litellm (or transport) exception to our own type, in plain words."""
+def environment_base_url(provider: str, env: Mapping[str, str] | None = None) -> str | None:
+    """A base URL for `provider` that litellm would take from the environment, unless it is the
+    provider's own address (where its own key belongs)."""
+    env = os.environ if env is None else env
+    prefix = provider.upper().replace("-", "_")
+    for name in (f"{prefix}_BASE_URL", f"{prefix}_API_BASE"):
+        value = (env.get(name) or "").strip()
+        if value and urlsplit(value).hostname not in OWN_HOSTS.get(provider, ()):
+            return value
+    return None
+
+
+def translate_error(e: BaseException, model: str, mid_stream: bool = False,
+                    secrets: Sequence[str | None] = ()) -> LLMError:
+    """Map a litellm (or transport) exception to our own type, in plain words. The provider's
+    text is kept in `details` with every key-shaped string and each of `secrets` redacted."""
+    error = _translate(e, model, mid_stream, redact(str(e), secrets))
+    error.message = redact(error.message, secrets)
+    error.args = (error.message,)
+    return error
+
+
+def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLMError:
     litellm = load_litellm()
-    raw = str(e)
     status = getattr(e, "status_code", None)
     if isinstance(e, litellm.ContextWindowExceededError):
         limit = _stated_limit(raw)
@@ -208,6 +241,10 @@ def translate_error(e: BaseException, model: str, mid_stream: bool = False) -> L
         return LLMTimeout(
             "The provider did not answer in time. Check the connection and try again.", details=raw
         )
+    if "repeating the same chunk" in raw:
+        return ProviderError(
+            "The model kept sending the same piece of text over and over, so the answer was "
+            "stopped. What arrived is kept; Retry may help.", details=raw, status=None)
     if mid_stream or "MidStreamFallbackError" in type(e).__name__:
         return StreamInterrupted(
             "The connection broke while the answer was streaming. What arrived is kept; you can "

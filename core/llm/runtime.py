@@ -54,6 +54,10 @@ def load_litellm() -> Any:
             litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners
             litellm.telemetry = False
             litellm.drop_params = True  # a param one provider lacks is dropped, not fatal
+            # litellm aborts a stream after 100 identical chunks, taking a legitimate answer
+            # (a long rule of "=", a table border) for a model stuck in a loop. The output
+            # token limit already bounds a real loop, and the user can Stop.
+            setattr(litellm, "REPEATED_STREAMING_CHUNK_LIMIT", 1_000_000_000)
             _module = litellm
     return _module
 

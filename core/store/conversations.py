@@ -352,7 +352,7 @@ class ConversationStore:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise StoreWriteError(
                     f"Could not import ({describe_os_error(e)}); nothing was created.",
-                    e.errno) from e
+                    e.errno, describe_os_error(e)) from e
             return meta
 
     def remove_unfinished_imports(self) -> builtins.list[str]:
@@ -428,7 +428,7 @@ class ConversationStore:
             self._loaded.pop(conv_id, None)
             raise StoreWriteError(
                 f"Could not save to {path.parent.name[:8]}… ({describe_os_error(e)}); "
-                "nothing was added to the conversation.", e.errno) from e
+                "nothing was added to the conversation.", e.errno, describe_os_error(e)) from e
         if fresh and cached is not None:
             cached[1].extend(msgs)
             self._loaded[conv_id] = (_file_stamp(path), cached[1])
@@ -454,7 +454,7 @@ class ConversationStore:
         except OSError as e:
             raise StoreWriteError(
                 f"Could not save the conversation's details ({describe_os_error(e)}).",
-                e.errno) from e
+                e.errno, describe_os_error(e)) from e
 
     def _summarize(self, folder: Path, stamp: builtins.list[int]) -> ConversationSummary | None:
         try:

@@ -22,11 +22,13 @@ class StoreWriteError(StoreError):
 
     Attributes:
         errno: the operating system's error number, when there was one.
+        cause: the reason in a few plain words ("the disk is full").
     """
 
-    def __init__(self, message: str, errno: int | None = None) -> None:
+    def __init__(self, message: str, errno: int | None = None, cause: str = "") -> None:
         super().__init__(message)
         self.errno = errno
+        self.cause = cause or message
 
 
 def describe_os_error(e: OSError) -> str:

@@ -15,15 +15,16 @@ pytestmark = pytest.mark.gui
 
 CASES = {
     # cause: (scripted failure, partial text shown, expected actions)
-    "provider_error": (HttpError(500, "boom"), "", ["continue", "retry"]),
-    "rate_limited": (HttpError(429, "slow", headers={"Retry-After": "1"}), "", ["continue", "retry"]),
+    # With no text, continuing is Retry under another name: only Retry is offered.
+    "provider_error": (HttpError(500, "boom"), "", ["retry"]),
+    "rate_limited": (HttpError(429, "slow", headers={"Retry-After": "1"}), "", ["retry"]),
     "stream_interrupted": (Cut("Half of the ans"), "Half of the ans", ["continue", "retry"]),
     "max_tokens": (Answer("Cut by the lim", finish_reason="length"), "Cut by the lim",
                    ["continue", "retry"]),
     "auth": (HttpError(401, "bad key"), "", ["retry", "settings"]),
     "unknown_model": (HttpError(404, "no such model", code="model_not_found"), "",
                       ["retry", "settings"]),
-    "timeout": (Hang(3), "", ["continue", "retry"]),
+    "timeout": (Hang(3), "", ["retry"]),
 }
 
 
@@ -42,7 +43,7 @@ def test_each_failure_is_kept_shown_and_resumable(
     failure, partial, actions = CASES[cause]
     window, controller = open_window(qtbot, project_dir)
     if cause == "timeout":
-        controller.engine.request_timeout = 0.5  # the server says nothing for 3 s
+        monkeypatch.setenv("WORKBENCH_REQUEST_TIMEOUT", "0.5")  # the server says nothing for 3 s
     llm_server.script(Answer("A fine first answer."))
     type_and_send(qtbot, window, "first question")
     run_until(qloop, lambda: not controller.busy())

@@ -1,0 +1,41 @@
+"""Keeping secrets out of everything we persist or print.
+
+A provider's error text may echo the key it was given ("Incorrect API key provided: sk-…"), and a
+traceback may hold a header. Before such text reaches the log, an export, a saved request or the
+terminal, key-shaped strings and the keys actually in use are replaced by a marker that keeps
+only a hint of which key it was.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MARK = "[redacted]"
+
+# Shapes of real provider keys and tokens. Deliberately specific: a redaction must not eat an
+# ordinary word of an error message.
+_PATTERNS = [
+    r"sk-(?:ant-|proj-|or-v1-|svcacct-)?[A-Za-z0-9_\-*]{8,}",  # OpenAI, Anthropic, OpenRouter
+    r"AIza[0-9A-Za-z_\-]{20,}",  # Google
+    r"gsk_[A-Za-z0-9]{20,}",  # Groq
+    r"xai-[A-Za-z0-9]{20,}",  # xAI
+    r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
+    r"(?<=[Bb]earer )[A-Za-z0-9._~+/\-]{12,}=*",  # Authorization: Bearer <token>
+    r"(?<=[Aa][Pp][Ii][-_][Kk][Ee][Yy]=)[A-Za-z0-9._\-]{12,}",  # api_key=... in a URL or dump
+    r"(?<=[Kk]ey provided: )[^\s.,;]{6,}",  # whatever a provider echoes back as "the key"
+]
+_KEYISH = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+MIN_SECRET = 6  # a "secret" shorter than this would redact ordinary words
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with key-shaped strings and each of `secrets` replaced by a marker."""
+    for secret in secrets:
+        if secret and len(secret) >= MIN_SECRET and secret in text:
+            text = text.replace(secret, MARK)
+    return _KEYISH.sub(MARK, text)
+
+
+def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+    return None if text is None else redact(text, secrets)
