@@ -98,6 +98,7 @@ class Controller(QObject):
         self._drafts: dict[str, str] = {}
         # Entries a full disk kept from being saved, by conversation: shown, saved on request.
         self._unsaved: dict[str, list[ConversationMessage]] = {}
+        self._turn_notices: list[str] = []  # what the store repaired during the running turn
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
         self._dialog: SettingsDialog | None = None
 
@@ -500,6 +501,7 @@ class Controller(QObject):
 
     def _start(self, events: Any, text: str = "") -> None:
         self._busy = True
+        self._turn_notices = []
         self._turn_text = text
         self._turn_entries = 0
         self._turn_conv = self.current_id
@@ -530,7 +532,8 @@ class Controller(QObject):
             self._flush_timer.start()
             self.window.set_status(event.model, "Waiting for the model…")
         elif isinstance(event, StoreNotice):
-            self.window.set_notice(event.text)
+            self._turn_notices.append(event.text)
+            self.window.set_notice("While saving: " + "; ".join(self._turn_notices) + ".")
         elif isinstance(event, SaveFailed):
             self._on_save_failed(event)
         elif isinstance(event, TurnFinished):

@@ -192,6 +192,10 @@ class Engine:
         history = self.store.load(conv_id).messages
         last = history[-1] if history else None
         if not continuable(last):
+            if last is not None and last.error is not None and not last.text():
+                raise NothingToContinue(
+                    "Nothing of this answer arrived before it failed, so there is no unfinished "
+                    "answer to continue; Retry runs the request again.")
             if last is not None and last.error is not None:
                 raise NothingToContinue(
                     f"This answer failed with {last.error.type.replace('_', ' ')}; continuing "

@@ -223,7 +223,10 @@ class ConversationStore:
         """The answer became a log entry (or never started): drop its sidecar."""
         with self._lock:  # unlinked before it stops being ours: no reader may recover it
             if self.writable:
-                (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+                try:
+                    (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+                except OSError:
+                    pass  # the entry is written; a stale sidecar only costs a duplicate later
             self._streaming.discard(conv_id)
 
     def pending_partial(self, conv_id: str) -> str | None:
@@ -236,7 +239,7 @@ class ConversationStore:
         turn it into an error entry with the text, so nothing shown on screen is lost.
         Runs before anything else is appended, so the entry takes its place in order."""
         sidecar = self._dir(conv_id) / PARTIAL_FILE
-        if conv_id in self._streaming or not sidecar.exists():
+        if conv_id in self._streaming or not sidecar.is_file():
             return None
         state = _read_sidecar(sidecar) or {}
         text = str(state.get("text") or "")
@@ -250,7 +253,10 @@ class ConversationStore:
             continues=state.get("continues"), status="aborted",
         )
         self._append_now(conv_id, [entry])
-        sidecar.unlink(missing_ok=True)
+        try:
+            sidecar.unlink(missing_ok=True)
+        except OSError:
+            pass
         return (f"recovered {len(text):,} characters of an answer that was arriving when the "
                 "app closed")
 
@@ -506,6 +512,8 @@ def _stamp(folder: Path) -> list[int]:
 
 def _read_sidecar(path: Path) -> dict[str, Any] | None:
     """The streaming sidecar's state; {} when it exists but is unreadable, None when absent."""
+    if not path.is_file():
+        return None
     try:
         state = read_json(path)
     except FileNotFoundError:

@@ -132,3 +132,55 @@ def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
     code = main(["context", str(project_dir), "-c", conv.id])
     _, err = capsys.readouterr()
     assert code == 1 and "model" in err and "must be text" in err and "Traceback" not in err
+
+
+def test_a_full_disk_keeps_the_answer_on_screen_and_save_writes_it_later(
+    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    import errno
+    import os
+
+    from core.store import fileio
+
+    window, controller = open_window(qtbot, project_dir)
+    calls = {"n": 0}
+
+    class DiskFillsAfterTheQuestion:
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return os.write(fd, data)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio, "os", DiskFillsAfterTheQuestion())
+    llm_server.script(Answer("an answer worth keeping"))
+    type_and_send(qtbot, window, "question")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text == "an answer worth keeping"
+    assert window.notice.isVisible() and "the disk is full" in window.notice_label.text()
+    assert window.notice_button.isVisible() and window.notice_button.text() == "Save"
+
+    monkeypatch.setattr(fileio, "os", os)  # space was freed
+    qtbot.mouseClick(window.notice_button, Qt.MouseButton.LeftButton)
+    with Project.open(project_dir, read_only=True) as p:
+        texts = [m.text() for m in p.conversations.load(controller.current_id).messages]
+    assert texts == ["question", "an answer worth keeping"]
+    assert window.notice_label.text() == "Saved."
+
+
+def test_a_repair_during_a_turn_shows_a_notice(qtbot, qloop, project_dir: Path,
+                                               llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("one"), Answer("two"))
+    type_and_send(qtbot, window, "first")
+    run_until(qloop, lambda: not controller.busy())
+    log = project_dir / ".workbench" / "conversations" / controller.current_id / "messages.jsonl"
+    with open(log, "ab") as f:  # another program tore the last line meanwhile
+        f.write(b'{"role": "user", "content": "tor')
+    controller.project.conversations._clean_tails.clear()
+    type_and_send(qtbot, window, "second")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.notice.isVisible() and "unfinished last line" in window.notice_label.text()

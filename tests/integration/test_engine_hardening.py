@@ -1,0 +1,245 @@
+"""Turns that meet hostile providers, full disks and odd states: nothing lost, no key leaked,
+each action refused clearly when it does not apply. Real litellm, real loopback server."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from core.context.calibration import Calibration
+from core.settings import SettingsStore
+from core.store import fileio
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def send(capsys, project: Path, server, text: str, *extra: object) -> tuple[int, str, str]:
+    conv = _only_conversation(project)
+    which = ["-c", conv] if conv else ["--new"]
+    return cli(capsys, "send", project, *which, "--model", MODEL, "--api-base", server.url,
+               *extra, text)
+
+
+def _only_conversation(project: Path) -> str | None:
+    folder = project / ".workbench" / "conversations"
+    ids = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    return ids[0] if ids else None
+
+
+def every_byte_under(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def log_entries(project: Path) -> list[dict]:
+    conv = _only_conversation(project)
+    path = project / ".workbench" / "conversations" / str(conv) / "messages.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# --- 9, 10: secrets ---------------------------------------------------------------------------
+
+
+def test_a_key_echoed_by_the_provider_is_never_stored_exported_or_printed(
+    capsys, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    local_key = "local-server-secret-7f3a9"  # not key-shaped: only known because it is in use
+    monkeypatch.setenv("WORKBENCH_API_KEY", local_key)
+    llm_server.script(HttpError(401, f"Incorrect API key provided: {local_key}. Also tried "
+                                     "sk-proj-abcdefghijklmnop1234 from your org.",
+                                type="invalid_request_error", code="invalid_api_key"))
+    code, out, err = send(capsys, project_dir, llm_server, "hello")
+    assert code == 2 and "rejected the API key" in err
+    assert llm_server.requests[0].headers["authorization"] == f"Bearer {local_key}"  # it was used
+    conv = _only_conversation(project_dir)
+    exports = [cli(capsys, "export", project_dir, "-c", conv, "--format", f)[1]
+               for f in ("openai", "jsonl", "markdown")]
+    stored = every_byte_under(project_dir).decode("utf-8", "replace")
+    for text in (out, err, stored, *exports):
+        assert local_key not in text and "sk-proj-abcdefghijklmnop1234" not in text
+    details = log_entries(project_dir)[-1]["error"]["details"]
+    assert "Incorrect API key provided: [redacted]" in details  # the rest of the text is kept
+
+
+def test_openai_base_url_in_the_environment_never_receives_the_openai_key(
+    capsys, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key-never-elsewhere")
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.url)
+    llm_server.script(Answer("from the proxy"))
+    code, out, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "hi")
+    assert code == 0 and out == "from the proxy\n", err
+    assert "sk-real-openai-key" not in llm_server.requests[0].headers.get("authorization", "")
+    monkeypatch.setenv("WORKBENCH_API_KEY", "key-for-the-proxy-123")  # the key meant for it
+    llm_server.script(Answer("again"))
+    conv = _only_conversation(project_dir)
+    assert cli(capsys, "send", project_dir, "-c", conv, "--model", "gpt-4o-mini", "hi")[0] == 0
+    assert llm_server.requests[1].headers["authorization"] == "Bearer key-for-the-proxy-123"
+
+
+# --- 16: litellm's guard and the time-out -------------------------------------------------------
+
+
+def test_a_long_rule_of_identical_chunks_arrives_whole(capsys, project_dir: Path,
+                                                       llm_server) -> None:
+    rule = "=" * 440
+    llm_server.script(Answer(f"Title\n{rule}\nbody"))
+    code, out, err = send(capsys, project_dir, llm_server, "draw a rule")
+    assert code == 0, err
+    assert out == f"Title\n{rule}\nbody\n"
+    assert log_entries(project_dir)[-1]["content"] == f"Title\n{rule}\nbody"
+
+
+def test_the_request_timeout_is_a_setting_and_a_flag(capsys, project_dir: Path, llm_server,
+                                                     monkeypatch) -> None:
+    llm_server.script(Hang(5))
+    code, _, err = send(capsys, project_dir, llm_server, "hello?", "--timeout", "0.5")
+    assert code == 2 and "did not answer in time" in err
+    monkeypatch.setenv("WORKBENCH_REQUEST_TIMEOUT", "soon")
+    code, _, err = send(capsys, project_dir, llm_server, "again")
+    assert code == 1 and "request timeout from the environment" in err and "'soon'" in err
+    assert len(llm_server.requests) == 1
+
+
+# --- 15: a limit too small to fit anything ------------------------------------------------------
+
+
+def test_a_tiny_stated_limit_is_a_clear_context_error_that_settings_can_reset(
+    capsys, project_dir: Path, llm_server
+) -> None:
+    llm_server.script(ContextLengthError(limit=100, requested=900))
+    code, _, err = send(capsys, project_dir, llm_server, "hello")
+    assert code == 2 and "accepts 100 tokens" in err
+    entry = log_entries(project_dir)[-1]
+    assert entry["error"]["type"] == "context_overflow" and not entry["error"].get("retryable")
+    calibration = Calibration(SettingsStore().folder / "calibration.json")
+    assert calibration.remembered_windows() == {MODEL: 100}
+    code, _, err = send(capsys, project_dir, llm_server, "hello again")  # fails at once...
+    assert code == 2 and "reset it in Settings" in err and len(llm_server.requests) == 1
+    calibration.forget_window(MODEL)  # ...until the user resets the remembered limit
+    llm_server.script(Answer("fits now"))
+    code, out, _ = send(capsys, project_dir, llm_server, "third try")
+    assert code == 0 and out == "fits now\n"
+
+
+# --- 17: each action from the state it starts from ------------------------------------------------
+
+
+def test_retry_after_a_good_answer_is_refused_and_sends_nothing(capsys, project_dir: Path,
+                                                                 llm_server) -> None:
+    llm_server.script(Answer("all good"))
+    assert send(capsys, project_dir, llm_server, "q")[0] == 0
+    code, _, err = cli(capsys, "retry", project_dir, "-c", _only_conversation(project_dir),
+                       "--model", MODEL, "--api-base", llm_server.url)
+    assert code == 1 and "does not end in a failed answer" in err
+    assert len(llm_server.requests) == 1 and len(log_entries(project_dir)) == 2
+
+
+def test_continue_without_any_text_is_refused(capsys, project_dir: Path, llm_server) -> None:
+    llm_server.script(HttpError(500, "boom"))
+    assert send(capsys, project_dir, llm_server, "q")[0] == 2
+    code, _, err = cli(capsys, "continue", project_dir, "-c", _only_conversation(project_dir),
+                       "--model", MODEL, "--api-base", llm_server.url)
+    assert code == 1 and "unfinished answer" in err and len(llm_server.requests) == 1
+
+
+def test_superseded_and_local_only_errors_leave_later_requests(capsys, project_dir: Path,
+                                                               llm_server) -> None:
+    # An error that never reached a model (no key for the hosted default model).
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "first")
+    assert code == 2 and "No API key" in err
+    llm_server.script(HttpError(500, "boom"), Answer("retried fine"), Answer("third"))
+    assert send(capsys, project_dir, llm_server, "second")[0] == 2
+    code, out, _ = cli(capsys, "retry", project_dir, "-c", _only_conversation(project_dir),
+                       "--model", MODEL, "--api-base", llm_server.url)
+    assert code == 0 and out == "retried fine\n"
+    assert send(capsys, project_dir, llm_server, "third question")[0] == 0
+    sent = llm_server.requests[-1].body["messages"]
+    assert not any("LLM_ERROR" in str(m.get("content")) for m in sent)
+    assert [m["content"] for m in sent[1:]] == ["first", "second", "retried fine",
+                                                 "third question"]
+    assert [e.get("kind", "message") for e in log_entries(project_dir)].count("error") == 2
+
+
+# --- 4, 14: the disk ------------------------------------------------------------------------------
+
+
+def test_a_full_disk_while_saving_the_answer_loses_nothing_shown(
+    capsys, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    llm_server.script(Answer("first"))
+    assert send(capsys, project_dir, llm_server, "one")[0] == 0
+    log = project_dir / ".workbench" / "conversations" / _only_conversation(project_dir) / \
+        "messages.jsonl"
+    calls = {"n": 0}
+
+    class DiskFillsAfterTheQuestion:
+        """The operating system as the log's appends see it: the second write runs out of
+        space half-way, leaving a torn line, as a real ENOSPC can."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return os.write(fd, data)
+            os.write(fd, bytes(data[: len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio, "os", DiskFillsAfterTheQuestion())
+    llm_server.script(Answer("the answer the user must not lose"))
+    code, out, err = send(capsys, project_dir, llm_server, "two")
+    assert code == 1 and "the answer the user must not lose" in out
+    assert "the disk is full" in err and "Traceback" not in err
+    monkeypatch.setattr(fileio, "os", os)
+    with Project.open(project_dir) as p:  # the log is clean: no torn line, nothing quarantined
+        loaded = p.conversations.load(_only_conversation(project_dir))
+        assert loaded.problems == []
+    assert [e["content"] for e in log_entries(project_dir)] == ["one", "first", "two"]
+    assert log.read_bytes().endswith(b"\n")
+
+
+def test_auxiliary_files_that_cannot_be_written_never_stop_an_answer(
+    capsys, project_dir: Path, llm_server
+) -> None:
+    import shutil
+
+    llm_server.script(Answer("first"))
+    assert send(capsys, project_dir, llm_server, "one")[0] == 0
+    conv = _only_conversation(project_dir)
+    copies = project_dir / ".workbench" / "requests" / str(conv)
+    shutil.rmtree(copies)
+    copies.write_text("not a folder")  # the request copy cannot be written
+    sidecar = project_dir / ".workbench" / "conversations" / str(conv) / "streaming.partial.json"
+    sidecar.mkdir()  # nor can the text being received
+    llm_server.script(Answer("slow but sure " * 30, delay=0.01))  # long enough to flush
+    code, out, err = send(capsys, project_dir, llm_server, "two")
+    assert code == 0 and out == "slow but sure " * 30 + "\n"
+    assert "request could not be kept" in err and "could not be written to disk as it arrived" \
+        in err and "Traceback" not in err
+    assert log_entries(project_dir)[-1]["content"] == "slow but sure " * 30
+
+
+def test_a_torn_line_repaired_during_send_is_reported(capsys, project_dir: Path,
+                                                      llm_server) -> None:
+    llm_server.script(Answer("first"), Answer("second"))
+    assert send(capsys, project_dir, llm_server, "one")[0] == 0
+    log = project_dir / ".workbench" / "conversations" / _only_conversation(project_dir) / \
+        "messages.jsonl"
+    with open(log, "ab") as f:
+        f.write(b'{"role": "user", "content": "half a li')
+    code, out, err = send(capsys, project_dir, llm_server, "two")
+    assert code == 0 and out == "second\n"
+    assert "warning:" in err and "unfinished last line" in err
+    assert list(log.parent.glob("messages.jsonl.corrupt-*"))
