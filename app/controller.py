@@ -31,7 +31,7 @@ from core.engine import (
 )
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage
+from core.model import ConversationMessage, ErrorInfo
 from core.settings import (
     ENV_API_KEY,
     LLMSettings,
@@ -308,14 +308,22 @@ class Controller(QObject):
             self._drafts[self.current_id] = self.window.composer.text()
         loaded = self.project.conversations.load(conv_id)
         self.current_id = conv_id
-        self.window.transcript_model.set_messages(loaded.messages)
+        shown = loaded.messages
+        if loaded.pending_partial is not None:  # a read-only view: show it, never write it
+            shown = [*shown, ConversationMessage(
+                role="assistant", kind="error", content=loaded.pending_partial, status="aborted",
+                error=ErrorInfo(type="app_closed", partial=bool(loaded.pending_partial),
+                                message="Pending: an app closed while this answer was arriving. "
+                                        "It becomes an entry when the project is opened for "
+                                        "writing."))]
+        self.window.transcript_model.set_messages(shown)
         # A long conversation is hundreds of thousands of long-lived objects; without this a
         # full collection rescans them all, a quarter-second stall in the middle of a stream.
         gc.freeze()
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
         self.refresh_usage()
-        self.window.set_notice("Repaired on opening: " + "; ".join(loaded.problems)
+        self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
                                if loaded.problems else None)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()

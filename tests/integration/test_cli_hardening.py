@@ -156,3 +156,40 @@ def test_control_bytes_in_titles_and_messages_are_escaped_on_a_terminal(tmp_path
     out = subprocess.run([sys.executable, "-m", "app", "export", str(project), "-c", conv.id,
                           "--format", "markdown"], cwd=root, capture_output=True, timeout=60)
     assert b"clear\x1b[2J\x00screen" in out.stdout
+
+
+def _immutable(path: Path) -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run(["chattr", "+i", str(path)], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _mutable(path: Path) -> None:
+    import subprocess
+
+    subprocess.run(["chattr", "-i", str(path)], capture_output=True, timeout=10)
+
+
+@pytest.mark.parametrize("which", ["messages.jsonl", "conversation.json"])
+def test_an_immutable_log_or_metadata_file_is_one_sentence(capsys, project_dir: Path, llm_server,
+                                                          which: str) -> None:
+    llm_server.script(Answer("first"))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
+                       "--api-base", llm_server.url, "hi")
+    assert code == 0, err
+    conv = err.split()[1]
+    target = project_dir / ".workbench" / "conversations" / conv / which
+    if not _immutable(target):
+        pytest.skip("chattr +i is not permitted here (needs CAP_LINUX_IMMUTABLE)")
+    try:
+        code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--mode", "agent",
+                             "--model", MODEL, "--api-base", llm_server.url, "again")
+    finally:
+        _mutable(target)
+    assert code == EXIT_FAIL and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "not writable" in err
+    assert len(llm_server.requests) == 1  # nothing was sent

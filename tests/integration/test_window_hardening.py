@@ -184,3 +184,41 @@ def test_a_repair_during_a_turn_shows_a_notice(qtbot, qloop, project_dir: Path,
     type_and_send(qtbot, window, "second")
     run_until(qloop, lambda: not controller.busy())
     assert window.notice.isVisible() and "unfinished last line" in window.notice_label.text()
+
+
+def test_a_read_only_window_shows_an_answer_pending_from_a_crash(qtbot, qloop, project_dir: Path,
+                                                                llm_server) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create()
+        p.conversations.append(conv.id, ConversationMessage(role="user", content="question"))
+        p.conversations.write_partial(conv.id, {"text": "what arrived before the crash"})
+        p.conversations._streaming.clear()  # that process died
+    owner = Project.open(project_dir)  # another window owns the project now...
+    try:
+        owner_sidecar = owner.conversations.root / conv.id / "streaming.partial.json"
+        window, controller = open_window(qtbot, project_dir)  # ...so this one is read-only
+        last = window.transcript_model.rows()[-1]
+        assert last.text == "what arrived before the crash" and "Pending" in last.message.error.message
+        assert "pending" in window.notice_label.text()
+        assert owner_sidecar.exists()  # the owner recovers it; this view never writes
+    finally:
+        owner.close()
+
+
+def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_dir: Path,
+                                                        isolated_env: Path) -> None:
+    from core.context.calibration import Calibration
+    from core.settings import SettingsStore
+
+    calibration = Calibration(SettingsStore().folder / "calibration.json")
+    calibration.remember_window("openai/tiny", 100)
+    window, controller = open_window(qtbot, project_dir)
+    controller.calibration = Calibration(SettingsStore().folder / "calibration.json")
+    controller.open_settings()
+    dialog = controller._dialog
+    assert dialog is not None and dialog.windows.isVisible()
+    assert dialog.windows.item(0).text() == "openai/tiny: 100 tokens"
+    qtbot.mouseClick(dialog.forget_button, Qt.MouseButton.LeftButton)
+    assert dialog.windows.count() == 0
+    assert Calibration(SettingsStore().folder / "calibration.json").remembered_windows() == {}
+    dialog.reject()
