@@ -114,7 +114,7 @@ class Controller(QObject):
         self._usage_timer.setInterval(USAGE_DEBOUNCE_MS)
         self._usage_timer.timeout.connect(self._show_usage)
         self._report: BuildReport | None = None
-        self._report_error: str | None = None
+        self._report_error: tuple[str, str] | None = None  # (meter text, why)
         self.calibration = Calibration(settings_store.folder / "calibration.json")
         self.preview: Engine | None = None  # builds for the meter, on the window's thread
         self._import_timer = QTimer(self)
@@ -401,10 +401,13 @@ class Controller(QObject):
             return
         history = self.project.conversations.load(self.current_id).messages
         try:
-            self._report = self.preview.build(history, self.llm_settings(), self.mode(),
+            settings = self.llm_settings()
+            self._report = self.preview.build(history, settings, self.mode(),
                                               conv_id=self.current_id).report
-        except (BudgetError, SettingsError) as e:
-            self._report_error = str(e)
+        except BudgetError as e:
+            self._report_error = ("context: does not fit", self.preview.budget_message(e, settings))
+        except SettingsError as e:
+            self._report_error = ("context: settings problem", str(e))
         self._show_usage()
 
     def draft_tokens(self) -> int:
@@ -421,7 +424,7 @@ class Controller(QObject):
         r = self._report
         if r is None:
             if self._report_error:
-                meter.set_usage(1, 1, "over", self._report_error)
+                meter.set_problem(*self._report_error)
             return
         draft = round(self.draft_tokens() * r.calibration)
         used = r.provider_estimate + draft

@@ -244,7 +244,7 @@ class Engine:
         try:
             built = self.build(history, settings, mode, conv_id=conv_id)
         except BudgetError as e:
-            info = ErrorInfo(type="context_overflow", message=self._budget_message(e, settings),
+            info = ErrorInfo(type="context_overflow", message=self.budget_message(e, settings),
                              retryable=False)
             entry = self._error_entry(info, [], settings, mode, 0, counter)
             for event in self._persist(conv_id, entry, "the error"):
@@ -508,7 +508,7 @@ class Engine:
             notes.append(f"A copy of this request could not be kept in .workbench/requests "
                          f"({describe_os_error(e)}); the answer is not affected.")
 
-    def _budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
+    def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         remembered = self.calibration.window(settings.model) if self.calibration else None
         if remembered is None:
             return str(e)

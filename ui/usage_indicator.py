@@ -29,6 +29,13 @@ class UsageIndicator(QLabel):
         self.setToolTip(tooltip)
         self._paint(state)
 
+    def set_problem(self, text: str, tooltip: str) -> None:
+        """No request can be built (it cannot fit, or the settings are invalid): say so."""
+        self.state = "over"
+        self.setText(f"  {text}  ")
+        self.setToolTip(tooltip)
+        self._paint("over")
+
     def set_pending(self, text: str) -> None:
         self.state = "pending"
         self.setText(f"  {text}  ")
