@@ -574,6 +574,7 @@ class Controller(QObject):
             except StoreError as e:
                 self.window.set_notice(f"Still not saved: {e}", "Save")
                 return
+            self.project.conversations.clear_partial(conv_id)  # saved: nothing to recover
             del self._unsaved[conv_id]
         self.window.set_notice("Saved.")
 

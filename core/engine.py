@@ -468,6 +468,15 @@ class Engine:
             problems = self._append(conv_id, msg)
         except StoreError as e:
             cause = e.cause if isinstance(e, StoreWriteError) else str(e)
+            if msg.role == "assistant":
+                # Where space allows, the whole text goes to the crash sidecar too: if nobody
+                # saves it in this session, the next open recovers it in its place.
+                try:
+                    self.store.write_partial(conv_id, {
+                        "text": msg.text(), "model": msg.model, "mode": msg.mode,
+                        "continues": msg.continues})
+                except (OSError, StoreError):
+                    pass
             yield SaveFailed(SAVE_FAILED.format(what=what, cause=cause), [msg], what, cause)
             return
         for text in [*(notes or []), *problems]:

@@ -203,11 +203,13 @@ def test_a_full_disk_while_saving_the_answer_loses_nothing_shown(
     assert code == 1 and "the answer the user must not lose" in out
     assert "the disk is full" in err and "Traceback" not in err
     monkeypatch.setattr(fileio, "os", os)
-    with Project.open(project_dir) as p:  # the log is clean: no torn line, nothing quarantined
-        loaded = p.conversations.load(_only_conversation(project_dir))
-        assert loaded.problems == []
     assert [e["content"] for e in log_entries(project_dir)] == ["one", "first", "two"]
-    assert log.read_bytes().endswith(b"\n")
+    assert log.read_bytes().endswith(b"\n")  # no torn line was left behind
+    with Project.open(project_dir) as p:  # nothing quarantined; the answer comes back
+        loaded = p.conversations.load(_only_conversation(project_dir))
+        assert not any("line" in x for x in loaded.problems)
+    assert [e["content"] for e in log_entries(project_dir)] == [
+        "one", "first", "two", "the answer the user must not lose"]
 
 
 def test_auxiliary_files_that_cannot_be_written_never_stop_an_answer(
@@ -243,3 +245,31 @@ def test_a_torn_line_repaired_during_send_is_reported(capsys, project_dir: Path,
     assert code == 0 and out == "second\n"
     assert "warning:" in err and "unfinished last line" in err
     assert list(log.parent.glob("messages.jsonl.corrupt-*"))
+
+
+def test_an_answer_a_full_disk_kept_out_of_the_log_comes_back_in_its_place(
+    capsys, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    llm_server.script(Answer("first"))
+    assert send(capsys, project_dir, llm_server, "one")[0] == 0
+    calls = {"n": 0}
+
+    class DiskFullForTheAnswer:
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
+            calls["n"] += 1
+            if calls["n"] == 2:  # the answer's append; the sidecar is written another way
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return os.write(fd, data)
+
+    monkeypatch.setattr(fileio, "os", DiskFullForTheAnswer())
+    llm_server.script(Answer("kept for later"))
+    assert send(capsys, project_dir, llm_server, "two")[0] == 1
+    monkeypatch.setattr(fileio, "os", os)  # space freed; the next command recovers it first
+    llm_server.script(Answer("third answer"))
+    assert send(capsys, project_dir, llm_server, "three")[0] == 0
+    assert [(e["role"], e["content"]) for e in log_entries(project_dir)] == [
+        ("user", "one"), ("assistant", "first"), ("user", "two"),
+        ("assistant", "kept for later"), ("user", "three"), ("assistant", "third answer")]
