@@ -46,6 +46,7 @@ run: $(VENV)/.run-deps system-deps
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps
+	$(BIN)/python -m ruff check core app ui
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -22,12 +22,15 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from app.term import for_stream
 from core.store.conversations import ConversationStore
 from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
+
+if TYPE_CHECKING:
+    from core.engine import Engine  # litellm behind it: imported when a command needs it
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context")
@@ -352,17 +355,19 @@ def cmd_context(args: argparse.Namespace) -> int:
           f"usable {r.usable:,} · reserved for the answer {r.reserved_output:,}")
     if r.budget_note:
         print(f"note: {r.budget_note}")
-    print(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): system {r.totals['system']:,}"
+    print(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
+          f"system {r.totals['system']:,}"
           f", tools {r.totals['tools']:,}, history {r.totals['history']:,}")
     counts: dict[str, int] = {}
-    for e in r.entries:
-        counts[e.decision] = counts.get(e.decision, 0) + 1
+    for entry in r.entries:
+        counts[entry.decision] = counts.get(entry.decision, 0) + 1
     print("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
     position = {m.id: n for n, m in enumerate(loaded.messages, start=1)}
-    for e in r.entries:
-        if e.decision != "kept":
-            where = f"#{position[e.id]}" if e.id in position else "(new)"
-            print(f"  {where:>6} {e.decision:<9} {e.role:<9} {e.tokens:>7,} tok  {e.reason}")
+    for entry in r.entries:
+        if entry.decision != "kept":
+            where = f"#{position[entry.id]}" if entry.id in position else "(new)"
+            print(f"  {where:>6} {entry.decision:<9} {entry.role:<9} {entry.tokens:>7,} tok  "
+                  f"{entry.reason}")
     for note in r.normalize_notes:
         print(f"  normalize: {note}")
     print(f"built in {r.elapsed_ms:.1f} ms; {len(built.messages)} messages would be sent")
@@ -410,7 +415,7 @@ def _resolve(store: ConversationStore, conv: str) -> str:
         raise CliError(str(e)) from None
 
 
-def _engine(project: Project):  # noqa: ANN202 - imported lazily (litellm behind it)
+def _engine(project: Project) -> Engine:
     from core.context.calibration import Calibration
     from core.context.prompts import PromptComposer
     from core.engine import Engine

@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox
 
+from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.context.builder import BudgetError, BuildReport
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
@@ -31,7 +32,7 @@ from core.engine import (
 )
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage, ErrorInfo
+from core.model import ConversationMessage, ErrorInfo, Mode
 from core.settings import (
     ENV_API_KEY,
     LLMSettings,
@@ -45,7 +46,6 @@ from core.settings import (
 )
 from core.store.errors import StoreError
 from core.store.project import Project
-from app.worker import EngineWorker, EventBridge, TurnHandle
 from ui.main_window import MainWindow
 from ui.settings_dialog import SettingsDialog
 
@@ -84,7 +84,7 @@ class Controller(QObject):
         self.current_id: str | None = None
         self.worker = EngineWorker()
         self.bridge = EventBridge(self)
-        self.bridge.event.connect(self._on_bridge_event)
+        self.bridge.engine_event.connect(self._on_bridge_event)
         self.bridge.entry.connect(self._on_bridge_entry)
         self.bridge.finished.connect(self._on_bridge_finished)
         self._turn: TurnHandle | None = None
@@ -386,7 +386,7 @@ class Controller(QObject):
             self.project.conversations.update_meta(self.current_id, mode=mode)
         self.refresh_usage()
 
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return self.window.mode_switcher.mode()
 
     # --- the usage meter -------------------------------------------------------------------------
@@ -519,16 +519,16 @@ class Controller(QObject):
         self._turn_status = "error"
         self._turn_started = time.monotonic()
         self.window.composer.set_busy(True)
-        self._turn = self.worker.submit(events, self.bridge.event.emit, self.bridge.finished.emit)
+        self._turn = self.worker.submit(events, self.bridge.engine_event.emit,
+                                        self.bridge.finished.emit)
 
     def _on_bridge_event(self, event: object) -> None:
         if self._turn_conv != self.current_id:
             return  # the user switched away; entries are on disk all the same
         model = self.window.transcript_model
         if isinstance(event, StreamText):  # the hot path: hundreds a second
-            if model.streaming_row() is None:
-                model.begin_streaming()
-            if not model.streaming_row().text:
+            row = model.streaming_row() or model.begin_streaming()
+            if not row.text:
                 model.set_stream_note("")
                 self.window.set_status(self._turn_model, "Receiving the answer…")
             model.add_stream_text(event.text)

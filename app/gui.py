@@ -77,7 +77,8 @@ def run_gui(project_dir: str | None) -> int:
     from app.controller import Controller
     from ui.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Context Workbench")
     app.setOrganizationName("context-workbench")
     icon = Path(__file__).resolve().parents[1] / "resources" / "icons" / "workbench.svg"

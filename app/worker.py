@@ -18,12 +18,12 @@ from PySide6.QtCore import QObject, Signal
 
 class EventBridge(QObject):
     """Signals (emitted from the worker thread, delivered on the window's thread):
-        event(object): an engine event.
+        engine_event(object): an engine event.
         entry(str, object): a log entry was persisted (conversation id, message).
         finished(str): the turn is over: "done", "cancelled" or "failed".
     """
 
-    event = Signal(object)
+    engine_event = Signal(object)
     entry = Signal(str, object)
     finished = Signal(str)
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from pathlib import Path
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
+from core.context.budget import resolve_budget
+from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
+from core.context.calibration import Calibration
+from core.context.prompts import PromptComposer
 from core.llm.adapter import (
     Finished,
     LLMClient,
@@ -24,10 +28,6 @@ from core.llm.adapter import (
     ToolCallsReady,
     Usage,
 )
-from core.context.budget import resolve_budget
-from core.context.calibration import Calibration
-from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
-from core.context.prompts import PromptComposer
 from core.llm.errors import ContextOverflow, LLMError
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
@@ -39,7 +39,7 @@ from core.store.requests import save_request
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3
-PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often  # a longer Retry-After is capped (the user can always Stop)
+PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
     "repeating anything you already wrote.]"

@@ -41,7 +41,8 @@ def read_import_file(
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ImportProblem(f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
+        raise ImportProblem(
+            f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -20,9 +20,9 @@ from pydantic import (
     Discriminator,
     Field,
     SerializerFunctionWrapHandler,
-    field_validator,
     Tag,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )

@@ -19,6 +19,15 @@ pytest_plugins = ["tests.helpers.gui"]
 _KEY_VARS = [v for v in os.environ if v.endswith("_API_KEY") or v.startswith("WORKBENCH_")]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need a QApplication are marked `gui` automatically, so `-m "not gui"` runs
+    the rest without a display."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if {"qtbot", "qapp", "qloop"} & set(fixtures):
+            item.add_marker(pytest.mark.gui)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No test reads or writes the real user's config, data, keyring or API keys."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -105,7 +105,7 @@ class ConversationList(QWidget):
 
     def current_id(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(ID_ROLE) if item is not None else None
+        return str(item.data(ID_ROLE)) if item is not None else None
 
     def rename(self, conv_id: str | None) -> None:
         if not conv_id or not self._writable:
@@ -131,7 +131,7 @@ class ConversationList(QWidget):
         if current is not None:
             self.selected.emit(current.data(ID_ROLE))
 
-    def _on_list_context_menu(self, pos) -> None:  # noqa: ANN001
+    def _on_list_context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is None or not self._writable:
             return

@@ -76,14 +76,16 @@ class MainWindow(QMainWindow):
         self.banner = QLabel(self)
         self.banner.setWordWrap(True)
         self.banner.setStyleSheet(
-            "background: #fef3c7; color: #78350f; padding: 8px 12px; border-bottom: 1px solid #fcd34d;")
+            "background: #fef3c7; color: #78350f; padding: 8px 12px; "
+            "border-bottom: 1px solid #fcd34d;")
         self.banner.hide()
         # Things the user should know once (a log line repaired, a setting refused), with a
         # dismiss button; unlike the read-only banner it does not stay.
         self.notice = QWidget(self)
         self.notice.setObjectName("notice")
-        self.notice.setStyleSheet("#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; }"
-                                  " QLabel { color: #7f1d1d; }")
+        self.notice.setStyleSheet(
+            "#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; } "
+            "QLabel { color: #7f1d1d; }")
         self.notice_label = QLabel(self.notice)
         self.notice_label.setWordWrap(True)
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -230,8 +232,8 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentWidget(self.welcome if empty else self.transcript)
 
     def geometry_state(self) -> tuple[str, str]:
-        return (bytes(self.saveGeometry().toBase64()).decode(),
-                bytes(self.splitter.saveState().toBase64()).decode())
+        return (bytes(self.saveGeometry().toBase64().data()).decode(),
+                bytes(self.splitter.saveState().toBase64().data()).decode())
 
     def restore_geometry_state(self, geometry: str | None, splitter: str | None) -> None:
         if geometry:

@@ -6,7 +6,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QToolButton, QWidget
 
-MODES = (("chat", "Chat", "Ctrl+1"), ("agent", "Agent", "Ctrl+2"), ("run", "Run", "Ctrl+3"))
+from core.model import Mode
+
+MODES: tuple[tuple[Mode, str, str], ...] = (
+    ("chat", "Chat", "Ctrl+1"), ("agent", "Agent", "Ctrl+2"), ("run", "Run", "Ctrl+3"))
 
 
 class ModeSwitcher(QWidget):
@@ -20,7 +23,7 @@ class ModeSwitcher(QWidget):
         super().__init__(parent)
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
-        self.buttons: dict[str, QToolButton] = {}
+        self.buttons: dict[Mode, QToolButton] = {}
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 4, 12, 0)
         layout.setSpacing(0)
@@ -40,7 +43,7 @@ class ModeSwitcher(QWidget):
         layout.addStretch(1)
         self.buttons["chat"].setChecked(True)
 
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return next(m for m, b in self.buttons.items() if b.isChecked())
 
     def set_mode(self, mode: str) -> None:

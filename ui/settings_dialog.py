@@ -34,7 +34,8 @@ class Preset:
 
 PRESETS = [
     Preset("OpenAI", "openai", "gpt-4o-mini", None, "OPENAI_API_KEY"),
-    Preset("Anthropic", "anthropic", "anthropic/claude-3-5-sonnet-latest", None, "ANTHROPIC_API_KEY"),
+    Preset("Anthropic", "anthropic", "anthropic/claude-3-5-sonnet-latest", None,
+           "ANTHROPIC_API_KEY"),
     Preset("Ollama (local)", "ollama", "ollama/llama3.1", "http://localhost:11434", None),
     Preset("OpenAI-compatible server", "openai-compatible", "openai/local-model",
            "http://localhost:8080/v1", None),
@@ -183,7 +184,8 @@ class SettingsDialog(QDialog):
                     f"{ENV_API_KEY} before starting Context Workbench. Leave it empty if the "
                     "server needs none.")
         elif p.key_env is None:
-            note = "This provider usually needs no key; fill it in only if your server asks for one."
+            note = ("This provider usually needs no key; fill it in only if your server asks "
+                    "for one.")
         elif self._keys_present.get(p.provider):
             note = f"A key for {p.name} is already available; type a new one to replace it."
         elif self._keyring:

@@ -8,7 +8,7 @@ row, and only it changes while an answer arrives (throttled by the view's owner)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -102,7 +102,7 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
         index = cards.get(call_id)
         if index is None:  # search back: cards map is only kept for the live model
             index = next((i for i in range(len(rows) - 1, -1, -1)
-                          if rows[i].call is not None and rows[i].call.id == call_id), None)
+                          if (call := rows[i].call) is not None and call.id == call_id), None)
         if index is not None and rows[index].result is None:
             rows[index].result = m
             rows[index].version += 1
@@ -183,7 +183,8 @@ class TranscriptModel(QAbstractListModel):
         changed = _append_message(rows, m, self._cards)
         added = rows[len(self._rows):]
         for i in changed:
-            self._cards.pop(rows[i].call.id if rows[i].call else "", None)
+            call = rows[i].call
+            self._cards.pop(call.id if call is not None else "", None)
             idx = self.index(i)
             self.dataChanged.emit(idx, idx)
         if added:
@@ -196,14 +197,18 @@ class TranscriptModel(QAbstractListModel):
 
     # --- streaming -------------------------------------------------------------------------------
 
-    def begin_streaming(self) -> None:
-        if self.streaming_row() is not None:
-            return
+    def begin_streaming(self) -> Row:
+        """The row the answer streams into (added at the end unless there is one)."""
+        existing = self.streaming_row()
+        if existing is not None:
+            return existing
         n = len(self._rows)
         self.beginInsertRows(QModelIndex(), n, n)
-        self._rows.append(Row(RowKind.STREAMING, "streaming"))
+        row = Row(RowKind.STREAMING, "streaming")
+        self._rows.append(row)
         self.endInsertRows()
         self.streaming_changed.emit(True)
+        return row
 
     def streaming_row(self) -> Row | None:
         if self._rows and self._rows[-1].kind is RowKind.STREAMING:

@@ -11,9 +11,21 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
@@ -21,11 +33,13 @@ from PySide6.QtGui import (
     QFontDatabase,
     QFontMetrics,
     QGuiApplication,
+    QKeyEvent,
     QKeySequence,
     QMouseEvent,
     QPainter,
     QPalette,
     QTextDocument,
+    QWheelEvent,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -94,7 +108,8 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     # --- sizes -----------------------------------------------------------------------------------
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
         row = self._row(index)
         width = max(200, option.rect.width() or self._view_width())
         if row.kind is RowKind.STREAMING:
@@ -109,7 +124,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._heights[key] = (width, height)  # one entry per row: resizing never piles up
         return QSize(width, height)
 
-    def _row(self, index: QModelIndex) -> Row:
+    def _row(self, index: QModelIndex | QPersistentModelIndex) -> Row:
         # A relayout asks every row for its size: reading our own model's list directly skips
         # a QVariant round trip per row (a third of the cost of a 10,000-row pass).
         model = index.model()
@@ -197,7 +212,8 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     # --- painting --------------------------------------------------------------------------------
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
         row = self._row(index)
         rect = option.rect
         if row.kind is RowKind.STREAMING:
@@ -296,8 +312,9 @@ class TranscriptDelegate(QStyledItemDelegate):
             return "toggle"  # clicking a card's header opens or closes it
         return None
 
-    def editorEvent(self, event: QEvent, model, option: QStyleOptionViewItem,  # noqa: ANN001, N802
-                    index: QModelIndex) -> bool:
+    def editorEvent(self, event: QEvent, model: QAbstractItemModel,  # noqa: N802
+                    option: QStyleOptionViewItem,
+                    index: QModelIndex | QPersistentModelIndex) -> bool:
         if event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent) \
                 and event.button() == Qt.MouseButton.LeftButton:
             row: Row = index.data(ROW_ROLE)
@@ -374,8 +391,9 @@ class TranscriptView(QListView):
 
     # --- following the stream --------------------------------------------------------------------
 
-    def dataChanged(self, top_left: QModelIndex, bottom_right: QModelIndex,  # noqa: N802
-                    roles: list[int] | None = None) -> None:
+    def dataChanged(self, top_left: QModelIndex | QPersistentModelIndex,  # noqa: N802
+                    bottom_right: QModelIndex | QPersistentModelIndex,
+                    roles: Sequence[int] = ()) -> None:
         """QListView relays out every row on any dataChanged; for the streaming row that would
         be a full pass over the transcript 30 times a second. Its height changes reach us
         through sizeHintChanged (rarely, see the delegate), so here a repaint is enough."""
@@ -429,7 +447,7 @@ class TranscriptView(QListView):
     def _update_follow(self) -> None:
         self._follow = self.at_bottom()
 
-    def wheelEvent(self, event) -> None:  # noqa: ANN001, N802
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802
         super().wheelEvent(event)
         self._update_follow()
 
@@ -443,7 +461,7 @@ class TranscriptView(QListView):
             QGuiApplication.clipboard().setText(text)
         return text
 
-    def keyPressEvent(self, event) -> None:  # noqa: ANN001, N802
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         if event.matches(QKeySequence.StandardKey.Copy):
             self.copy_selection()
             return
@@ -474,7 +492,7 @@ class TranscriptView(QListView):
             self.action_requested.emit(row, action)
 
 
-# --- text helpers ----------------------------------------------------------------------------------
+# --- text helpers -------------------------------------------------------------------------------
 
 
 def _body_text(row: Row) -> str:

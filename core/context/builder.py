@@ -276,7 +276,7 @@ def build_request(
     # 3. project, normalize, and make sure normalizing did not push us over
     t = time.perf_counter()
     while True:
-        kept_items = [i for u, k in zip(units, keep) if k for i in u.items]
+        kept_items = [i for u, k in zip(units, keep, strict=True) if k for i in u.items]
         projected = [_project(cands[i][0]) for i in kept_items]
         normalized, notes = normalize(projected)
         extra = sum(counter.openai_message(m) for m in normalized if m.get("content") ==

@@ -75,7 +75,8 @@ def normalize(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
         for c in calls:
             found = results.get(c["id"])
             if found is None:
-                notes.append(Note(i, "synthetic", f"no result for call {c['id']!r}: marked aborted"))
+                notes.append(Note(i, "synthetic",
+                                  f"no result for call {c['id']!r}: marked aborted"))
                 found = {"role": "tool", "tool_call_id": c["id"], "content": ABORTED_RESULT}
             out.append(found)
         i = j

@@ -14,9 +14,9 @@ import os
 import re
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
-from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.llm.errors import (
     AuthError,

@@ -57,7 +57,7 @@ def load_litellm() -> Any:
             # litellm aborts a stream after 100 identical chunks, taking a legitimate answer
             # (a long rule of "=", a table border) for a model stuck in a loop. The output
             # token limit already bounds a real loop, and the user can Stop.
-            setattr(litellm, "REPEATED_STREAMING_CHUNK_LIMIT", 1_000_000_000)
+            setattr(litellm, "REPEATED_STREAMING_CHUNK_LIMIT", 10**9)  # noqa: B010 - untyped
             _module = litellm
     return _module
 

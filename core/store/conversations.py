@@ -106,8 +106,8 @@ class ConversationStore:
         # (rewrite) a log, so reads and writes of the files take turns.
         self._lock = threading.RLock()
         self._streaming: set[str] = set()  # conversations with a live turn in this process
-        self._loaded: OrderedDict[str, tuple[tuple[int, int], builtins.list[ConversationMessage]]] = (
-            OrderedDict())
+        self._loaded: OrderedDict[
+            str, tuple[tuple[int, int], builtins.list[ConversationMessage]]] = OrderedDict()
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -333,7 +333,8 @@ class ConversationStore:
             meta, problems = self.meta_and_problems(conv_id)
             if problems:  # what could not be read is kept beside, never silently replaced
                 original = self._dir(conv_id) / "conversation.json"
-                shutil.copy2(original, original.with_name(f"conversation.json.bad-{timestamp_tag()}"))
+                kept = original.with_name(f"conversation.json.bad-{timestamp_tag()}")
+                shutil.copy2(original, kept)
             meta = meta.model_copy(update=changes)
             self._write_meta(meta)
             return meta

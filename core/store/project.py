@@ -111,11 +111,13 @@ class Project:
         """
         root = Path(path).expanduser().absolute()
         if root.exists() and not root.is_dir():
-            raise ProjectPathError(f"{root} is a file, not a folder; choose a folder for the project")
+            raise ProjectPathError(
+                f"{root} is a file, not a folder; choose a folder for the project")
         state = root / STATE_DIR
         if not state.is_dir():
             if not create:
-                raise ProjectPathError(f"{root} is not a Context Workbench project (no {STATE_DIR}/)")
+                raise ProjectPathError(
+                    f"{root} is not a Context Workbench project (no {STATE_DIR}/)")
             _create(root)
 
         reason: str | None = "opened read-only on request" if read_only else None
@@ -152,7 +154,8 @@ class Project:
                 taken = lock.acquire()
             except OSError as e:
                 taken, lock = False, None
-                reason = f"The project folder cannot be written ({e.strerror}); it is open read-only."
+                reason = (f"The project folder cannot be written ({e.strerror}); it is open "
+                          "read-only.")
             if not taken and reason is None:
                 holder = f" ({lock.holder})" if lock and lock.holder else ""
                 reason = (

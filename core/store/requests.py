@@ -10,7 +10,8 @@ from core.store.fileio import atomic_write_json, timestamp_tag
 KEEP = 20
 
 
-def save_request(requests_dir: Path, conv_id: str, payload: dict[str, Any], keep: int = KEEP) -> Path:
+def save_request(requests_dir: Path, conv_id: str, payload: dict[str, Any],
+                 keep: int = KEEP) -> Path:
     """Write one built request (messages, tools, report) and keep only the newest `keep`."""
     folder = requests_dir / conv_id
     folder.mkdir(parents=True, exist_ok=True)
