@@ -252,7 +252,8 @@ class Engine:
             yield TurnFinished("error", entry)
             return
         notes: list[str] = []
-        self._save_request(conv_id, built, notes)
+        copies = _RequestCopies(self, conv_id, notes)
+        copies.add(built)
         messages = built.messages
         if instruction:
             messages = [*messages, {"role": "user", "content": instruction}]
@@ -281,6 +282,7 @@ class Engine:
             while True:
                 try:
                     async for ev in self.client.stream(request):
+                        copies.start()  # the request is out: now keep its copy
                         if isinstance(ev, TextDelta):
                             parts.append(ev.text)
                             now = time.monotonic()
@@ -322,7 +324,7 @@ class Engine:
                             details=e.details, limit=e.limit) from e
                     overflows += 1
                     built = smaller
-                    self._save_request(conv_id, built, notes)
+                    copies.add(built)
                     messages = built.messages + ([{"role": "user", "content": instruction}]
                                                  if instruction else [])
                     request = replace(request, messages=messages)
@@ -344,6 +346,7 @@ class Engine:
         except LLMError as e:
             entry = self._error_entry(e.info(partial=bool(parts)), parts, settings, mode,
                                       elapsed_ms(), counter, continues)
+            await copies.settle()
             for event in self._persist(conv_id, entry, "the partial answer", notes):
                 yield event
             yield TurnFinished("error", entry)
@@ -357,11 +360,13 @@ class Engine:
             )
             entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)
+            await copies.settle()
             for event in self._persist(conv_id, entry, "the partial answer", notes):
                 yield event
             yield TurnFinished("error", entry)
             return
         except (asyncio.CancelledError, GeneratorExit):
+            copies.start()  # written in the background; nobody waits for them now
             info = ErrorInfo(type="stopped", message="Stopped by you. The partial answer is kept.",
                              retryable=True, partial=bool(parts))
             entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
@@ -385,6 +390,7 @@ class Engine:
                         "Settings avoids it.")
             entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)
+            await copies.settle()
             for event in self._persist(conv_id, entry, "the answer", notes):
                 yield event
             yield TurnFinished("error", entry)
@@ -405,6 +411,7 @@ class Engine:
             )
         )
         saved = True
+        await copies.settle()
         for event in self._persist(conv_id, answer, "the answer", notes):
             saved = saved and not isinstance(event, SaveFailed)
             yield event
@@ -505,17 +512,24 @@ class Engine:
             if note not in notes:
                 notes.append(note)
 
-    def _save_request(self, conv_id: str, built: BuiltRequest, notes: list[str]) -> None:
-        """Keep a copy of the request as sent (for inspection); never at the cost of the turn."""
-        if self.requests_dir is None:
-            return
-        try:
-            save_request(self.requests_dir, conv_id, {
-                "messages": built.messages, "tools": built.tools,
-                "report": built.report.to_json()})
-        except OSError as e:
-            notes.append(f"A copy of this request could not be kept in .workbench/requests "
-                         f"({describe_os_error(e)}); the answer is not affected.")
+    def _save_request(self, conv_id: str, built: BuiltRequest,
+                      notes: list[str]) -> asyncio.Future[None] | None:
+        """Keep a copy of the request as sent (for inspection), on a worker thread while the
+        request goes out: never on the way to the wire, never at the cost of the turn."""
+        requests_dir = self.requests_dir
+        if requests_dir is None:
+            return None
+
+        def save() -> None:
+            try:
+                save_request(requests_dir, conv_id, {
+                    "messages": built.messages, "tools": built.tools,
+                    "report": built.report.to_json()})
+            except OSError as e:
+                notes.append(f"A copy of this request could not be kept in .workbench/requests "
+                             f"({describe_os_error(e)}); the answer is not affected.")
+
+        return asyncio.get_running_loop().run_in_executor(None, save)
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         remembered = self.calibration.window(settings.model) if self.calibration else None
@@ -523,3 +537,28 @@ class Engine:
             return str(e)
         return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
                 "earlier for this model; if that is wrong, reset it in Settings.")
+
+
+class _RequestCopies:
+    """The copies of a turn's requests for `.workbench/requests/`: written on a worker thread
+    once the request is on its way (never between Send and the wire), awaited before the
+    turn's entry is saved so a failure is reported with it."""
+
+    def __init__(self, engine: Engine, conv_id: str, notes: list[str]) -> None:
+        self._engine, self._conv_id, self._notes = engine, conv_id, notes
+        self._waiting: list[BuiltRequest] = []
+        self._running: list[asyncio.Future[None]] = []
+
+    def add(self, built: BuiltRequest) -> None:
+        self._waiting.append(built)
+
+    def start(self) -> None:
+        while self._waiting:
+            future = self._engine._save_request(self._conv_id, self._waiting.pop(0), self._notes)
+            if future is not None:
+                self._running.append(future)
+
+    async def settle(self) -> None:
+        self.start()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)

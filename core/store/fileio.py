@@ -48,8 +48,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n"
+def atomic_write_json(path: Path, value: Any, indent: int | None = 2) -> None:
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))
 
 

@@ -273,3 +273,14 @@ def test_an_answer_a_full_disk_kept_out_of_the_log_comes_back_in_its_place(
     assert [(e["role"], e["content"]) for e in log_entries(project_dir)] == [
         ("user", "one"), ("assistant", "first"), ("user", "two"),
         ("assistant", "kept for later"), ("user", "three"), ("assistant", "third answer")]
+
+
+def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir: Path,
+                                                              llm_server) -> None:
+    llm_server.script(Answer("one"), Answer("two"))
+    assert send(capsys, project_dir, llm_server, "first")[0] == 0
+    assert send(capsys, project_dir, llm_server, "second")[0] == 0
+    folder = project_dir / ".workbench" / "requests" / str(_only_conversation(project_dir))
+    copies = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    assert [c["messages"] for c in copies] == [r.body["messages"] for r in llm_server.requests]
+    assert copies[-1]["report"]["entries"][0]["decision"] == "kept"
