@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
+    QItemSelectionModel,
     QModelIndex,
     QPersistentModelIndex,
     QPoint,
@@ -43,6 +44,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QAbstractSlider,
     QListView,
     QMenu,
     QStyle,
@@ -73,6 +75,13 @@ COLORS = {
     RowKind.SYSTEM: "#f7f3e8",
 }
 BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
+# Keys we page with ourselves (see TranscriptView.page).
+PAGING_KEYS = {
+    Qt.Key.Key_PageDown: QAbstractSlider.SliderAction.SliderPageStepAdd,
+    Qt.Key.Key_PageUp: QAbstractSlider.SliderAction.SliderPageStepSub,
+    Qt.Key.Key_Home: QAbstractSlider.SliderAction.SliderToMinimum,
+    Qt.Key.Key_End: QAbstractSlider.SliderAction.SliderToMaximum,
+}
 SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow"}
 
 
@@ -469,8 +478,56 @@ class TranscriptView(QListView):
                 and self.currentIndex().isValid():
             self.transcript_model().toggle_expanded(self.currentIndex().row())
             return
+        paging = PAGING_KEYS.get(Qt.Key(event.key()))
+        if paging is not None and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            self.page(paging)
+            return
         super().keyPressEvent(event)
-        self._update_follow()  # PageUp, Home, arrows: the user moved
+        self._update_follow()  # Home, arrows: the user moved
+
+    def page(self, action: QAbstractSlider.SliderAction) -> None:
+        """PageUp/PageDown/Home/End move by pixels, like a document, and make the row at the top
+        of the view current. QListView's own paging searches row rectangles from the current
+        row, which stalls for seconds on a long transcript whose layout is still in progress and
+        cannot page through a row taller than the window."""
+        # Finish a pending (batched) layout first, once: paging over a half-laid-out list
+        # would skip rows and find no row at the top.
+        self.executeDelayedItemsLayout()
+        bar = self.verticalScrollBar()
+        bar.triggerAction(action)  # actionTriggered: the user moved, following is re-decided
+        top = self.row_at(bar.value())
+        if top.isValid() and top != self.currentIndex():
+            auto = self.hasAutoScroll()
+            self.setAutoScroll(False)  # the current row may be taller than the view: stay put
+            self.selectionModel().setCurrentIndex(
+                top, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+            self.setAutoScroll(auto)
+
+    def indexAt(self, point: QPoint) -> QModelIndex:  # noqa: N802
+        """QListView's own answer, or ours where it misses (inside a row taller than the view:
+        clicks, hovers and context menus there must find their row)."""
+        index = super().indexAt(point)
+        if index.isValid():
+            return index
+        candidate = self.row_at(point.y() + self.verticalOffset())
+        return candidate if self.visualRect(candidate).contains(point) else QModelIndex()
+
+    def row_at(self, y: int) -> QModelIndex:
+        """The row covering content offset `y` (in pixels from the top of the transcript).
+
+        A binary search over the rows' laid-out rectangles: QListView.indexAt misses a row
+        whose rectangle is taller than the view."""
+        model = self.model()
+        if model is None or model.rowCount() == 0:
+            return QModelIndex()
+        lo, hi = 0, model.rowCount() - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.rectForIndex(model.index(mid, 0)).top() <= y:
+                lo = mid
+            else:
+                hi = mid - 1
+        return model.index(lo, 0)
 
     def _on_context_menu(self, pos: QPoint) -> None:
         index = self.indexAt(pos)
