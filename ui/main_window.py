@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMenu,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QStackedWidget,
@@ -209,6 +210,12 @@ class MainWindow(QMainWindow):
         self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
+
+    def show_error(self, title: str, text: str) -> None:
+        QMessageBox.critical(self, title, text)
+
+    def show_warning(self, title: str, text: str) -> None:
+        QMessageBox.warning(self, title, text)
 
     def set_notice(self, text: str | None, action: str | None = None) -> None:
         """Show (or, with None, dismiss) a notice above the transcript, with an optional action

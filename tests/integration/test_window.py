@@ -148,8 +148,8 @@ def test_missing_key_points_to_settings(qtbot, qloop, project_dir, monkeypatch) 
     lay = window.transcript.delegate.layout(row, 800, window.transcript.font())
     assert ("settings", "Open settings") in lay.actions
     window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "settings")
-    assert controller._dialog is not None and controller._dialog.isVisible()
-    controller._dialog.reject()
+    assert controller.settings_flow.dialog is not None and controller.settings_flow.dialog.isVisible()
+    controller.settings_flow.dialog.reject()
 
 
 def test_locked_project_opens_read_only_with_a_banner(qtbot, qloop, project_dir) -> None:

@@ -215,7 +215,7 @@ def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_di
     window, controller = open_window(qtbot, project_dir)
     controller.calibration = Calibration(SettingsStore().folder / "calibration.json")
     controller.open_settings()
-    dialog = controller._dialog
+    dialog = controller.settings_flow.dialog
     assert dialog is not None and dialog.windows.isVisible()
     assert dialog.windows.item(0).text() == "openai/tiny: 100 tokens"
     qtbot.mouseClick(dialog.forget_button, Qt.MouseButton.LeftButton)

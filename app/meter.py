@@ -1,0 +1,107 @@
+"""The status bar's context meter: the request the next turn would send, against the budget.
+
+The build is the real one (the same `Engine.build` a turn runs, incremental per conversation);
+only the draft is recounted on a keystroke, debounced, with the model of the last build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.settings_flow import SettingsFlow
+from core.context.builder import BudgetError, BuildReport
+from core.engine import Engine
+from core.llm import runtime
+from core.model import ConversationMessage, Mode
+from core.settings import SettingsError
+from ui.main_window import MainWindow
+
+WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
+EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
+
+
+class UsageMeter:
+    """Attributes:
+        report: the last build's report (None when there is no conversation or no build).
+        engine: builds on the window's thread for the meter (set when a project opens).
+    """
+
+    def __init__(self, window: MainWindow, settings: SettingsFlow,
+                 mode: Callable[[], Mode]) -> None:
+        self.window = window
+        self.settings = settings
+        self.mode = mode
+        self.engine: Engine | None = None
+        self.report: BuildReport | None = None
+        self._problem: tuple[str, str] | None = None  # (meter text, why)
+
+    def refresh(self, conv_id: str | None,
+                history: Callable[[], list[ConversationMessage]]) -> None:
+        """Rebuild the request the next turn would send (cheap: incremental) and show it."""
+        self.report, self._problem = None, None
+        if conv_id is None or self.engine is None:
+            return
+        if not runtime.is_loaded():
+            self.window.usage.set_pending("context: waiting for the model library…")
+            return
+        try:
+            settings = self.settings.llm_settings()
+            self.report = self.engine.build(history(), settings, self.mode(),
+                                            conv_id=conv_id).report
+        except BudgetError as e:
+            self._problem = ("context: does not fit", self.engine.budget_message(e, settings))
+        except SettingsError as e:
+            self._problem = ("context: settings problem", str(e))
+        self.show()
+
+    def draft_tokens(self) -> int:
+        text = self.window.composer.text()
+        if not text:
+            return 0
+        if len(text) > EXACT_DRAFT_CHARS or self.engine is None or self.report is None:
+            return len(text) // 4 + 4
+        # Per keystroke: the model comes from the last build, not from settings.json on disk.
+        return self.engine.counter(self.report.model).text(text) + 4
+
+    def show(self) -> None:
+        meter = self.window.usage
+        r = self.report
+        if r is None:
+            if self._problem:
+                meter.set_problem(*self._problem)
+            return
+        draft = round(self.draft_tokens() * r.calibration)
+        used = r.provider_estimate + draft
+        state = "over" if used > r.usable else "warning" if used > WARNING_AT * r.usable else \
+            "normal"
+        lines = [
+            f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
+            f"  system prompt   {r.totals['system']:>9,}",
+            f"  tools           {r.totals['tools']:>9,}",
+            f"  history         {r.totals['history']:>9,}",
+            f"  your draft      {draft:>9,}",
+            f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
+            f"({r.budget_source})",
+        ]
+        if r.calibration != 1.0:
+            lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
+        if r.budget_note:
+            lines.append(r.budget_note)
+        dropped = sum(1 for e in r.entries if e.decision == "dropped") if state != "normal" else 0
+        if dropped:
+            lines.append(f"{dropped:,} older entries are left out to fit")
+        meter.set_usage(used, r.usable, state, "\n".join(lines))
+
+    def message_fits(self) -> bool:
+        """A message the model cannot take even alone: say so instead of sending it."""
+        r = self.report
+        if r is None:
+            return True
+        need = round((r.totals["system"] + self.draft_tokens()) * r.calibration)
+        if need <= r.usable:
+            return True
+        self.window.composer.show_warning(
+            f"Not sent: this message is about {need:,} tokens with the system prompt, but "
+            f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "
+            "larger context window in Settings.")
+        return False

@@ -1,0 +1,141 @@
+"""Which settings the next request uses, and the Settings dialog's round trip.
+
+One place resolves settings for the window: every layer (environment, the project's
+`project.json`, the global `settings.json`) is merged by `core.settings.resolve_llm_settings`,
+and a broken layer is an error to show, never a silent fallback to another provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from core.context.calibration import Calibration
+from core.settings import (
+    ENV_API_KEY,
+    LLMSettings,
+    ProviderEntry,
+    SettingsError,
+    SettingsStore,
+    key_env_var,
+    keyring_set,
+    lookup_api_key,
+    resolve_llm_settings,
+)
+from ui.main_window import MainWindow
+from ui.settings_dialog import SettingsDialog
+
+
+class SettingsFlow(QObject):
+    """Signals:
+        changed(): the user saved Settings or reset a remembered limit.
+    Attributes:
+        store: the global settings file.
+        calibration: per-model calibration and the limits providers stated.
+        dialog: the Settings dialog while it is open.
+    """
+
+    changed = Signal()
+
+    def __init__(self, window: MainWindow, store: SettingsStore, calibration: Calibration,
+                 overrides: Callable[[], Mapping[str, Any]]) -> None:
+        super().__init__(window)
+        self.window = window
+        self.store = store
+        self.calibration = calibration
+        self._overrides = overrides
+        self.dialog: SettingsDialog | None = None
+
+    def llm_settings(self) -> LLMSettings:
+        """The settings the next request uses.
+
+        Raises:
+            SettingsError: a layer (environment, project.json, settings.json) is invalid. Never a
+                silent fallback to defaults: that would send to a provider the user did not choose.
+        """
+        g = self.store.load()
+        if self.store.problem:
+            raise SettingsError(
+                f"{self.store.problem}. Fix that file, or save Settings to start over "
+                "(the unreadable file is kept beside it as settings.json.bad)")
+        return resolve_llm_settings(project=self._overrides(), global_settings=g)
+
+    def problem(self) -> str | None:
+        """Why no request can be sent with the current settings, or None."""
+        try:
+            self.llm_settings()
+        except SettingsError as e:
+            return str(e)
+        return None
+
+    def model_label(self) -> str:
+        try:
+            s = self.llm_settings()
+        except SettingsError:
+            return "settings problem"
+        return s.model + (f" @ {s.api_base}" if s.api_base else "")
+
+    def provider_configured(self) -> bool:
+        g = self.store.load()
+        if g.active_provider or g.model:
+            return True
+        try:
+            s = self.llm_settings()
+        except SettingsError:
+            return True  # configured, if wrongly: the problem is shown, not the welcome text
+        return s.sources.get("model") != "default" or bool(lookup_api_key("openai"))
+
+    def open(self) -> None:
+        g = self.store.load()
+        try:
+            s = self.llm_settings()
+        except SettingsError:  # show what the saved provider says; the problem is on screen
+            try:
+                s = resolve_llm_settings(env={}, global_settings=g)
+            except SettingsError:
+                s = LLMSettings()
+        keys = {p: bool(lookup_api_key(p)) for p in ("openai", "anthropic")}
+        self.dialog = SettingsDialog(
+            self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
+            max_output_tokens=s.max_output_tokens, keyring_available=keyring_works(),
+            keys_present=keys, remembered_windows=self.calibration.remembered_windows())
+        self.dialog.accepted.connect(self._on_dialog_accepted)
+        self.dialog.forget_window_requested.connect(self._on_dialog_forget_window_requested)
+        self.dialog.open()
+
+    def _on_dialog_forget_window_requested(self, model: str) -> None:
+        self.calibration.forget_window(model)
+        self.changed.emit()
+
+    def _on_dialog_accepted(self) -> None:
+        assert self.dialog is not None
+        choice = self.dialog.choice()
+        g = self.store.load()
+        entry = ProviderEntry(name=choice.preset.name, model=choice.model,
+                              api_base=choice.api_base, max_output_tokens=choice.max_output_tokens,
+                              key_name=choice.preset.provider)
+        g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
+        g.active_provider = entry.name
+        g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now
+        self.store.save(g, replace_unreadable=True)
+        if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
+            # The variable the key will actually be read from: a custom base URL never gets a
+            # provider's own key (see core.settings.key_for_request).
+            env = ENV_API_KEY if choice.api_base else key_env_var(choice.preset.provider)
+            self.window.show_warning(
+                "Key not saved",
+                f"No system keyring works on this machine, so the key was not saved. Set "
+                f"{env} in your environment and restart Context Workbench.")
+        self.changed.emit()
+
+
+def keyring_works() -> bool:
+    try:
+        import keyring
+        from keyring.backends.fail import Keyring as FailKeyring
+
+        return not isinstance(keyring.get_keyring(), FailKeyring)
+    except Exception:  # noqa: BLE001 - any backend failure means "no keyring here"
+        return False

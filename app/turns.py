@@ -1,0 +1,250 @@
+"""Turns in the window: starting them from the state they need, showing their events.
+
+A turn runs on the engine worker's own thread and loop (app/worker.py), so provider code never
+runs on the window's thread; its events cross back through one signal bridge, in order. Stop
+cancels the turn and the engine keeps the partial answer. A full disk keeps the turn's entries
+on screen and in memory until the notice's Save writes them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.meter import UsageMeter
+from app.settings_flow import SettingsFlow
+from app.worker import EngineWorker, EventBridge, TurnHandle
+from core.engine import (
+    Engine,
+    NothingToRetry,
+    RequestStarted,
+    Retrying,
+    SaveFailed,
+    StoreNotice,
+    StreamText,
+    TurnFinished,
+)
+from core.model import ConversationMessage, Mode
+from core.settings import LLMSettings, SettingsError
+from core.store.errors import StoreError
+from core.store.project import Project
+from ui.main_window import MainWindow
+
+STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
+
+
+class TurnHost(Protocol):
+    """What a turn needs from the window's session (the controller)."""
+
+    project: Project | None
+    engine: Engine | None
+    current_id: str | None
+
+    def mode(self) -> Mode: ...
+    def refresh_usage(self) -> None: ...
+    def refresh_list(self) -> None: ...
+    def forget_draft(self, conv_id: str) -> None: ...
+
+
+class TurnRunner(QObject):
+    """Signals:
+        finished(str): the turn is over: "ok", "error" or "stopped".
+    Attributes:
+        worker: the engine thread; bridge: its events, delivered on the window's thread.
+    """
+
+    finished = Signal(str)
+
+    def __init__(self, window: MainWindow, host: TurnHost, settings_flow: SettingsFlow,
+                 meter: UsageMeter) -> None:
+        super().__init__(window)
+        self.window = window
+        self.host = host
+        self.settings_flow = settings_flow
+        self.meter = meter
+        self.worker = EngineWorker()
+        self.bridge = EventBridge(self)
+        self.bridge.engine_event.connect(self._on_bridge_engine_event)
+        self.bridge.entry.connect(self._on_bridge_entry)
+        self.bridge.finished.connect(self._on_bridge_finished)
+        self._turn: TurnHandle | None = None
+        self._turn_text = ""
+        self._turn_entries = 0
+        self._busy = False
+        self._turn_conv: str | None = None
+        self._turn_status = "error"
+        self._turn_started = 0.0
+        self._turn_model = ""
+        # Entries a full disk kept from being saved, by conversation: shown, saved on request.
+        self._unsaved: dict[str, list[ConversationMessage]] = {}
+        self._turn_notices: list[str] = []  # what the store repaired during the running turn
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(STREAM_FLUSH_MS)
+        self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
+        window.notice_action.connect(self.save_unsaved)
+
+    def busy(self) -> bool:
+        """A turn is running (until its last event has reached the window)."""
+        return self._busy
+
+    def _turn_settings(self) -> LLMSettings | None:
+        """Settings for a turn about to start, or None (and the reason on screen) when no turn
+        may start: a read-only view never sends (nor writes), broken settings never fall back."""
+        host = self.host
+        if self.busy() or host.project is None or host.current_id is None or host.engine is None:
+            return None
+        if host.project.read_only:
+            self.window.set_status(self.settings_flow.model_label(),
+                                   "Read-only: nothing is sent from this window")
+            return None
+        try:
+            return self.settings_flow.llm_settings()
+        except SettingsError as e:
+            self.window.composer.show_warning(f"Not sent: {e}. Open Settings (Ctrl+,) to fix it.")
+            self.window.set_status("settings problem", str(e))
+            return None
+
+    def send(self, text: str) -> None:
+        settings = self._turn_settings()
+        if settings is None or self.host.engine is None or self.host.current_id is None:
+            return
+        if not self.meter.message_fits():
+            return
+        self.window.composer.show_warning(None)
+        self.window.composer.set_text("")
+        self.host.forget_draft(self.host.current_id)
+        self._start(self.host.engine.send(self.host.current_id, text, settings, self.host.mode()),
+                    text)
+
+    def retry(self) -> None:
+        settings = self._turn_settings()
+        if settings is None or self.host.engine is None or self.host.current_id is None:
+            return
+        try:
+            self.host.engine.check_retry(self.host.current_id)
+        except NothingToRetry as e:
+            self.window.set_status(self.settings_flow.model_label(), str(e))
+            return
+        self._start(self.host.engine.retry(self.host.current_id, settings, self.host.mode()))
+
+    def stop(self) -> None:
+        if self._busy and self._turn is not None:
+            self._turn.cancel()
+
+    def _start(self, events: Any, text: str = "") -> None:
+        self._busy = True
+        self._turn_notices = []
+        self._turn_text = text
+        self._turn_entries = 0
+        self._turn_conv = self.host.current_id
+        self._turn_status = "error"
+        self._turn_started = time.monotonic()
+        self.window.composer.set_busy(True)
+        self._turn = self.worker.submit(events, self.bridge.engine_event.emit,
+                                        self.bridge.finished.emit)
+
+    def _on_bridge_engine_event(self, event: object) -> None:
+        if self._turn_conv != self.host.current_id:
+            return  # the user switched away; entries are on disk all the same
+        model = self.window.transcript_model
+        if isinstance(event, StreamText):  # the hot path: hundreds a second
+            row = model.streaming_row() or model.begin_streaming()
+            if not row.text:
+                model.set_stream_note("")
+                self.window.set_status(self._turn_model, "Receiving the answer…")
+            model.add_stream_text(event.text)
+        elif isinstance(event, Retrying):
+            note = f"retrying in {event.delay:.0f} s ({event.attempt} of {event.of}) — Esc stops"
+            model.set_stream_note(note)
+            self.window.set_status(self._turn_model, f"{event.cause} Retrying in "
+                                                     f"{event.delay:.0f} s…")
+        elif isinstance(event, RequestStarted):
+            self._turn_model = event.model
+            model.begin_streaming()
+            self._flush_timer.start()
+            self.window.set_status(event.model, "Waiting for the model…")
+        elif isinstance(event, StoreNotice):
+            self._turn_notices.append(event.text)
+            self.window.set_notice("While saving: " + "; ".join(self._turn_notices) + ".")
+        elif isinstance(event, SaveFailed):
+            self._on_save_failed(event)
+        elif isinstance(event, TurnFinished):
+            self._turn_status = event.status
+
+    def _on_save_failed(self, event: SaveFailed) -> None:
+        if any(m.role == "user" for m in event.unsaved):
+            # Nothing was sent: the message goes back to the box, as typed.
+            self.window.composer.set_text(self._turn_text)
+            self.window.composer.show_warning(
+                f"Not sent: {event.cause}, so your message could not be saved. Free some space "
+                "and send it again.")
+            return
+        assert self._turn_conv is not None
+        self._unsaved.setdefault(self._turn_conv, []).extend(event.unsaved)
+        for msg in event.unsaved:
+            self.window.transcript_model.append_message(msg)
+        self.window.set_notice(event.message, "Save")
+
+    def save_unsaved(self) -> None:
+        """The notice's Save: write what a full disk kept in memory, in order."""
+        if self.host.project is None:
+            return
+        for conv_id, entries in list(self._unsaved.items()):
+            try:
+                self.host.project.conversations.append_many(conv_id, entries)
+            except StoreError as e:
+                self.window.set_notice(f"Still not saved: {e}", "Save")
+                return
+            self.host.project.conversations.clear_partial(conv_id)  # saved: nothing to recover
+            del self._unsaved[conv_id]
+        self.window.set_notice("Saved.")
+
+    def _on_bridge_entry(self, conv_id: str, msg: object) -> None:
+        self._turn_entries += 1
+        if conv_id == self.host.current_id and isinstance(msg, ConversationMessage):
+            self.window.transcript_model.append_message(msg)
+
+    def _on_bridge_finished(self, outcome: str) -> None:
+        status = self._turn_status
+        if outcome == "cancelled":
+            status = "stopped"
+            if (self._turn_entries == 0 and self._turn_text
+                    and self._turn_conv == self.host.current_id):
+                # Stopped before the message was even saved: give the text back, lose nothing.
+                self.window.composer.set_text(self._turn_text)
+        elif outcome == "failed":
+            status = "error"
+        self._flush_timer.stop()
+        self.window.transcript_model.end_streaming()
+        self.window.composer.set_busy(False)
+        self._busy = False
+        took = time.monotonic() - self._turn_started
+        state = {"ok": f"Answered in {took:.1f} s",
+                 "stopped": "Stopped; the partial answer is kept",
+                 "error": "The last request failed; see the error in the conversation"}[status]
+        self.window.set_status(self.settings_flow.model_label(), state)
+        self.host.refresh_list()
+        self.host.refresh_usage()
+        self.finished.emit(status)
+
+    def on_action(self, row: int, action: str) -> None:
+        """An error row's action: Open settings, Retry or Continue."""
+        if action == "settings":
+            self.settings_flow.open()
+            return
+        if row != self.window.transcript_model.rowCount() - 1:
+            self.window.set_status(self.settings_flow.model_label(),
+                                   "Only the latest answer can be continued or retried")
+            return
+        if action == "retry":
+            self.retry()
+        elif action == "continue":
+            self.continue_()
+
+    def continue_(self) -> None:
+        settings = self._turn_settings()
+        if settings is None or self.host.engine is None or self.host.current_id is None:
+            return
+        self._start(self.host.engine.continue_(self.host.current_id, settings, self.host.mode()))
