@@ -1,0 +1,341 @@
+"""How one transcript row looks: its layout, painting, hit-testing and size.
+
+Heights of rows never shown are estimated from their text (cheap); a row's exact layout is made
+when it is painted, kept in a small LRU cache keyed by (row key, row version, width), and if it
+differs from the estimate the view is told once. So opening a 10,000-message conversation costs
+a pass of arithmetic, and scrolling costs only the rows on screen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QFontMetrics,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QTextDocument,
+)
+from PySide6.QtWidgets import (
+    QListView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
+
+from core.model import continuable
+from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
+from ui.transcript_text import (
+    CARD_PREVIEW_LINES,
+    COLLAPSED_LINES,
+    MAX_SHOWN_CHARS,
+    body_text,
+    clip,
+    header_line,
+    truncated,
+)
+
+PAD = 10  # inside a bubble
+GAP = 6  # between bubbles
+SIDE = 12  # bubble to view edge
+CACHE_SIZE = 300
+STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
+
+COLORS = {
+    RowKind.USER: "#e8f0fe",
+    RowKind.ASSISTANT: "#ffffff",
+    RowKind.STREAMING: "#ffffff",
+    RowKind.TOOL: "#f4f4f5",
+    RowKind.ERROR: "#fdecea",
+    RowKind.SYSTEM: "#f7f3e8",
+}
+BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
+SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow"}
+
+
+@dataclass
+class Layout:
+    doc: QTextDocument
+    height: int
+    header: str
+    meta: str
+    footer: str  # "show more" hint, or empty
+    actions: list[tuple[str, str]]  # (action id, label) shown as links under the body
+
+
+class TranscriptDelegate(QStyledItemDelegate):
+    """Signals:
+        action_clicked(int, str): row, action id ("retry", "settings", "toggle").
+    """
+
+    action_clicked = Signal(int, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
+        self._heights: dict[tuple[str, int], tuple[int, int]] = {}  # -> (width, height)
+        self._pending: set[int] = set()
+        self._stream_height = 0
+        self.stream_rect: QRect | None = None  # where the streaming row was last painted
+        self.stream_text_height = 0  # how much of its reserved height the text fills
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._emit_pending)
+
+    # --- sizes -----------------------------------------------------------------------------------
+
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+        row = self._row(index)
+        width = max(200, option.rect.width() or self._view_width())
+        if row.kind is RowKind.STREAMING:
+            if self._stream_height == 0:
+                self._stream_height = self._estimate(row, width, option.fontMetrics)
+            return QSize(width, self._stream_height)
+        key = (row.key, row.version)
+        known = self._heights.get(key)
+        if known is not None and known[0] == width:
+            return QSize(width, known[1])
+        height = self._estimate(row, width, option.fontMetrics)
+        self._heights[key] = (width, height)  # one entry per row: resizing never piles up
+        return QSize(width, height)
+
+    def _row(self, index: QModelIndex | QPersistentModelIndex) -> Row:
+        # A relayout asks every row for its size: reading our own model's list directly skips
+        # a QVariant round trip per row (a third of the cost of a 10,000-row pass).
+        model = index.model()
+        if isinstance(model, TranscriptModel):
+            return model.row(index.row())
+        row: Row = index.data(ROW_ROLE)
+        return row
+
+    def _view_height(self) -> int:
+        view = self.parent()
+        return view.viewport().height() if isinstance(view, QListView) else 400
+
+    def _view_width(self) -> int:
+        view = self.parent()
+        return view.viewport().width() if isinstance(view, QListView) else 600
+
+    def _estimate(self, row: Row, width: int, fm: QFontMetrics) -> int:
+        text_w = max(50, width - 2 * SIDE - 2 * PAD)
+        line_h = fm.lineSpacing()
+        chars_per_line = max(10, text_w // max(1, fm.averageCharWidth()))
+        body = body_text(row)
+        limit = COLLAPSED_LINES if not row.expanded else 10**9
+        if row.kind is RowKind.TOOL and not row.expanded:
+            limit = CARD_PREVIEW_LINES
+        if row.kind is RowKind.SYSTEM and not row.expanded:
+            limit = 2
+        lines = 0
+        for part in body[: MAX_SHOWN_CHARS].split("\n"):
+            lines += max(1, math.ceil(len(part) / chars_per_line))
+            if lines >= limit:
+                lines = limit
+                break
+        extra = line_h if (row.kind is RowKind.ERROR or truncated(row, body)) else 0
+        return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + extra + GAP
+
+    # --- layout ----------------------------------------------------------------------------------
+
+    def layout(self, row: Row, width: int, font: QFont) -> Layout:
+        key = (row.key, row.version, width)
+        lay = self._cache.get(key)
+        if lay is not None:
+            self._cache.move_to_end(key)
+            return lay
+        lay = self._make_layout(row, width, font)
+        self._cache[key] = lay
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return lay
+
+    def _make_layout(self, row: Row, width: int, font: QFont) -> Layout:
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
+        body = body_text(row)
+        shown, hidden_lines = clip(row, body)
+        if row.kind in (RowKind.ASSISTANT, RowKind.STREAMING):
+            doc.setMarkdown(shown)
+        else:
+            doc.setPlainText(shown)
+        doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
+        header, meta = header_line(row)
+        footer = ""
+        if row.kind is RowKind.TOOL:
+            footer = "Show less ▴" if row.expanded else "Show arguments and full result ▾"
+        elif hidden_lines:
+            noun = "line" if hidden_lines == 1 else "lines"
+            footer = f"Show more ▾  ({hidden_lines:,} more {noun})"
+        elif row.expanded and truncated(row, body):
+            footer = "Show less ▴"
+        actions: list[tuple[str, str]] = []
+        if row.kind is RowKind.ERROR and row.message is not None and row.message.error:
+            if continuable(row.message):
+                actions.append(("continue", "Continue"))
+            actions.append(("retry", "Retry"))
+            if row.message.error.type in SETTINGS_CAUSES:
+                actions.append(("settings", "Open settings"))
+        elif row.kind is RowKind.ASSISTANT and continuable(row.message):
+            actions.append(("continue", "Continue (the answer hit the output limit)"))
+        fm = QFontMetrics(font)
+        line_h = fm.lineSpacing()
+        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
+        if footer or actions:
+            height += line_h + 4
+        return Layout(doc, height + GAP, header, meta, footer, actions)
+
+    # --- painting --------------------------------------------------------------------------------
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
+        row = self._row(index)
+        rect = option.rect
+        if row.kind is RowKind.STREAMING:
+            self.stream_rect = QRect(rect)
+            self.stream_text_height = self.layout(row, rect.width(), option.font).height
+        lay = self.layout(row, rect.width(), option.font)
+        est_key = (row.key, row.version)
+        if row.kind is RowKind.STREAMING:
+            # The streaming row's height only grows, a few lines at a time: every change costs
+            # the list a relayout of all rows, so it must not happen on every update.
+            if lay.height > self._stream_height:
+                reserve = max(STREAM_RESERVE_LINES * option.fontMetrics.lineSpacing(),
+                              self._view_height() * 3 // 4)
+                self._stream_height = lay.height + reserve
+                self._pending.add(index.row())
+                self._timer.start(0)
+        elif self._heights.get(est_key) != (rect.width(), lay.height):
+            self._heights[est_key] = (rect.width(), lay.height)
+            self._pending.add(index.row())
+            self._timer.start(0)
+
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
+        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
+        painter.setBrush(QColor(COLORS[row.kind]))
+        painter.drawRoundedRect(bubble, 8, 8)
+        if option.state & QStyle.StateFlag.State_Selected:
+            painter.setPen(option.palette.color(QPalette.ColorRole.Highlight))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(bubble.adjusted(1, 1, -1, -1), 8, 8)
+
+        fm = QFontMetrics(option.font)
+        x, y = bubble.left() + PAD, bubble.top() + PAD
+        bold = QFont(option.font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR else "#18181b"))
+        header_w = bubble.width() - 2 * PAD
+        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
+                         fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3))
+        painter.setFont(option.font)
+        painter.setPen(QColor("#71717a"))
+        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignRight,
+                         lay.meta)
+        y += fm.lineSpacing() + 4
+
+        painter.translate(x, y)
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        ctx.palette.setColor(QPalette.ColorRole.Text, QColor("#18181b"))
+        lay.doc.documentLayout().draw(painter, ctx)
+        painter.translate(-x, -y)
+        y += math.ceil(lay.doc.size().height()) + 4
+
+        link = QColor("#2563eb")
+        painter.setPen(link)
+        lx = x
+        for _, label in lay.actions:
+            painter.drawText(QPoint(lx, y + fm.ascent()), label)
+            lx += fm.horizontalAdvance(label) + 24
+        if lay.footer:
+            painter.setPen(QColor("#52525b"))
+            painter.drawText(QPoint(lx, y + fm.ascent()), lay.footer)
+        painter.restore()
+
+    def _emit_pending(self) -> None:
+        view = self.parent()
+        if not isinstance(view, QListView) or view.model() is None:
+            self._pending.clear()
+            return
+        model = view.model()
+        for r in sorted(self._pending):
+            if r < model.rowCount():
+                self.sizeHintChanged.emit(model.index(r, 0))
+        self._pending.clear()
+
+    # --- clicks ----------------------------------------------------------------------------------
+
+    def hit(self, row: Row, rect: QRect, font: QFont, pos: QPoint) -> str | None:
+        """Which action (or 'toggle') lies under `pos` inside the row's `rect`."""
+        lay = self.layout(row, rect.width(), font)
+        fm = QFontMetrics(font)
+        x = rect.left() + SIDE + PAD
+        y = rect.top() + PAD + fm.lineSpacing() + 4 + math.ceil(lay.doc.size().height()) + 4
+        if y <= pos.y() <= y + fm.lineSpacing():
+            for action, label in lay.actions:
+                w = fm.horizontalAdvance(label)
+                if x <= pos.x() <= x + w:
+                    return action
+                x += w + 24
+            if lay.footer and x <= pos.x() <= x + fm.horizontalAdvance(lay.footer):
+                return "toggle"
+        if pos.y() <= rect.top() + PAD + fm.lineSpacing() + 4 and (
+            row.kind in (RowKind.TOOL, RowKind.SYSTEM) or lay.footer
+        ):
+            return "toggle"  # clicking a card's header opens or closes it
+        return None
+
+    def editorEvent(self, event: QEvent, model: QAbstractItemModel,  # noqa: N802
+                    option: QStyleOptionViewItem,
+                    index: QModelIndex | QPersistentModelIndex) -> bool:
+        if event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent) \
+                and event.button() == Qt.MouseButton.LeftButton:
+            row: Row = index.data(ROW_ROLE)
+            action = self.hit(row, option.rect, option.font, event.position().toPoint())
+            if action:
+                self.action_clicked.emit(index.row(), action)
+                return True
+        return super().editorEvent(event, model, option, index)
+
+    def forget(self) -> None:
+        """Drop every cached layout (a new conversation was loaded)."""
+        self._cache.clear()
+        self._heights.clear()
+        self._stream_height = 0
+
+    def stream_slack(self) -> int:
+        """Room reserved below the streaming text that it does not fill yet."""
+        if not self._stream_height or not self.stream_text_height:
+            return 0
+        return max(0, self._stream_height - self.stream_text_height)
+
+    def stream_ended(self) -> None:
+        self._stream_height = 0
+        self.stream_rect = None
+        self.stream_text_height = 0
+        for key in [k for k in self._cache if k[0] == "streaming"]:
+            del self._cache[key]

@@ -1,0 +1,79 @@
+"""What a transcript row shows as text: its body, how it is clipped, its header line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from ui.transcript_model import Row, RowKind, main_argument
+
+COLLAPSED_LINES = 40  # longer messages show this many lines until expanded
+CARD_PREVIEW_LINES = 3
+PREVIEW_LINE_CHARS = 140  # a card's preview line longer than this is cut with "…"
+MAX_SHOWN_CHARS = 200_000  # an expanded row shows at most this much; Copy gives everything
+
+def body_text(row: Row) -> str:
+    if row.kind is RowKind.TOOL:
+        result = row.result.text() if row.result is not None else ""
+        if not row.expanded:
+            return result if row.result is not None else "(waiting for the result)"
+        args = row.call.function.arguments if row.call else ""
+        try:
+            args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+        return f"Arguments:\n{args}\n\nResult:\n{result}" if row.call else result
+    if row.kind is RowKind.ERROR and row.message is not None and row.message.error is not None:
+        msg = row.message.error.message
+        return f"{msg}\n\nPartial answer kept:\n{row.text}" if row.text else msg
+    return row.text
+
+
+def clip(row: Row, body: str) -> tuple[str, int]:
+    """The text to lay out, and how many lines were left out of it."""
+    if row.expanded:
+        if len(body) > MAX_SHOWN_CHARS:
+            rest = len(body) - MAX_SHOWN_CHARS
+            return body[:MAX_SHOWN_CHARS] + f"\n… {rest:,} more characters (Copy gives all)", 0
+        return body, 0
+    limit = {RowKind.TOOL: CARD_PREVIEW_LINES, RowKind.SYSTEM: 2}.get(row.kind, COLLAPSED_LINES)
+    lines = body.split("\n", limit + 1)
+    width = 400 if row.kind is not RowKind.TOOL else PREVIEW_LINE_CHARS
+    if len(lines) <= limit and all(len(ln) <= width for ln in lines):
+        return body, 0
+    hidden = body.count("\n") + 1 - limit
+    shown = "\n".join(ln if len(ln) <= width else ln[:width] + " …" for ln in lines[:limit])
+    return shown, max(hidden, 1)
+
+
+def truncated(row: Row, body: str) -> bool:
+    return clip(replace(row, expanded=False), body)[1] > 0
+
+
+def header_line(row: Row) -> tuple[str, str]:
+    m = row.message
+    when = m.created_at.astimezone().strftime("%H:%M") if m is not None else ""
+    if row.kind is RowKind.USER:
+        return "You", when
+    if row.kind is RowKind.ASSISTANT:
+        model = f"{m.model} · " if m is not None and m.model else ""
+        resumed = " · resumed after an interruption" if row.resumed else ""
+        return "Assistant", f"{model}{when}{resumed}"
+    if row.kind is RowKind.STREAMING:
+        return "Assistant", row.note or "streaming…"
+    if row.kind is RowKind.SYSTEM:
+        return "System prompt", when
+    if row.kind is RowKind.ERROR:
+        kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"
+        return f"⚠ Error: {kind}", when
+    # tool card
+    if row.call is None:
+        return f"⚙ tool result {m.tool_call_id if m else ''}", when
+    status = "running…"
+    if row.result is not None:
+        st = row.result.status or "ok"
+        status = {"ok": "✓ done", "error": "✗ failed", "aborted": "⊘ aborted"}.get(st, st)
+        if row.result.duration_ms is not None:
+            status += f" · {row.result.duration_ms} ms"
+    arg = main_argument(row.call)
+    return f"⚙ {row.call.function.name}  {arg}", status
