@@ -16,32 +16,31 @@ ended in an error entry (send); 64 a usage mistake; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-from app.term import for_stream
-from core.store.conversations import ConversationStore
-from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
-from core.store.project import Project
+from app.commands import (
+    COMMANDS,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TURN_ERROR,
+    EXIT_USAGE,
+    CliError,
+    cmd_context,
+    cmd_continue,
+    cmd_export,
+    cmd_import,
+    cmd_list,
+    cmd_retry,
+    cmd_send,
+)
+from core.store.errors import StoreError
 
-if TYPE_CHECKING:
-    from core.engine import Engine  # litellm behind it: imported when a command needs it
-
-EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
-COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context")
-
-
-class CliError(Exception):
-    """A failure to report on stderr in one sentence, with an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
-        super().__init__(message)
-        self.code = code
+__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_TURN_ERROR", "EXIT_USAGE", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -152,291 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-# --- commands ----------------------------------------------------------------------------------
-
-
-def cmd_send(args: argparse.Namespace) -> int:
-    text = _read_stdin_text() if args.text == "-" else args.text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
-        raise CliError("the message is not valid UTF-8 text; nothing was sent") from None
-    if "\x00" in text:
-        raise CliError("the message contains NUL bytes (binary data?); nothing was sent")
-    if not text.strip():
-        raise CliError("the message is empty", EXIT_USAGE)
-    return _run_turn(args, "send", text)
-
-
-def cmd_continue(args: argparse.Namespace) -> int:
-    return _run_turn(args, "continue")
-
-
-def cmd_retry(args: argparse.Namespace) -> int:
-    return _run_turn(args, "retry")
-
-
-def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
-    """send / continue / retry: one turn, its answer printed as it streams."""
-    # litellm takes seconds to import: start it now, in parallel with opening the project.
-    from core.llm.runtime import start_background_import
-
-    start_background_import()
-    if args.max_tokens is not None and args.max_tokens <= 0:
-        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
-
-    from core.engine import (
-        NothingToContinue,
-        NothingToRetry,
-        Retrying,
-        SaveFailed,
-        StoreNotice,
-        StreamText,
-        TurnFinished,
-    )
-    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
-
-    project = _open(args.project, create=(action == "send"))
-    if args.timeout is not None and args.timeout <= 0:
-        raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
-    cli_values = {"model": args.model, "api_base": args.api_base,
-                  "max_output_tokens": args.max_tokens, "request_timeout": args.timeout}
-    try:
-        settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
-                                        global_settings=SettingsStore().load())
-    except SettingsError as e:
-        raise CliError(str(e)) from None
-    from core.llm.tokens import encoding_for_model, get_encoding
-
-    threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
-                     daemon=True).start()
-    store = project.conversations
-    _require_writable(project)
-    if getattr(args, "new", False):
-        conv_id = store.create(title=args.title or _title_from(text), model=settings.model).id
-        print(f"conversation {conv_id}", file=sys.stderr)
-    else:
-        conv_id = _resolve(store, args.conversation)
-
-    engine = _engine(project)
-    mode = args.mode or store.meta(conv_id).mode
-    if args.mode and args.mode != store.meta(conv_id).mode:
-        store.update_meta(conv_id, mode=args.mode)
-    if action == "send":
-        events = engine.send(conv_id, text, settings, mode=mode)
-    elif action == "continue":
-        events = engine.continue_(conv_id, settings, mode=mode)
-    else:
-        events = engine.retry(conv_id, settings, mode=mode)
-
-    saved_ok = True
-
-    async def run() -> int:
-        nonlocal saved_ok
-        status = "error"
-        async for event in events:
-            if isinstance(event, StreamText):
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-            elif isinstance(event, StoreNotice):
-                print(f"workbench: warning: {event.text}", file=sys.stderr)
-            elif isinstance(event, SaveFailed):
-                saved_ok = False
-                if event.what == "your message":
-                    print(f"workbench: {event.cause}: your message could not be saved, so "
-                          "nothing was sent", file=sys.stderr)
-                else:
-                    sys.stdout.write("\n")
-                    print(f"workbench: {event.cause}: {event.what} is printed above but could "
-                          "not be saved in the project", file=sys.stderr)
-            elif isinstance(event, Retrying):
-                print(f"workbench: {event.cause} Retrying in {event.delay:.0f} s "
-                      f"(attempt {event.attempt} of {event.of}; Ctrl+C stops)", file=sys.stderr)
-            elif isinstance(event, TurnFinished):
-                status = event.status
-                if status == "ok":
-                    sys.stdout.write("\n")
-                elif event.message.error is not None and saved_ok:
-                    if event.message.text():
-                        sys.stdout.write("\n")
-                    print(f"workbench: {event.message.error.message}", file=sys.stderr)
-        if not saved_ok:
-            return EXIT_FAIL
-        return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
-
-    try:
-        return asyncio.run(run())
-    except (NothingToContinue, NothingToRetry) as e:
-        raise CliError(str(e)) from None
-    finally:
-        project.close()
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    from core.interchange import ImportProblem, parse_openai_messages, read_import_file
-    from core.llm.tokens import TokenCounter
-    from core.settings import SettingsStore, resolve_llm_settings
-
-    try:
-        title, raw = read_import_file(args.file)
-        messages = parse_openai_messages(raw)
-    except ImportProblem as e:
-        raise CliError(f"cannot import: {e}") from None
-    project = _open(args.project, create=True)
-    try:
-        _require_writable(project)
-        settings = resolve_llm_settings(project=project.overrides,
-                                        global_settings=SettingsStore().load())
-        counter = TokenCounter.for_model(settings.model)
-        messages = [counter.with_count(m) for m in messages]
-        meta = project.conversations.import_conversation(args.title or title, messages)
-        print(f"imported {len(messages)} messages as {meta.title!r}", file=sys.stderr)
-        print(meta.id)
-    finally:
-        project.close()
-    return EXIT_OK
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from core.interchange import export_jsonl, export_markdown, export_openai
-
-    project = _open(args.project, create=False, read_only=True)
-    try:
-        conv_id = _resolve(project.conversations, args.conversation)
-        loaded = project.conversations.load(conv_id)
-    finally:
-        project.close()
-    for problem in loaded.problems:
-        print(f"workbench: warning: {problem}", file=sys.stderr)
-    if args.format == "openai":
-        out = export_openai(loaded.messages, loaded.meta.title, loaded.pending_partial)
-    elif args.format == "jsonl":
-        out = export_jsonl(loaded.messages)  # the log itself: the pending text is not in it yet
-    else:
-        out = export_markdown(loaded.messages, loaded.meta.title, loaded.pending_partial)
-    sys.stdout.write(for_stream(out, sys.stdout))
-    sys.stdout.flush()
-    return EXIT_OK
-
-
-def cmd_context(args: argparse.Namespace) -> int:
-    import json
-
-    from core.context.builder import BudgetError
-    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
-
-    if args.budget is not None and args.budget <= 0:
-        raise CliError("--budget must be a positive number of tokens", EXIT_USAGE)
-    project = _open(args.project, create=False, read_only=True)
-    try:
-        conv_id = _resolve(project.conversations, args.conversation)
-        loaded = project.conversations.load(conv_id)
-        try:
-            settings = resolve_llm_settings(
-                cli={"model": args.model, "api_base": args.api_base,
-                     "max_output_tokens": args.max_tokens},
-                project=project.overrides, global_settings=SettingsStore().load())
-        except SettingsError as e:
-            raise CliError(str(e)) from None
-        mode = args.mode or loaded.meta.mode
-        try:
-            built = _engine(project).build(loaded.messages, settings, mode, args.budget)
-        except BudgetError as e:
-            raise CliError(str(e)) from None
-    finally:
-        project.close()
-    if args.json:
-        sys.stdout.write(json.dumps({"messages": built.messages, "tools": built.tools,
-                                     "report": built.report.to_json()},
-                                    indent=2, ensure_ascii=False) + "\n")
-        return EXIT_OK
-    r = built.report
-    print(f"model {r.model} · mode {r.mode} · window {r.window:,} ({r.budget_source}) · "
-          f"usable {r.usable:,} · reserved for the answer {r.reserved_output:,}")
-    if r.budget_note:
-        print(f"note: {r.budget_note}")
-    print(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
-          f"system {r.totals['system']:,}"
-          f", tools {r.totals['tools']:,}, history {r.totals['history']:,}")
-    counts: dict[str, int] = {}
-    for entry in r.entries:
-        counts[entry.decision] = counts.get(entry.decision, 0) + 1
-    print("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
-    position = {m.id: n for n, m in enumerate(loaded.messages, start=1)}
-    for entry in r.entries:
-        if entry.decision != "kept":
-            where = f"#{position[entry.id]}" if entry.id in position else "(new)"
-            print(f"  {where:>6} {entry.decision:<9} {entry.role:<9} {entry.tokens:>7,} tok  "
-                  f"{entry.reason}")
-    for note in r.normalize_notes:
-        print(f"  normalize: {note}")
-    print(f"built in {r.elapsed_ms:.1f} ms; {len(built.messages)} messages would be sent")
-    return EXIT_OK
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    project = _open(args.project, create=False, read_only=True)
-    try:
-        rows = project.conversations.list()
-        pending = {r.id for r in rows if project.conversations.pending_partial(r.id) is not None}
-    finally:
-        project.close()
-    if not rows:
-        print("no conversations yet", file=sys.stderr)
-    for r in rows:
-        when = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        flag = "  [an interrupted answer is pending]" if r.id in pending else ""
-        print(for_stream(
-            f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}{flag}",
-            sys.stdout))
-    return EXIT_OK
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-def _open(path: Path, *, create: bool, read_only: bool = False) -> Project:
-    try:
-        return Project.open(path, create=create, read_only=read_only)
-    except ProjectPathError as e:
-        raise CliError(str(e)) from None
-
-
-def _require_writable(project: Project) -> None:
-    if project.read_only_reason is not None:
-        project.close()
-        raise CliError(project.read_only_reason)
-
-
-def _resolve(store: ConversationStore, conv: str) -> str:
-    try:
-        return store.resolve(conv)
-    except ConversationNotFound as e:
-        raise CliError(str(e)) from None
-
-
-def _engine(project: Project) -> Engine:
-    from core.context.calibration import Calibration
-    from core.context.prompts import PromptComposer
-    from core.engine import Engine
-    from core.settings import SettingsStore
-
-    return Engine(project.conversations, composer=PromptComposer(project.state / "prompts"),
-                  requests_dir=None if project.read_only else project.state / "requests",
-                  calibration=Calibration(SettingsStore().folder / "calibration.json"))
-
-
-def _read_stdin_text() -> str:
-    """The message from standard input, refusing bytes that are not UTF-8 text."""
-    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else \
-        sys.stdin.read().encode("utf-8", "surrogateescape")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise CliError(f"standard input is not UTF-8 text (bad byte at offset {e.start}); "
-                       "nothing was sent") from None
-
-
 def _window_usage_problem(args: list[str]) -> str | None:
     """`workbench [PROJECT_DIR]` opens the window; anything else that is not a command is a
     mistake to report, not a new project folder named after a typo."""
@@ -457,11 +171,6 @@ def _window_usage_problem(args: list[str]) -> str | None:
         return None  # an explicit path: the window creates the project there
     return (f"unknown command {target!r}. To open a new project in a folder of that name, "
             f"give it as a path: workbench ./{target}")
-
-
-def _title_from(text: str) -> str:
-    first = " ".join(text.split())
-    return first[:60] + ("…" if len(first) > 60 else "")
 
 
 if __name__ == "__main__":
