@@ -72,6 +72,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         StoreNotice,
         StreamText,
         TurnFinished,
+        TurnOptions,
     )
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
@@ -102,11 +103,11 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     if args.mode and args.mode != store.meta(conv_id).mode:
         store.update_meta(conv_id, mode=args.mode)
     if action == "send":
-        events = engine.send(conv_id, text, settings, mode=mode)
+        events = engine.send(conv_id, text, settings, TurnOptions(mode=mode))
     elif action == "continue":
-        events = engine.continue_(conv_id, settings, mode=mode)
+        events = engine.continue_(conv_id, settings, TurnOptions(mode=mode))
     else:
-        events = engine.retry(conv_id, settings, mode=mode)
+        events = engine.retry(conv_id, settings, TurnOptions(mode=mode))
 
     saved_ok = True
 
@@ -219,7 +220,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             raise CliError(str(e)) from None
         mode = args.mode or loaded.meta.mode
         try:
-            built = _engine(project).build(loaded.messages, settings, mode, args.budget)
+            built = _engine(project).context.build(conv_id, loaded.messages, settings, mode,
+                                                   args.budget)
         except BudgetError as e:
             raise CliError(str(e)) from None
     finally:
@@ -295,14 +297,10 @@ def _resolve(store: ConversationStore, conv: str) -> str:
 
 
 def _engine(project: Project) -> Engine:
-    from core.context.calibration import Calibration
-    from core.context.prompts import PromptComposer
-    from core.engine import Engine
+    from core.factory import build_engine, calibration_for
     from core.settings import SettingsStore
 
-    return Engine(project.conversations, composer=PromptComposer(project.state / "prompts"),
-                  requests_dir=None if project.read_only else project.state / "requests",
-                  calibration=Calibration(SettingsStore().folder / "calibration.json"))
+    return build_engine(project, calibration_for(SettingsStore()))
 
 
 def _read_stdin_text() -> str:

@@ -18,8 +18,8 @@ from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.context.calibration import Calibration
-from core.context.prompts import PromptComposer
 from core.engine import Engine
+from core.factory import build_engine, context_service
 from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, ErrorInfo, Mode
@@ -130,13 +130,9 @@ class Controller(QObject):
             return False
         self._close_project()
         self.project = project
-        self.engine = Engine(project.conversations, self.client,
-                             on_entry=lambda conv, msg: self.turns.bridge.entry.emit(conv, msg),
-                             composer=PromptComposer(project.state / "prompts"),
-                             requests_dir=project.state / "requests",
-                             calibration=self.calibration)
-        self.meter.engine = Engine(project.conversations, composer=self.engine.composer,
-                                   calibration=self.calibration)
+        self.engine = build_engine(project, self.calibration, self.client)
+        # The meter builds on the window's thread; the turn engine on its own (same policy).
+        self.meter.context = context_service(project, self.calibration)
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from app.settings_flow import SettingsFlow
 from core.context.builder import BudgetError, BuildReport
-from core.engine import Engine
+from core.context.service import ContextService
 from core.llm import runtime
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
@@ -23,7 +23,8 @@ EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), no
 class UsageMeter:
     """Attributes:
         report: the last build's report (None when there is no conversation or no build).
-        engine: builds on the window's thread for the meter (set when a project opens).
+        context: builds on the window's thread for the meter (set when a project opens; the
+            turn engine has its own on its thread, the same policy and code).
     """
 
     def __init__(self, window: MainWindow, settings: SettingsFlow,
@@ -31,7 +32,7 @@ class UsageMeter:
         self.window = window
         self.settings = settings
         self.mode = mode
-        self.engine: Engine | None = None
+        self.context: ContextService | None = None
         self.report: BuildReport | None = None
         self._problem: tuple[str, str] | None = None  # (meter text, why)
 
@@ -39,17 +40,16 @@ class UsageMeter:
                 history: Callable[[], list[ConversationMessage]]) -> None:
         """Rebuild the request the next turn would send (cheap: incremental) and show it."""
         self.report, self._problem = None, None
-        if conv_id is None or self.engine is None:
+        if conv_id is None or self.context is None:
             return
         if not runtime.is_loaded():
             self.window.usage.set_pending("context: waiting for the model library…")
             return
         try:
             settings = self.settings.llm_settings()
-            self.report = self.engine.build(history(), settings, self.mode(),
-                                            conv_id=conv_id).report
+            self.report = self.context.build(conv_id, history(), settings, self.mode()).report
         except BudgetError as e:
-            self._problem = ("context: does not fit", self.engine.budget_message(e, settings))
+            self._problem = ("context: does not fit", self.context.budget_message(e, settings))
         except SettingsError as e:
             self._problem = ("context: settings problem", str(e))
         self.show()
@@ -58,10 +58,10 @@ class UsageMeter:
         text = self.window.composer.text()
         if not text:
             return 0
-        if len(text) > EXACT_DRAFT_CHARS or self.engine is None or self.report is None:
+        if len(text) > EXACT_DRAFT_CHARS or self.context is None or self.report is None:
             return len(text) // 4 + 4
         # Per keystroke: the model comes from the last build, not from settings.json on disk.
-        return self.engine.counter(self.report.model).text(text) + 4
+        return self.context.counter(self.report.model).text(text) + 4
 
     def show(self) -> None:
         meter = self.window.usage

@@ -12,21 +12,26 @@ import time
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QMessageBox
 
 from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.engine import (
     Engine,
+    EntryAppended,
     NothingToRetry,
+    QuestionAsked,
     RequestStarted,
     Retrying,
     SaveFailed,
     StoreNotice,
     StreamText,
     TurnFinished,
+    TurnOptions,
 )
 from core.model import ConversationMessage, Mode
+from core.questions import Question
 from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -67,7 +72,6 @@ class TurnRunner(QObject):
         self.worker = EngineWorker()
         self.bridge = EventBridge(self)
         self.bridge.engine_event.connect(self._on_bridge_engine_event)
-        self.bridge.entry.connect(self._on_bridge_entry)
         self.bridge.finished.connect(self._on_bridge_finished)
         self._turn: TurnHandle | None = None
         self._turn_text = ""
@@ -80,6 +84,8 @@ class TurnRunner(QObject):
         # Entries a full disk kept from being saved, by conversation: shown, saved on request.
         self._unsaved: dict[str, list[ConversationMessage]] = {}
         self._turn_notices: list[str] = []  # what the store repaired during the running turn
+        self._question: Question | None = None  # asked by the running turn, not yet answered
+        self._question_box: QMessageBox | None = None
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STREAM_FLUSH_MS)
         self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
@@ -115,7 +121,7 @@ class TurnRunner(QObject):
         self.window.composer.show_warning(None)
         self.window.composer.set_text("")
         self.host.forget_draft(self.host.current_id)
-        self._start(self.host.engine.send(self.host.current_id, text, settings, self.host.mode()),
+        self._start(self.host.engine.send(self.host.current_id, text, settings, self._options()),
                     text)
 
     def retry(self) -> None:
@@ -127,7 +133,10 @@ class TurnRunner(QObject):
         except NothingToRetry as e:
             self.window.set_status(self.settings_flow.model_label(), str(e))
             return
-        self._start(self.host.engine.retry(self.host.current_id, settings, self.host.mode()))
+        self._start(self.host.engine.retry(self.host.current_id, settings, self._options()))
+
+    def _options(self) -> TurnOptions:
+        return TurnOptions(mode=self.host.mode())
 
     def stop(self) -> None:
         if self._busy and self._turn is not None:
@@ -165,13 +174,32 @@ class TurnRunner(QObject):
             model.begin_streaming()
             self._flush_timer.start()
             self.window.set_status(event.model, "Waiting for the model…")
+        elif isinstance(event, EntryAppended):
+            self._turn_entries += 1
+            model.append_message(event.message)
         elif isinstance(event, StoreNotice):
             self._turn_notices.append(event.text)
             self.window.set_notice("While saving: " + "; ".join(self._turn_notices) + ".")
         elif isinstance(event, SaveFailed):
             self._on_save_failed(event)
+        elif isinstance(event, QuestionAsked):
+            self._ask(event.question)
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
+
+    def _ask(self, question: Question) -> None:
+        self._close_question()
+        self._question = question
+        self._question_box = self.window.ask(question.text, question.detail, question.choices,
+                                             question.answer)
+
+    def _close_question(self) -> None:
+        """The turn ended or moved on: a question still open is withdrawn and its box closed."""
+        if self._question is not None and not self._question.answered:
+            self._question.withdraw()
+        if self._question_box is not None:
+            self._question_box.close()
+        self._question, self._question_box = None, None
 
     def _on_save_failed(self, event: SaveFailed) -> None:
         if any(m.role == "user" for m in event.unsaved):
@@ -201,11 +229,6 @@ class TurnRunner(QObject):
             del self._unsaved[conv_id]
         self.window.set_notice("Saved.")
 
-    def _on_bridge_entry(self, conv_id: str, msg: object) -> None:
-        self._turn_entries += 1
-        if conv_id == self.host.current_id and isinstance(msg, ConversationMessage):
-            self.window.transcript_model.append_message(msg)
-
     def _on_bridge_finished(self, outcome: str) -> None:
         status = self._turn_status
         if outcome == "cancelled":
@@ -217,6 +240,7 @@ class TurnRunner(QObject):
         elif outcome == "failed":
             status = "error"
         self._flush_timer.stop()
+        self._close_question()
         self.window.transcript_model.end_streaming()
         self.window.composer.set_busy(False)
         self._busy = False
@@ -247,4 +271,4 @@ class TurnRunner(QObject):
         settings = self._turn_settings()
         if settings is None or self.host.engine is None or self.host.current_id is None:
             return
-        self._start(self.host.engine.continue_(self.host.current_id, settings, self.host.mode()))
+        self._start(self.host.engine.continue_(self.host.current_id, settings, self._options()))

@@ -18,13 +18,11 @@ from PySide6.QtCore import QObject, Signal
 
 class EventBridge(QObject):
     """Signals (emitted from the worker thread, delivered on the window's thread):
-        engine_event(object): an engine event.
-        entry(str, object): a log entry was persisted (conversation id, message).
+        engine_event(object): an engine event (entries arrive as EntryAppended, like the rest).
         finished(str): the turn is over: "done", "cancelled" or "failed".
     """
 
     engine_event = Signal(object)
-    entry = Signal(str, object)
     finished = Signal(str)
 
 

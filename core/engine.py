@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from core.context.budget import resolve_budget
-from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
+from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
-from core.context.prompts import PromptComposer
+from core.context.prompts import PromptComposer, RunContext
+from core.context.service import ContextService
 from core.llm.adapter import (
     Finished,
     LLMClient,
@@ -29,8 +29,9 @@ from core.llm.adapter import (
     Usage,
 )
 from core.llm.errors import ContextOverflow, LLMError
-from core.llm.tokens import TokenCounter, encoding_for_model
+from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
+from core.questions import Question
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
@@ -117,13 +118,43 @@ class SaveFailed:
 
 
 @dataclass(frozen=True)
+class RequestBuilt:
+    """The request about to be sent, with its build report (again after an overflow rebuild)."""
+
+    request: BuiltRequest
+
+
+@dataclass(frozen=True)
+class QuestionAsked:
+    """The turn waits for the user: answer with `question.answer(choice)` from any thread."""
+
+    question: Question
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """How a turn runs, beyond the conversation and the settings.
+
+    Attributes:
+        mode: the system prefix (chat, agent, run); the history is the same in every mode.
+        run_context: in run mode, the workflow's directive and the active step's brief.
+    """
+
+    mode: Mode = "chat"
+    run_context: RunContext | None = None
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     status: Literal["ok", "error", "stopped"]
     message: ConversationMessage
 
 
-EngineEvent = (EntryAppended | StreamText | RequestStarted | Retrying | StoreNotice | SaveFailed
-               | TurnFinished)
+EngineEvent = (EntryAppended | StreamText | RequestBuilt | RequestStarted | Retrying | StoreNotice
+               | SaveFailed | QuestionAsked | TurnFinished)
+
+
+DEFAULT_TURN = TurnOptions()
 
 
 class Engine:
@@ -139,35 +170,30 @@ class Engine:
         store: ConversationStore,
         client: LLMClient | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
-        on_entry: Callable[[str, ConversationMessage], None] | None = None,
         composer: PromptComposer | None = None,
         requests_dir: Path | None = None,
         calibration: Calibration | None = None,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
+        context: ContextService | None = None,
     ) -> None:
         self.store = store
-        self.on_entry = on_entry
-        self.composer = composer or PromptComposer()
+        self.context = context or ContextService(store, composer, calibration, counter_for)
+        self.composer = self.context.composer
+        self.calibration = self.context.calibration
         self.requests_dir = requests_dir
-        self._build_caches: dict[str, BuildCache] = {}
-        self.calibration = calibration
         self.retry_delays = retry_delays
         self.client = client or LLMClient()
-        self._counter_for = counter_for
-        self._counters: dict[str, TokenCounter] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
-        enc = encoding_for_model(model)
-        if enc not in self._counters:
-            self._counters[enc] = self._counter_for(model)
-        return self._counters[enc]
+        return self.context.counter(model)
 
     async def send(
-        self, conv_id: str, text: str, settings: LLMSettings, mode: Mode = "chat"
+        self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN
     ) -> AsyncIterator[EngineEvent]:
         """Append the user's message and stream the answer."""
         counter = self.counter(settings.model)
-        user = counter.with_count(ConversationMessage(role="user", content=text, mode=mode))
+        user = counter.with_count(ConversationMessage(role="user", content=text,
+                                                      mode=options.mode))
         saved = True
         for event in self._persist(conv_id, user, "your message"):
             saved = saved and not isinstance(event, SaveFailed)
@@ -175,11 +201,11 @@ class Engine:
         if not saved:  # nothing was sent: the message goes back to the user, untouched
             yield TurnFinished("error", user)
             return
-        async for event in self.respond(conv_id, settings, mode):
+        async for event in self.respond(conv_id, settings, options):
             yield event
 
     async def continue_(
-        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN
     ) -> AsyncIterator[EngineEvent]:
         """Resume the answer the last entry holds (a stopped, cut or interrupted one).
 
@@ -203,12 +229,12 @@ class Engine:
             raise NothingToContinue("The conversation does not end in an unfinished answer.")
         assert last is not None
         cause = last.error.type.replace("_", " ") if last.error else "output token limit"
-        async for event in self.respond(conv_id, settings, mode, continues=last.id,
+        async for event in self.respond(conv_id, settings, options, continues=last.id,
                                         instruction=CONTINUE_INSTRUCTION.format(cause=cause)):
             yield event
 
     async def retry(
-        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat"
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN
     ) -> AsyncIterator[EngineEvent]:
         """Run the failed request again from scratch: the error entries at the end of the log
         stay there (nothing is rewritten) but are left out of the new request.
@@ -217,7 +243,7 @@ class Engine:
             NothingToRetry: the conversation does not end in a failed answer.
         """
         self.check_retry(conv_id)
-        async for event in self.respond(conv_id, settings, mode, drop_trailing_errors=True):
+        async for event in self.respond(conv_id, settings, options, drop_trailing_errors=True):
             yield event
 
     def check_retry(self, conv_id: str) -> None:
@@ -228,11 +254,14 @@ class Engine:
                 "again; send a new message instead.")
 
     async def respond(
-        self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
         drop_trailing_errors: bool = False, continues: str | None = None,
         instruction: str | None = None,
     ) -> AsyncIterator[EngineEvent]:
-        """Stream an answer to the conversation as it stands on disk."""
+        """One step: build the request from the conversation as it stands on disk, send it
+        (with automatic retries and overflow rebuilds), persist the answer. A tool loop calls
+        it again after appending the tools' results."""
+        mode = options.mode
         if not self.store.writable:  # a read-only view never sends: it could not keep the answer
             raise ReadOnlyError(self.store.read_only_reason or "the project is read-only")
         counter = self.counter(settings.model)
@@ -242,7 +271,8 @@ class Engine:
                 history.pop()
         started = time.monotonic()
         try:
-            built = self.build(history, settings, mode, conv_id=conv_id)
+            built = self.context.build(conv_id, history, settings, mode,
+                                       run_context=options.run_context)
         except BudgetError as e:
             info = ErrorInfo(type="context_overflow", message=self.budget_message(e, settings),
                              retryable=False)
@@ -254,6 +284,7 @@ class Engine:
         notes: list[str] = []
         copies = _RequestCopies(self, conv_id, notes)
         copies.add(built)
+        yield RequestBuilt(built)
         messages = built.messages
         if instruction:
             messages = [*messages, {"role": "user", "content": instruction}]
@@ -308,8 +339,9 @@ class Engine:
                     if e.limit and self.calibration is not None:
                         self.calibration.remember_window(settings.model, e.limit)
                     try:
-                        smaller = self.build(history, settings, mode, conv_id=conv_id,
-                                             known_window=window)
+                        smaller = self.context.build(conv_id, history, settings, mode,
+                                                     known_window=window,
+                                                     run_context=options.run_context)
                     except BudgetError as budget:
                         raise ContextOverflow(
                             f"The provider accepts {window:,} tokens for {settings.model}, and "
@@ -325,6 +357,7 @@ class Engine:
                     overflows += 1
                     built = smaller
                     copies.add(built)
+                    yield RequestBuilt(built)
                     messages = built.messages + ([{"role": "user", "content": instruction}]
                                                  if instruction else [])
                     request = replace(request, messages=messages)
@@ -365,7 +398,9 @@ class Engine:
                 yield event
             yield TurnFinished("error", entry)
             return
-        except (asyncio.CancelledError, GeneratorExit):
+        except (asyncio.CancelledError, GeneratorExit) as stop:
+            # Stop: the partial answer is kept as a "stopped" entry and reported like any other
+            # (the turn then ends normally). A generator being closed cannot report: it raises.
             copies.start()  # written in the background; nobody waits for them now
             info = ErrorInfo(type="stopped", message="Stopped by you. The partial answer is kept.",
                              retryable=True, partial=bool(parts))
@@ -373,10 +408,21 @@ class Engine:
                                       continues)
             try:
                 self._append(conv_id, entry)
-            except StoreError:
-                # Nothing can be shown any more; the sidecar keeps the text for the next open.
+            except StoreError as e:
+                # The sidecar keeps the text for the next open.
                 self._write_partial(conv_id, parts, settings, mode, continues, [])
-            raise
+                if isinstance(stop, GeneratorExit):
+                    raise
+                cause = e.cause if isinstance(e, StoreWriteError) else str(e)
+                yield SaveFailed(SAVE_FAILED.format(what="the partial answer", cause=cause),
+                                 [entry], "the partial answer", cause)
+                yield TurnFinished("stopped", entry)
+                return
+            if isinstance(stop, GeneratorExit):
+                raise
+            yield EntryAppended(entry)
+            yield TurnFinished("stopped", entry)
+            return
 
         if self.calibration is not None and usage and usage.get("prompt_tokens"):
             self.calibration.observe(settings.model, built.report.used, int(usage["prompt_tokens"]))
@@ -422,25 +468,9 @@ class Engine:
         usable_override: int | None = None, conv_id: str | None = None,
         known_window: int | None = None,
     ) -> BuiltRequest:
-        """The request the next turn would send (also what `workbench context` prints).
-
-        With `conv_id`, the candidates of the previous build are reused, so a build after an
-        append only looks at what is new."""
-        cache = None
-        if conv_id is not None:
-            cache = self._build_caches.setdefault(conv_id, BuildCache())
-        factor = self.calibration.factor(settings.model) if self.calibration else 1.0
-        window = settings.context_window
-        if conv_id is not None:
-            window = self.store.meta(conv_id).context_window or window  # the most specific
-        if known_window is None and self.calibration is not None:
-            known_window = self.calibration.window(settings.model)
-        budget = resolve_budget(settings.model, settings.max_output_tokens,
-                                window_override=window, known_window=known_window,
-                                usable_override=usable_override, calibration=factor)
-        return build_request(history, mode, model=settings.model, budget=budget,
-                             counter=self.counter(settings.model), composer=self.composer,
-                             cache=cache)
+        """The request for `history` (see ContextService.build)."""
+        return self.context.build(conv_id, history, settings, mode, usable_override,
+                                  known_window)
 
     def _error_entry(
         self,
@@ -494,8 +524,6 @@ class Engine:
         problems = self.store.append(conv_id, msg)
         if msg.role == "assistant":
             self.store.clear_partial(conv_id)  # the answer is an entry now
-        if self.on_entry is not None:
-            self.on_entry(conv_id, msg)
         return problems
 
     def _write_partial(self, conv_id: str, parts: list[str], settings: LLMSettings, mode: Mode,
@@ -532,11 +560,7 @@ class Engine:
         return asyncio.get_running_loop().run_in_executor(None, save)
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
-        remembered = self.calibration.window(settings.model) if self.calibration else None
-        if remembered is None:
-            return str(e)
-        return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
-                "earlier for this model; if that is wrong, reset it in Settings.")
+        return self.context.budget_message(e, settings)
 
 
 class _RequestCopies:

@@ -5,6 +5,8 @@ It owns no data and does no I/O: the app's controller fills it and listens to it
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
@@ -210,6 +212,25 @@ class MainWindow(QMainWindow):
         self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
+
+    def ask(self, text: str, detail: str, choices: tuple[str, ...],
+            on_answer: Callable[[str], None]) -> QMessageBox:
+        """A question that does not block the window (the engine waits, not the screen): the
+        chosen button's label goes to `on_answer`. Returns the box, to close if withdrawn."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Context Workbench asks", text,
+                          QMessageBox.StandardButton.NoButton, self)
+        box.setInformativeText(detail)
+        buttons = {}
+        for n, choice in enumerate(choices):
+            role = (QMessageBox.ButtonRole.AcceptRole if n == 0
+                    else QMessageBox.ButtonRole.RejectRole)
+            buttons[box.addButton(choice, role)] = choice
+        if buttons:  # Esc or closing the box picks the last choice (the safe one: "Deny")
+            box.setEscapeButton(list(buttons)[-1])
+        box.buttonClicked.connect(lambda button: on_answer(buttons[button]))
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.show()
+        return box
 
     def show_error(self, title: str, text: str) -> None:
         QMessageBox.critical(self, title, text)

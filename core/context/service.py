@@ -1,0 +1,109 @@
+"""The one context service: which window applies, and the request the next turn would send.
+
+The turn engine, the window's meter, `workbench context` and (next) the Context Inspector all
+ask it, so what they show is what is sent. It owns the budget policy, highest first:
+
+    the conversation's own context_window > the settings' (CLI, environment, project, global)
+    > a limit the provider stated when it refused a request > litellm's model map > a default
+
+and one incremental build cache per conversation (a few are kept; the least recently built
+conversation's cache goes first, so visiting many large conversations does not pile them up).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+from core.context.budget import Budget, resolve_budget
+from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
+from core.context.calibration import Calibration
+from core.context.prompts import PromptComposer, RunContext
+from core.llm.tokens import TokenCounter, encoding_for_model
+from core.model import ConversationMessage, Mode
+from core.settings import LLMSettings
+from core.store.conversations import ConversationStore
+
+CACHED_CONVERSATIONS = 4
+
+
+class ContextService:
+    """Attributes:
+        store: the project's conversations (for each conversation's own settings and history).
+        composer: the system prompt templates (with the project's overrides).
+        calibration: per-model calibration and provider-stated limits (optional).
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        composer: PromptComposer | None = None,
+        calibration: Calibration | None = None,
+        counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
+    ) -> None:
+        self.store = store
+        self.composer = composer or PromptComposer()
+        self.calibration = calibration
+        self._counter_for = counter_for
+        self._counters: dict[str, TokenCounter] = {}
+        self._caches: OrderedDict[str, BuildCache] = OrderedDict()
+
+    def counter(self, model: str | None) -> TokenCounter:
+        enc = encoding_for_model(model)
+        if enc not in self._counters:
+            self._counters[enc] = self._counter_for(model)
+        return self._counters[enc]
+
+    def budget(self, conv_id: str | None, settings: LLMSettings,
+               usable_override: int | None = None, known_window: int | None = None) -> Budget:
+        """The budget for the conversation's next request (the policy in the module's doc)."""
+        window = settings.context_window
+        if conv_id is not None:
+            window = self.store.meta(conv_id).context_window or window  # the most specific
+        if known_window is None and self.calibration is not None:
+            known_window = self.calibration.window(settings.model)
+        factor = self.calibration.factor(settings.model) if self.calibration else 1.0
+        return resolve_budget(settings.model, settings.max_output_tokens,
+                              window_override=window, known_window=known_window,
+                              usable_override=usable_override, calibration=factor)
+
+    def build(
+        self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,
+        mode: Mode = "chat", usable_override: int | None = None,
+        known_window: int | None = None, run_context: RunContext | None = None,
+    ) -> BuiltRequest:
+        """The request for `history` (the conversation's log, or what a Retry would resend).
+
+        With `conv_id`, the candidates of the previous build are reused, so a build after an
+        append only looks at what is new.
+
+        Raises:
+            BudgetError: not even the system prompt and the latest user message fit.
+        """
+        budget = self.budget(conv_id, settings, usable_override, known_window)
+        return build_request(history, mode, model=settings.model, budget=budget,
+                             counter=self.counter(settings.model), composer=self.composer,
+                             cache=self._cache(conv_id), run_context=run_context)
+
+    def preview(self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
+                usable_override: int | None = None) -> BuiltRequest:
+        """The request the conversation's next turn would send, as it stands on disk."""
+        history = self.store.load(conv_id).messages
+        return self.build(conv_id, history, settings, mode, usable_override)
+
+    def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
+        """Why nothing fits, with the way out when a remembered provider limit is the cause."""
+        remembered = self.calibration.window(settings.model) if self.calibration else None
+        if remembered is None:
+            return str(e)
+        return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
+                "earlier for this model; if that is wrong, reset it in Settings.")
+
+    def _cache(self, conv_id: str | None) -> BuildCache | None:
+        if conv_id is None:
+            return None
+        cache = self._caches.pop(conv_id, None) or BuildCache()
+        self._caches[conv_id] = cache
+        while len(self._caches) > CACHED_CONVERSATIONS:
+            self._caches.popitem(last=False)
+        return cache

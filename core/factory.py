@@ -1,0 +1,31 @@
+"""One way to assemble the core for a project, for the window and the command line alike."""
+
+from __future__ import annotations
+
+from core.context.calibration import Calibration
+from core.context.prompts import PromptComposer
+from core.context.service import ContextService
+from core.engine import Engine
+from core.llm.adapter import LLMClient
+from core.settings import SettingsStore
+from core.store.project import Project
+
+
+def calibration_for(settings: SettingsStore) -> Calibration:
+    """Per-model calibration and provider-stated limits, beside the global settings."""
+    return Calibration(settings.folder / "calibration.json")
+
+
+def context_service(project: Project, calibration: Calibration | None = None) -> ContextService:
+    """The context service for `project` (its prompt overrides, the shared calibration)."""
+    return ContextService(project.conversations, PromptComposer(project.state / "prompts"),
+                          calibration)
+
+
+def build_engine(project: Project, calibration: Calibration | None = None,
+                 client: LLMClient | None = None) -> Engine:
+    """The turn engine for `project`: its context service, and request copies kept in
+    `.workbench/requests/` unless the project is read-only."""
+    return Engine(project.conversations, client,
+                  requests_dir=None if project.read_only else project.state / "requests",
+                  context=context_service(project, calibration))
