@@ -152,6 +152,8 @@ class Controller(QObject):
         else:
             self.window.transcript_model.set_messages([])
         self._refresh_status()  # the project's own settings may name another model
+        if not project.read_only:
+            self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
             self._first_run = False
             QTimer.singleShot(0, self.open_settings)

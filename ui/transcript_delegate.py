@@ -143,7 +143,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         line_h = fm.lineSpacing()
         chars_per_line = max(10, text_w // max(1, fm.averageCharWidth()))
         body = body_text(row)
-        limit = COLLAPSED_LINES if not row.expanded else 10**9
+        unclipped = row.expanded or row.kind is RowKind.STREAMING
+        limit = COLLAPSED_LINES if not unclipped else 10**9
         if row.kind is RowKind.TOOL and not row.expanded:
             limit = CARD_PREVIEW_LINES
         if row.kind is RowKind.SYSTEM and not row.expanded:
@@ -177,7 +178,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
         body = body_text(row)
         shown, hidden_lines = clip(row, body)
-        if row.kind in (RowKind.ASSISTANT, RowKind.STREAMING):
+        if row.kind is RowKind.ASSISTANT:  # while streaming, plain text: cheap at 30 Hz
             doc.setMarkdown(shown)
         else:
             doc.setPlainText(shown)
@@ -192,7 +193,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         elif row.expanded and truncated(row, body):
             footer = "Show less ▴"
         actions: list[tuple[str, str]] = []
-        if row.kind is RowKind.ERROR and row.message is not None and row.message.error:
+        if row.superseded:
+            pass  # only the latest answer can be continued or retried
+        elif row.kind is RowKind.ERROR and row.message is not None and row.message.error:
             if continuable(row.message):
                 actions.append(("continue", "Continue"))
             actions.append(("retry", "Retry"))
@@ -235,8 +238,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
-        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
-        painter.setBrush(QColor(COLORS[row.kind]))
+        stopped = _stopped(row)  # the user's own Stop is not a failure: no red
+        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7") if not stopped else "#d4d4d8"))
+        painter.setBrush(QColor(COLORS[row.kind] if not stopped else "#f4f4f5"))
         painter.drawRoundedRect(bubble, 8, 8)
         if option.state & QStyle.StateFlag.State_Selected:
             painter.setPen(option.palette.color(QPalette.ColorRole.Highlight))
@@ -248,7 +252,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         bold = QFont(option.font)
         bold.setBold(True)
         painter.setFont(bold)
-        painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR else "#18181b"))
+        painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR and not stopped
+                              else "#18181b"))
         header_w = bubble.width() - 2 * PAD
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
                          fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3))
@@ -339,3 +344,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         self.stream_text_height = 0
         for key in [k for k in self._cache if k[0] == "streaming"]:
             del self._cache[key]
+
+
+def _stopped(row: Row) -> bool:
+    m = row.message
+    return row.kind is RowKind.ERROR and m is not None and m.error is not None \
+        and m.error.type == "stopped"

@@ -45,6 +45,7 @@ class Row:
     expanded: bool = False
     note: str = ""  # shown in a streaming row's header (e.g. "retrying in 5 s")
     resumed: bool = False  # the row joins an answer and its continuation(s)
+    superseded: bool = False  # rows came after it: its Continue / Retry no longer apply
     version: int = 0  # bumped on every change: part of the delegate's layout cache key
 
     def copy_text(self) -> str:
@@ -175,6 +176,9 @@ class TranscriptModel(QAbstractListModel):
                        if r.call is not None and r.result is None}
         for r in self._rows:
             r.expanded = r.key in self._expanded
+            r.superseded = True
+        if self._rows:
+            self._rows[-1].superseded = False
         self.endResetModel()
 
     def append_message(self, m: ConversationMessage) -> None:
@@ -187,6 +191,11 @@ class TranscriptModel(QAbstractListModel):
             self._cards.pop(call.id if call is not None else "", None)
             idx = self.index(i)
             self.dataChanged.emit(idx, idx)
+        if added and self._rows and not self._rows[-1].superseded:
+            last = self._rows[-1]  # a later row stands after it now: no more actions on it
+            last.superseded = True
+            last.version += 1
+            self.dataChanged.emit(self.index(len(self._rows) - 1), self.index(len(self._rows) - 1))
         if added:
             first = len(self._rows)
             self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)

@@ -11,6 +11,7 @@ COLLAPSED_LINES = 40  # longer messages show this many lines until expanded
 CARD_PREVIEW_LINES = 3
 PREVIEW_LINE_CHARS = 140  # a card's preview line longer than this is cut with "…"
 MAX_SHOWN_CHARS = 200_000  # an expanded row shows at most this much; Copy gives everything
+LONG_LINE_CHARS = 4000  # a collapsed message's single line longer than this is cut at a word
 
 def body_text(row: Row) -> str:
     if row.kind is RowKind.TOOL:
@@ -30,20 +31,27 @@ def body_text(row: Row) -> str:
 
 
 def clip(row: Row, body: str) -> tuple[str, int]:
-    """The text to lay out, and how many lines were left out of it."""
-    if row.expanded:
+    """The text to lay out, and how many lines were left out of it. The answer being streamed
+    is never clipped: its end is what the user is reading."""
+    if row.expanded or row.kind is RowKind.STREAMING:
         if len(body) > MAX_SHOWN_CHARS:
             rest = len(body) - MAX_SHOWN_CHARS
             return body[:MAX_SHOWN_CHARS] + f"\n… {rest:,} more characters (Copy gives all)", 0
         return body, 0
     limit = {RowKind.TOOL: CARD_PREVIEW_LINES, RowKind.SYSTEM: 2}.get(row.kind, COLLAPSED_LINES)
     lines = body.split("\n", limit + 1)
-    width = 400 if row.kind is not RowKind.TOOL else PREVIEW_LINE_CHARS
+    width = LONG_LINE_CHARS if row.kind is not RowKind.TOOL else PREVIEW_LINE_CHARS
     if len(lines) <= limit and all(len(ln) <= width for ln in lines):
         return body, 0
     hidden = body.count("\n") + 1 - limit
-    shown = "\n".join(ln if len(ln) <= width else ln[:width] + " …" for ln in lines[:limit])
+    shown = "\n".join(ln if len(ln) <= width else _cut(ln, width) for ln in lines[:limit])
     return shown, max(hidden, 1)
+
+
+def _cut(line: str, width: int) -> str:
+    """`line` shortened to about `width` characters, at a space when there is one nearby."""
+    space = line.rfind(" ", width * 3 // 4, width)
+    return line[: space if space > 0 else width] + " …"
 
 
 def truncated(row: Row, body: str) -> bool:
@@ -65,6 +73,8 @@ def header_line(row: Row) -> tuple[str, str]:
         return "System prompt", when
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"
+        if kind == "stopped":
+            return "⏹ Stopped by you", when
         return f"⚠ Error: {kind}", when
     # tool card
     if row.call is None:

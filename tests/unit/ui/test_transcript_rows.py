@@ -1,0 +1,49 @@
+"""What transcript rows show: never a cut word in a finished paragraph, the whole answer while it
+streams, the user's Stop as a stop (not a failure), actions only on the latest answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.model import ConversationMessage, ErrorInfo
+from ui.transcript_model import Row, RowKind, TranscriptModel
+from ui.transcript_text import clip, header_line
+
+pytestmark = pytest.mark.gui
+
+PARAGRAPH = " ".join(f"word{i}" for i in range(200))  # about 1,400 characters, one line
+
+
+def test_a_long_finished_paragraph_is_shown_whole() -> None:
+    row = Row(RowKind.ASSISTANT, "a", text=PARAGRAPH)
+    shown, hidden = clip(row, PARAGRAPH)
+    assert shown == PARAGRAPH and hidden == 0
+
+
+def test_a_huge_single_line_is_cut_at_a_word() -> None:
+    line = " ".join(["lorem"] * 2000)
+    shown, hidden = clip(Row(RowKind.ASSISTANT, "a", text=line), line)
+    assert hidden >= 1 and shown.endswith("lorem …")
+
+
+def test_the_streaming_row_is_never_clipped() -> None:
+    text = "\n".join(f"line {i}" for i in range(500))
+    shown, hidden = clip(Row(RowKind.STREAMING, "streaming", text=text), text)
+    assert shown == text and hidden == 0
+
+
+def test_a_stop_reads_as_a_stop() -> None:
+    stopped = ConversationMessage(role="assistant", kind="error", content="half",
+                                  error=ErrorInfo(type="stopped", message="Stopped by you."))
+    title, _ = header_line(Row(RowKind.ERROR, stopped.id, message=stopped, text="half"))
+    assert title == "⏹ Stopped by you" and "Error" not in title
+
+
+def test_only_the_latest_row_keeps_its_actions(qtbot) -> None:
+    failed = ConversationMessage(role="assistant", kind="error", content="",
+                                 error=ErrorInfo(type="provider_error", message="boom"))
+    model = TranscriptModel()
+    model.set_messages([ConversationMessage(role="user", content="q"), failed])
+    assert not model.rows()[-1].superseded
+    model.append_message(ConversationMessage(role="assistant", content="retried fine"))
+    assert model.rows()[1].superseded and not model.rows()[2].superseded
