@@ -132,7 +132,7 @@ class Controller(QObject):
         self.project = project
         self.engine = build_engine(project, self.calibration, self.client)
         # The meter builds on the window's thread; the turn engine on its own (same policy).
-        self.meter.context = context_service(project, self.calibration)
+        self.meter.context = context_service(project, self.calibration, ask_servers=False)
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)

@@ -100,7 +100,9 @@ class SettingsFlow(QObject):
         self.dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
             max_output_tokens=s.max_output_tokens, keyring_available=keyring_works(),
-            keys_present=keys, remembered_windows=self.calibration.remembered_windows())
+            keys_present=keys, remembered_windows=self.calibration.remembered_windows(),
+            context_window=s.context_window if s.sources.get("context_window") == "global"
+            else None)
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.forget_window_requested.connect(self._on_dialog_forget_window_requested)
         self.dialog.open()
@@ -115,6 +117,7 @@ class SettingsFlow(QObject):
         g = self.store.load()
         entry = ProviderEntry(name=choice.preset.name, model=choice.model,
                               api_base=choice.api_base, max_output_tokens=choice.max_output_tokens,
+                              context_window=choice.context_window,
                               key_name=choice.preset.provider)
         g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
         g.active_provider = entry.name

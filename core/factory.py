@@ -16,10 +16,12 @@ def calibration_for(settings: SettingsStore) -> Calibration:
     return Calibration(settings.folder / "calibration.json")
 
 
-def context_service(project: Project, calibration: Calibration | None = None) -> ContextService:
-    """The context service for `project` (its prompt overrides, the shared calibration)."""
+def context_service(project: Project, calibration: Calibration | None = None,
+                    ask_servers: bool = True) -> ContextService:
+    """The context service for `project` (its prompt overrides, the shared calibration).
+    `ask_servers=False` for the window's thread: it never waits on a server."""
     return ContextService(project.conversations, PromptComposer(project.state / "prompts"),
-                          calibration)
+                          calibration, ask_servers=ask_servers)
 
 
 def build_engine(project: Project, calibration: Calibration | None = None,

@@ -63,6 +63,7 @@ class ProviderEntry(BaseModel):
     model: str
     api_base: str | None = None
     max_output_tokens: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)  # None: from the model or server
     key_name: str | None = None  # the keyring entry holding this provider's key
 
 

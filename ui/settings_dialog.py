@@ -51,6 +51,7 @@ class SettingsChoice:
     api_base: str | None
     max_output_tokens: int
     api_key: str | None
+    context_window: int | None = None  # None: from the model's server or litellm
 
 
 class SettingsDialog(QDialog):
@@ -73,6 +74,7 @@ class SettingsDialog(QDialog):
         keyring_available: bool,
         keys_present: dict[str, bool],
         remembered_windows: dict[str, int] | None = None,
+        context_window: int | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -90,6 +92,14 @@ class SettingsDialog(QDialog):
         self.max_tokens = QSpinBox(self)
         self.max_tokens.setRange(16, 1_000_000)
         self.max_tokens.setValue(max_output_tokens)
+        self.context_window = QSpinBox(self)
+        self.context_window.setRange(0, 10_000_000)
+        self.context_window.setSingleStep(1024)
+        self.context_window.setSpecialValueText("automatic (the server's or litellm's figure)")
+        self.context_window.setValue(context_window or 0)
+        self.context_window.setToolTip(
+            "The model's input window in tokens. Automatic asks a local server (vLLM, "
+            "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong.")
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
@@ -106,6 +116,7 @@ class SettingsDialog(QDialog):
         form.addRow("Model", self.model)
         form.addRow("Base URL", self.api_base)
         form.addRow("Max output tokens", self.max_tokens)
+        form.addRow("Context window", self.context_window)
         form.addRow("API key", self.api_key)
         form.addRow("", self.key_note)
         buttons = QDialogButtonBox(
@@ -163,6 +174,7 @@ class SettingsDialog(QDialog):
             api_base=self.api_base.text().strip() or None,
             max_output_tokens=self.max_tokens.value(),
             api_key=key,
+            context_window=self.context_window.value() or None,
         )
 
     def _on_preset_changed(self, _index: int) -> None:

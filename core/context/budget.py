@@ -15,7 +15,8 @@ class Budget:
     window: the model's input limit in tokens.
     reserved_output: kept free for the answer (max output tokens).
     safety: margin for counting differences between us and the provider.
-    source: where `window` came from: "litellm", "override", "provider" or "default".
+    source: where `window` came from: "override" (conversation or settings), "server" (the
+        server said), "provider" (stated in an overflow error), "litellm" or "default".
     note: a sentence for the user when the figure is a guess.
     """
 
@@ -56,6 +57,7 @@ def resolve_budget(
     window_override: int | None = None,
     usable_override: int | None = None,
     known_window: int | None = None,
+    server_window: int | None = None,
     calibration: float = 1.0,
 ) -> Budget:
     """The budget for one build.
@@ -67,6 +69,8 @@ def resolve_budget(
         return Budget(usable_override, 0, 0, "override", calibration=calibration)
     if window_override:
         window, source, note = window_override, "override", None
+    elif server_window:
+        window, source, note = server_window, "server", None
     elif known_window:
         window, source = known_window, "provider"
         note = f"the provider stated a limit of {known_window:,} tokens for {model}"
@@ -78,6 +82,8 @@ def resolve_budget(
             window, source = DEFAULT_WINDOW, "default"
             note = (f"litellm does not know {model!r}; assuming a {DEFAULT_WINDOW:,}-token window. "
                     "Set context_window in the project settings if yours is larger.")
-    reserved = min(max_output_tokens, window // 2)
+    # A guessed window keeps more of itself for the request: half of 8,192 reserved for an
+    # answer left a whole agent session under 4,000 tokens.
+    reserved = min(max_output_tokens, window // (4 if source == "default" else 2))
     safety = max(MIN_SAFETY, int(window * SAFETY_FRACTION))
     return Budget(window, reserved, safety, source, note, calibration)

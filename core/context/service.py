@@ -4,6 +4,7 @@ The turn engine, the window's meter, `workbench context` and (next) the Context 
 ask it, so what they show is what is sent. It owns the budget policy, highest first:
 
     the conversation's own context_window > the settings' (CLI, environment, project, global)
+    > what the model's server says (vLLM, llama.cpp, LM Studio, Ollama; asked once)
     > a limit the provider stated when it refused a request > litellm's model map > a default
 
 and one incremental build cache per conversation (a few are kept; the least recently built
@@ -19,6 +20,7 @@ from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer, RunContext
+from core.context.server_window import cached_window, server_window
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings
@@ -40,7 +42,11 @@ class ContextService:
         composer: PromptComposer | None = None,
         calibration: Calibration | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
+        ask_servers: bool = True,
     ) -> None:
+        """`ask_servers`: False for builds on the window's thread, which use only what a server
+        already said (the engine's thread asks)."""
+        self.ask_servers = ask_servers
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
@@ -62,10 +68,15 @@ class ContextService:
             window = self.store.meta(conv_id).context_window or window  # the most specific
         if known_window is None and self.calibration is not None:
             known_window = self.calibration.window(settings.model)
+        served = None
+        if not window and usable_override is None:
+            ask = server_window if self.ask_servers else cached_window
+            served = ask(settings.api_base, settings.model)
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0
         return resolve_budget(settings.model, settings.max_output_tokens,
                               window_override=window, known_window=known_window,
-                              usable_override=usable_override, calibration=factor)
+                              server_window=served, usable_override=usable_override,
+                              calibration=factor)
 
     def build(
         self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,

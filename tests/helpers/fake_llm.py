@@ -103,6 +103,8 @@ class FakeLLMServer:
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        # Paths that answer with model information (GET, or POST for Ollama's /api/show).
+        self.info: dict[str, Any] = {}
         self.first_request = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -148,7 +150,25 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
             pass
 
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            """Model information endpoints (`server.info[path] = {...}`), else 404."""
+            self._info()
+
+        def _info(self) -> None:
+            info = server.info.get(self.path.split("?")[0])
+            payload = json.dumps(info if info is not None else {"error": "not found"}).encode()
+            self.send_response(200 if info is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(payload)
+
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            if not self.path.endswith("/chat/completions"):  # e.g. Ollama's POST /api/show
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._info()
+                return
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             try:

@@ -222,3 +222,24 @@ def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_di
     assert dialog.windows.count() == 0
     assert Calibration(SettingsStore().folder / "calibration.json").remembered_windows() == {}
     dialog.reject()
+
+
+def test_settings_set_the_context_window_and_the_meter_follows(qtbot, qloop, project_dir: Path,
+                                                               monkeypatch) -> None:
+    from core.llm.runtime import load_litellm
+    from core.settings import SettingsStore
+
+    load_litellm()
+    monkeypatch.delenv("WORKBENCH_MODEL")
+    monkeypatch.delenv("WORKBENCH_API_BASE")
+    window, controller = open_window(qtbot, project_dir)
+    controller.open_settings()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    dialog.preset.setCurrentIndex(3)  # an OpenAI-compatible server: litellm cannot know it
+    dialog.context_window.setValue(32_000)
+    dialog.accept()
+    saved = SettingsStore().load()
+    assert saved.provider(saved.active_provider).context_window == 32_000
+    report = controller.meter.report
+    assert report is not None and report.window == 32_000 and report.budget_source == "override"

@@ -1,0 +1,110 @@
+"""Asking a local or OpenAI-compatible server how long a context its model takes.
+
+litellm's map knows hosted models; a model served by vLLM, llama.cpp, LM Studio or Ollama is
+unknown to it, yet the server says its context length. It is asked once per (address, model)
+and remembered for the process; a server that does not say (or does not answer within a
+second) is remembered as not saying, so nothing is asked twice.
+
+    vLLM, and servers copying it   GET  <base>/models            data[].max_model_len
+    LM Studio                      GET  <root>/api/v0/models/<m>  loaded_context_length
+    llama.cpp                      GET  <root>/props              default_generation_settings.n_ctx
+    Ollama                         POST <root>/api/show {model}   num_ctx, else *.context_length
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+TIMEOUT_S = 1.0
+_lock = threading.Lock()
+_known: dict[tuple[str, str], int | None] = {}
+
+
+def cached_window(api_base: str | None, model: str) -> int | None:
+    """What the server said before (no network): for builds on the window's thread."""
+    if not api_base:
+        return None
+    with _lock:
+        return _known.get((api_base.rstrip("/"), model))
+
+
+def server_window(api_base: str | None, model: str) -> int | None:
+    """The context length the server at `api_base` states for `model` (asked once)."""
+    if not api_base:
+        return None
+    key = (api_base.rstrip("/"), model)
+    with _lock:
+        if key in _known:
+            return _known[key]
+    found = _ask(key[0], model)
+    with _lock:
+        _known[key] = found
+    return found
+
+
+def forget_all() -> None:
+    """Ask again next time (a server was reconfigured; also for tests)."""
+    with _lock:
+        _known.clear()
+
+
+def _ask(base: str, model: str) -> int | None:
+    name = model.split("/", 1)[1] if "/" in model else model
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    for ask in (_vllm, _lm_studio, _llama_cpp, _ollama):
+        try:
+            value = ask(base, root, name)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            value = None
+        if value:
+            return value
+    return None
+
+
+def _vllm(base: str, root: str, name: str) -> int | None:
+    data = _get(f"{base}/models")
+    for entry in data.get("data") or []:
+        if isinstance(entry, dict) and entry.get("id") == name and entry.get("max_model_len"):
+            return int(entry["max_model_len"])
+    return None
+
+
+def _lm_studio(base: str, root: str, name: str) -> int | None:
+    data = _get(f"{root}/api/v0/models/{name}")
+    value = data.get("loaded_context_length") or data.get("max_context_length")
+    return int(value) if value else None
+
+
+def _llama_cpp(base: str, root: str, name: str) -> int | None:
+    data = _get(f"{root}/props")
+    n_ctx = (data.get("default_generation_settings") or {}).get("n_ctx")
+    return int(n_ctx) if n_ctx else None
+
+
+def _ollama(base: str, root: str, name: str) -> int | None:
+    data = _post(f"{root}/api/show", {"model": name})
+    for line in str(data.get("parameters") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "num_ctx":
+            return int(parts[1])
+    info = data.get("model_info") or {}
+    lengths = [int(v) for k, v in info.items() if k.endswith(".context_length")]
+    return max(lengths) if lengths else None
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - user's server
+        data = json.loads(response.read(1_000_000))
+    return data if isinstance(data, dict) else {}
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+        data = json.loads(response.read(1_000_000))
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,69 @@
+"""The context window a model's own server states is asked once and applies to the budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.context import server_window
+from core.context.service import ContextService
+from core.settings import LLMSettings
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, FakeLLMServer
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> None:
+    server_window.forget_all()
+
+
+def settings(server: FakeLLMServer, window: int | None = None) -> LLMSettings:
+    return LLMSettings(model=MODEL, api_base=server.url, max_output_tokens=1000,
+                       context_window=window)
+
+
+@pytest.mark.parametrize("path, body, expected", [
+    ("/v1/models", {"data": [{"id": "other", "max_model_len": 4096},
+                             {"id": "test-model", "max_model_len": 32768}]}, 32768),
+    ("/api/v0/models/test-model", {"loaded_context_length": 16384}, 16384),
+    ("/props", {"default_generation_settings": {"n_ctx": 8000}}, 8000),
+    ("/api/show", {"parameters": "temperature 0.7\nnum_ctx 12288",
+                   "model_info": {"llama.context_length": 131072}}, 12288),
+])
+def test_each_kind_of_server_states_its_window(project: Project, llm_server, path, body,
+                                               expected) -> None:
+    llm_server.info[path] = body
+    conv = project.conversations.create()
+    service = ContextService(project.conversations)
+    budget = service.budget(conv.id, settings(llm_server))
+    assert (budget.window, budget.source) == (expected, "server")
+    assert llm_server.requests == []  # asking never counts as (or costs) a chat request
+
+
+def test_the_server_is_asked_once_and_the_window_thread_never_asks(project: Project,
+                                                                   llm_server) -> None:
+    conv = project.conversations.create()
+    window_thread = ContextService(project.conversations, ask_servers=False)
+    assert window_thread.budget(conv.id, settings(llm_server)).source != "server"
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
+    engine_thread = ContextService(project.conversations)
+    assert engine_thread.budget(conv.id, settings(llm_server)).window == 8000
+    del llm_server.info["/props"]  # a second ask would find nothing now
+    assert engine_thread.budget(conv.id, settings(llm_server)).window == 8000
+    assert window_thread.budget(conv.id, settings(llm_server)).window == 8000  # what it said
+
+
+def test_settings_and_the_conversation_outrank_the_server(project: Project, llm_server) -> None:
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
+    conv = project.conversations.create()
+    service = ContextService(project.conversations)
+    assert service.budget(conv.id, settings(llm_server, window=20000)).window == 20000
+    project.conversations.update_meta(conv.id, context_window=3000)
+    assert service.budget(conv.id, settings(llm_server, window=20000)).window == 3000
+
+
+def test_an_unknown_model_keeps_most_of_a_guessed_window_for_the_request(project: Project) -> None:
+    conv = project.conversations.create()
+    budget = ContextService(project.conversations).budget(
+        conv.id, LLMSettings(model="openai/never-heard-of-it", max_output_tokens=4096))
+    assert budget.source == "default" and budget.reserved_output == 2048
+    assert budget.usable > 5500
