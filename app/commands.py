@@ -247,7 +247,8 @@ def cmd_context(args: argparse.Namespace) -> int:
     for entry in r.entries:
         if entry.decision != "kept":
             where = f"#{position[entry.id]}" if entry.id in position else "(new)"
-            print(f"  {where:>6} {entry.decision:<9} {entry.role:<9} {entry.tokens:>7,} tok  "
+            tokens = entry.tokens_before if entry.tokens_before is not None else entry.tokens
+            print(f"  {where:>6} {entry.decision:<10} {entry.role:<9} {tokens:>7,} tok  "
                   f"{entry.reason}")
     for note in r.normalize_notes:
         print(f"  normalize: {note}")

@@ -44,14 +44,30 @@ class BudgetError(ValueError):
         self.usable = usable
 
 
+DECISIONS = ("kept", "previewed", "referenced", "summarized", "digested", "dropped", "excluded",
+             "synthetic")
+
+
 @dataclass
 class EntryDecision:
+    """What one log entry became in the request.
+
+    Attributes:
+        decision: kept | previewed | referenced | summarized | digested (a stage changed or
+            replaced it) | dropped (left out to fit) | excluded (never a candidate: switched off,
+            a notice, an old system entry, a failed attempt a retry replaced) | synthetic.
+        tokens: what it costs in the request (0 when left out); tokens_before: as logged.
+        stage: the stage that decided, when one did.
+    """
+
     id: str
     role: str
     kind: str
-    decision: str  # kept | dropped | synthetic
+    decision: str
     reason: str
     tokens: int
+    stage: str = ""
+    tokens_before: int | None = None
 
 
 @dataclass
@@ -92,7 +108,8 @@ class BuildReport:
         data["normalize_notes"] = list(self.normalize_notes)
         data["stages"] = [dict(s) for s in self.stages]
         data["entries"] = [{"id": e.id, "role": e.role, "kind": e.kind, "decision": e.decision,
-                            "reason": e.reason, "tokens": e.tokens} for e in self.entries]
+                            "reason": e.reason, "tokens": e.tokens, "stage": e.stage,
+                            "tokens_before": e.tokens_before} for e in self.entries]
         data["percent"] = round(self.percent, 1)
         return data
 
@@ -103,7 +120,9 @@ class _Decisions:
     def __init__(self, excluded: list[tuple[ConversationMessage, str]],
                  cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
                  keep: list[bool], reasons: dict[int, str], kept_items: list[int],
-                 counter: TokenCounter, synthetic: list[Any]) -> None:
+                 counter: TokenCounter, synthetic: list[Any],
+                 staged: dict[str, tuple[str, str, str, int]] | None = None) -> None:
+        self.staged = staged or {}  # id -> (decision, reason, stage, tokens before)
         self.excluded = list(excluded)
         self.cands = cands[:]
         self.units, self.keep, self.reasons = units, keep, reasons
@@ -115,18 +134,27 @@ class _Decisions:
     def entries(self) -> list[EntryDecision]:
         if self._entries is not None:
             return self._entries
-        out = [EntryDecision(m.id, m.role, m.kind, "dropped", why, self.counter.message(m))
+        out = [EntryDecision(m.id, m.role, m.kind, _excluded_decision(why), why, 0,
+                             tokens_before=self.counter.message(m))
                for m, why in self.excluded]
         reason_of = {i: self.reasons.get(n, DEFAULT_DROP_REASON)
                      for n, u in enumerate(self.units) if not self.keep[n] for i in u.items}
         for i, (m, tokens) in enumerate(self.cands):
+            staged = self.staged.get(m.id)
             if i in self.kept:
+                if staged is not None:
+                    decision, why, stage, before = staged
+                    out.append(EntryDecision(m.id, m.role, m.kind, decision, why, tokens, stage,
+                                             before))
+                    continue
                 why = ("error entry sent with an LLM_ERROR block" if m.kind == "error"
                        else "fits the budget")
-                out.append(EntryDecision(m.id, m.role, m.kind, "kept", why, tokens))
+                out.append(EntryDecision(m.id, m.role, m.kind, "kept", why, tokens,
+                                         tokens_before=tokens))
             else:
                 out.append(EntryDecision(m.id, m.role, m.kind, "dropped",
-                                         reason_of.get(i, "over budget"), tokens))
+                                         reason_of.get(i, "over budget"), 0,
+                                         tokens_before=tokens))
         for note in self.synthetic:
             out.append(EntryDecision("", "tool", "message", "synthetic", note.reason, 0))
         self._entries = out
@@ -161,6 +189,8 @@ class BuildCache:
                     and all(map(operator.is_, history[:n], self.history)))
         if reusable and 0 < n < len(history) and _superseded(history[n - 1], history[n]):
             reusable = False  # a Retry's answer arrived: the failed attempt before it leaves
+        if reusable and any(m.covers for m in history[n:]):
+            reusable = False  # a summary arrived: what it covers leaves the candidates
         if not reusable:
             self.history, self.cands, self.excluded, self.units = [], [], [], []
             self.encoding = counter.encoding_name
@@ -168,16 +198,21 @@ class BuildCache:
         before = len(self.cands)
         enc = counter.encoding_name
         append = self.cands.append
+        covered = {c: m.id for m in history if m.covers and m.include_in_context
+                   and m.kind == "summary" for c in m.covers} if n == 0 else {}
         last = len(history) - 1
         for i in range(n, len(history)):
             m = history[i]
             kind = m.kind
             # The common case first, inline: an ordinary entry whose count is stored with it.
-            if kind == "message" and m.include_in_context and m.role != "system":
+            if kind == "message" and m.include_in_context and m.role != "system" \
+                    and m.id not in covered:
                 tokens = m.token_counts.get(enc)
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue
             reason = _excluded(m)
+            if reason is None and m.id in covered:
+                reason = f"{SUMMARIZED}: covered by summary {covered[m.id][:8]}"
             if reason is None and kind == "error" and i < last and \
                     _superseded(m, history[i + 1]):
                 reason = "a failed attempt that a later answer replaced (Retry)"
@@ -256,18 +291,36 @@ def build_request(
 
     # 1b. compression stages, when usage passes the trigger (each may shorten entries)
     fixed_tokens = system_tokens + tools_tokens + REPLY_PRIMER
+    staged: dict[str, tuple[str, str, str, int]] = {}
     if stages and fixed_tokens + sum(u.tokens for u in units) > TRIGGER * budget.usable_ours:
+        originals = {m.id: (m, tokens) for m, tokens in cands}
         entries = [m for m, _ in cands]
         target = int(TARGET * budget.usable_ours) - fixed_tokens
         for stage in stages:
             t = time.perf_counter()
             result = stage.compress(entries, target, counter)
-            entries = result.entries
+            # The contract's rule, enforced: a changed entry is counted afresh (a copy keeps
+            # the original's cached counts, which would make the change save nothing).
+            entries = [m if originals.get(m.id, (None, 0))[0] is m or not m.token_counts
+                       else m.model_copy(update={"token_counts": {}}) for m in result.entries]
+            for entry_id, action, why in result.decisions:
+                before = originals[entry_id][1] if entry_id in originals else 0
+                decision = action if action in DECISIONS else "previewed"
+                staged[entry_id] = (decision, why, stage.name, before)
             report.stages.append({"name": stage.name, "ms": _ms(t),
                                   "changed": len(result.decisions)})
-        if entries != [m for m, _ in cands]:
+        if any(m is not originals.get(m.id, (None, 0))[0] for m in entries) or \
+                len(entries) != len(originals):
+            excluded = cache.excluded  # left out before any stage: still in the report
             cache = BuildCache()  # a compressed view is not the log: build it afresh
-            cache.prepare([m for m, _ in cache.excluded] + entries, counter)
+            cache.prepare(entries, counter)
+            cache.excluded = excluded + cache.excluded
+            kept_ids = {m.id for m in entries}
+            for m, tokens in originals.values():  # replaced by a stage (e.g. a summary)
+                if m.id not in kept_ids:
+                    decision, why, stage_name, _ = staged.get(
+                        m.id, ("summarized", "replaced by a stage", "", tokens))
+                    cache.excluded.append((m, f"{decision}: {why} ({stage_name})"))
             cands, units = cache.cands, cache.units
 
     # 2. trim to budget
@@ -296,7 +349,7 @@ def build_request(
         raise BudgetError(used, budget.usable_ours)
 
     report._decide = _Decisions(cache.excluded, cands, units, keep, reasons, kept_items,
-                                counter, [n for n in notes if n.action == "synthetic"])
+                                counter, [n for n in notes if n.action == "synthetic"], staged)
     report.normalize_notes = [f"{n.action}: {n.reason}" for n in notes]
     history_tokens = used - fixed
     report.totals = {"system": system_tokens, "tools": tools_tokens,
@@ -309,6 +362,16 @@ def build_request(
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+SUMMARIZED = "summarized"
+
+
+def _excluded_decision(reason: str) -> str:
+    """An entry left out before trimming: summarized (a summary or stage replaced it) or
+    excluded (switched off, a notice, an old system entry, a superseded attempt)."""
+    head = reason.split(":", 1)[0]
+    return head if head in DECISIONS and head not in ("kept", "dropped") else "excluded"
 
 
 def _superseded(m: ConversationMessage, following: ConversationMessage) -> bool:

@@ -108,7 +108,7 @@ def test_error_entries_are_sent_with_an_llm_error_block_and_system_entries_are_n
     assert "old imported prompt" not in str(built.messages)
     assert built.messages[-1]["content"].startswith("Half an ans")
     assert "[LLM_ERROR type=network]" in built.messages[-1]["content"]
-    reasons = [e.reason for e in built.report.entries if e.decision == "dropped"]
+    reasons = [e.reason for e in built.report.entries if e.decision == "excluded"]
     assert any("old system entry" in r for r in reasons)
 
 
@@ -182,3 +182,44 @@ def test_compression_stages_run_past_the_trigger_and_are_reported() -> None:
     calm = build_request(history, "chat", model="gpt-4o", budget=Budget(full * 10, 0, 0, "x"),
                          counter=COUNTER, composer=PromptComposer(), stages=[ShortenTools()])
     assert not any(s["name"] == "shorten-tools" for s in calm.report.stages)  # under the trigger
+
+
+def test_a_stage_that_shortens_copies_saves_tokens_and_keeps_excluded_entries_reported() -> None:
+    from core.context.stages import CompressionStage, StageResult
+
+    class Preview(CompressionStage):  # does not reset the copies' cached counts
+        name = "preview"
+
+        def compress(self, entries, target_tokens, counter):  # noqa: ANN001, ANN201
+            out, decisions = [], []
+            for m in entries:
+                if m.role == "tool":
+                    m = m.model_copy(update={"content": m.text()[:20]})
+                    decisions.append((m.id, "previewed", "head of a long output"))
+                out.append(m)
+            return StageResult(out, decisions)
+
+    history = log([{"role": "system", "content": "an old imported prompt"},
+                   *make_conversation(10, seed=2, tool_output_chars=2000)])
+    history = [COUNTER.with_count(m) for m in history]  # counts cached, as in the log
+    full = build(history, 10**7).report.used
+    built = build_request(history, "chat", model="gpt-4o", budget=Budget(full, 0, 0, "x"),
+                          counter=COUNTER, composer=PromptComposer(), stages=[Preview()])
+    assert built.report.used < full // 2  # the shortened copies really cost less
+    decisions = {e.decision for e in built.report.entries}
+    assert "previewed" in decisions and "excluded" in decisions  # the old system entry stays
+    previewed = [e for e in built.report.entries if e.decision == "previewed"]
+    assert all(e.stage == "preview" and e.tokens < (e.tokens_before or 0) for e in previewed)
+
+
+def test_a_summary_replaces_what_it_covers() -> None:
+    history = log(make_conversation(6, seed=4, tool_output_chars=300))
+    covered = [m.id for m in history[1:6]]
+    summary = ConversationMessage(role="system", kind="summary", covers=covered,
+                                  content="Summary of the first rounds: files a, b changed.")
+    built = build([*history, summary], 10**6)
+    sent = str(built.messages)
+    assert "Summary of the first rounds" in sent
+    by_id = {e.id: e for e in built.report.entries}
+    assert all(by_id[i].decision == "summarized" for i in covered)
+    assert all(history[k].text() not in sent for k in range(1, 6) if history[k].text())
