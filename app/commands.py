@@ -231,28 +231,10 @@ def cmd_context(args: argparse.Namespace) -> int:
                                      "report": built.report.to_json()},
                                     indent=2, ensure_ascii=False) + "\n")
         return EXIT_OK
-    r = built.report
-    print(f"model {r.model} · mode {r.mode} · window {r.window:,} ({r.budget_source}) · "
-          f"usable {r.usable:,} · reserved for the answer {r.reserved_output:,}")
-    if r.budget_note:
-        print(f"note: {r.budget_note}")
-    print(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
-          f"system {r.totals['system']:,}"
-          f", tools {r.totals['tools']:,}, history {r.totals['history']:,}")
-    counts: dict[str, int] = {}
-    for entry in r.entries:
-        counts[entry.decision] = counts.get(entry.decision, 0) + 1
-    print("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
-    position = {m.id: n for n, m in enumerate(loaded.messages, start=1)}
-    for entry in r.entries:
-        if entry.decision != "kept":
-            where = f"#{position[entry.id]}" if entry.id in position else "(new)"
-            tokens = entry.tokens_before if entry.tokens_before is not None else entry.tokens
-            print(f"  {where:>6} {entry.decision:<10} {entry.role:<9} {tokens:>7,} tok  "
-                  f"{entry.reason}")
-    for note in r.normalize_notes:
-        print(f"  normalize: {note}")
-    print(f"built in {r.elapsed_ms:.1f} ms; {len(built.messages)} messages would be sent")
+    from core.context.report_text import cli_lines
+
+    positions = {m.id: n for n, m in enumerate(loaded.messages, start=1)}
+    print("\n".join(cli_lines(built.report, positions, len(built.messages))))
     return EXIT_OK
 
 

@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 from app.settings_flow import SettingsFlow
 from core.context.builder import BudgetError, BuildReport
+from core.context.report_text import tooltip_lines, usage_state
 from core.context.service import ContextService
 from core.llm import runtime
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
 from ui.main_window import MainWindow
 
-WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
 
 
@@ -72,25 +72,8 @@ class UsageMeter:
             return
         draft = round(self.draft_tokens() * r.calibration)
         used = r.provider_estimate + draft
-        state = "over" if used > r.usable else "warning" if used > WARNING_AT * r.usable else \
-            "normal"
-        lines = [
-            f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
-            f"  system prompt   {r.totals['system']:>9,}",
-            f"  tools           {r.totals['tools']:>9,}",
-            f"  history         {r.totals['history']:>9,}",
-            f"  your draft      {draft:>9,}",
-            f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
-            f"({r.budget_source})",
-        ]
-        if r.calibration != 1.0:
-            lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
-        if r.budget_note:
-            lines.append(r.budget_note)
-        dropped = sum(1 for e in r.entries if e.decision == "dropped") if state != "normal" else 0
-        if dropped:
-            lines.append(f"{dropped:,} older entries are left out to fit")
-        meter.set_usage(used, r.usable, state, "\n".join(lines))
+        meter.set_usage(used, r.usable, usage_state(used, r.usable),
+                        "\n".join(tooltip_lines(r, draft)))
 
     def message_fits(self) -> bool:
         """A message the model cannot take even alone: say so instead of sending it."""

@@ -215,6 +215,9 @@ def test_view_follows_the_stream_only_when_the_user_was_at_the_bottom(
     llm_server.script(Answer("streamed line\n\n" * 60, chunks=["streamed line\n\n"] * 60, delay=0.03))
     type_and_send(qtbot, window, "one more")
     wait_for_streamed_text(qloop, window, 100)
+    grown = bar.maximum()
+    wait_for_streamed_text(qloop, window, 300)
+    run_until(qloop, lambda: bar.maximum() > grown and window.transcript.at_bottom())  # follows
     bar.triggerAction(QAbstractSlider.SliderAction.SliderToMinimum)  # the user scrolls up
     wait_for_streamed_text(qloop, window, 500)
     assert bar.value() == 0  # left where the user put it

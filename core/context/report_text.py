@@ -1,0 +1,62 @@
+"""Build reports in words: the one place that formats them, for the meter's tooltip, the CLI's
+`workbench context` and (next) the Context Inspector, so they never tell different stories."""
+
+from __future__ import annotations
+
+from core.context.builder import BuildReport
+
+WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
+
+
+def usage_state(used: int, usable: int) -> str:
+    """normal | warning (past the compaction trigger) | over."""
+    return "over" if used > usable else "warning" if used > WARNING_AT * usable else "normal"
+
+
+def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
+    """The meter's breakdown: what the next request would use, the draft included."""
+    used = r.provider_estimate + draft
+    lines = [
+        f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
+        f"  system prompt   {r.totals['system']:>9,}",
+        f"  tools           {r.totals['tools']:>9,}",
+        f"  history         {r.totals['history']:>9,}",
+        f"  your draft      {draft:>9,}",
+        f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
+        f"({r.budget_source})",
+    ]
+    if r.calibration != 1.0:
+        lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
+    if r.budget_note:
+        lines.append(r.budget_note)
+    if usage_state(used, r.usable) != "normal":
+        dropped = sum(1 for e in r.entries if e.decision == "dropped")
+        if dropped:
+            lines.append(f"{dropped:,} older entries are left out to fit")
+    return lines
+
+
+def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> list[str]:
+    """`workbench context`: the budget, the totals, and every entry that was not kept as is."""
+    lines = [
+        f"model {r.model} · mode {r.mode} · window {r.window:,} ({r.budget_source}) · "
+        f"usable {r.usable:,} · reserved for the answer {r.reserved_output:,}",
+    ]
+    if r.budget_note:
+        lines.append(f"note: {r.budget_note}")
+    lines.append(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
+                 f"system {r.totals['system']:,}, tools {r.totals['tools']:,}, "
+                 f"history {r.totals['history']:,}")
+    counts: dict[str, int] = {}
+    for entry in r.entries:
+        counts[entry.decision] = counts.get(entry.decision, 0) + 1
+    lines.append("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
+    for entry in r.entries:
+        if entry.decision != "kept":
+            where = f"#{positions[entry.id]}" if entry.id in positions else "(new)"
+            tokens = entry.tokens_before if entry.tokens_before is not None else entry.tokens
+            lines.append(f"  {where:>6} {entry.decision:<10} {entry.role:<9} {tokens:>7,} tok  "
+                         f"{entry.reason}")
+    lines += [f"  normalize: {note}" for note in r.normalize_notes]
+    lines.append(f"built in {r.elapsed_ms:.1f} ms; {messages_sent} messages would be sent")
+    return lines
