@@ -109,20 +109,33 @@ class SettingsStore:
         self.folder = folder or config_dir()
         self.path = self.folder / "settings.json"
         self.problem: str | None = None
+        self._cached: tuple[tuple[int, int, int], GlobalSettings, str | None] | None = None
 
     def load(self) -> GlobalSettings:
         """The saved settings; defaults when the file is missing. An unreadable file gives
         defaults too, with `problem` saying so: callers that would send a request refuse then,
         rather than send to a provider the user did not choose."""
+        try:
+            st = os.stat(self.path)
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp is not None and self._cached is not None and self._cached[0] == stamp:
+            # Several reads a turn: parse the file once per change, hand out copies.
+            self.problem = self._cached[2]
+            return self._cached[1].model_copy(deep=True)
         self.problem = None
         try:
-            return GlobalSettings.model_validate(read_json(self.path))
+            value = GlobalSettings.model_validate(read_json(self.path))
         except FileNotFoundError:
             return GlobalSettings()
         except (OSError, ValueError, ValidationError) as e:
             # A broken settings file must not stop the app; say so and keep the file for the user.
             self.problem = f"{self.path} could not be read ({type(e).__name__})"
-            return GlobalSettings()
+            value = GlobalSettings()
+        if stamp is not None:
+            self._cached = (stamp, value, self.problem)
+        return value.model_copy(deep=True)
 
     def save(self, settings: GlobalSettings, *, replace_unreadable: bool = False) -> bool:
         """Write `settings`. A file that could not be read is left alone (so remembering a

@@ -80,3 +80,19 @@ def test_custom_base_url_gets_only_its_own_key() -> None:
     assert key_for_request("openai", "http://localhost:8080/v1", None, env) == "sk-local"
     assert key_for_request("openai", "http://localhost:8080/v1", None,
                            {"OPENAI_API_KEY": "sk-openai"}) is None
+
+
+def test_settings_are_parsed_once_per_change_and_callers_get_their_own_copy(tmp_path: Path) -> None:
+    import os
+
+    store = SettingsStore(tmp_path)
+    store.save(GlobalSettings(model="first"))
+    a = store.load()
+    a.model = "changed by a caller"  # must not leak into the next load
+    assert store.load().model == "first"
+    assert store.load() is not store.load()
+    store.save(GlobalSettings(model="second"))
+    assert store.load().model == "second"  # a new file is read again
+    (tmp_path / "settings.json").write_text('{"model": "edited by hand"}')
+    os.utime(tmp_path / "settings.json", ns=(1, 1))  # even with an odd mtime: size differs
+    assert store.load().model == "edited by hand"
