@@ -25,6 +25,8 @@ def body_text(row: Row) -> str:
             pass
         return f"Arguments:\n{args}\n\nResult:\n{result}" if row.call else result
     if row.kind is RowKind.ERROR and row.message is not None and row.message.error is not None:
+        if row.message.error.type == "stopped":  # the header says it; the text is what matters
+            return row.text or "(stopped before any text arrived)"
         msg = row.message.error.message
         return f"{msg}\n\nPartial answer kept:\n{row.text}" if row.text else msg
     return row.text
@@ -74,7 +76,7 @@ def header_line(row: Row) -> tuple[str, str]:
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"
         if kind == "stopped":
-            return "⏹ Stopped by you", when
+            return "■ Stopped by you", when
         return f"⚠ Error: {kind}", when
     # tool card
     if row.call is None:

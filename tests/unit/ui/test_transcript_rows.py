@@ -36,7 +36,7 @@ def test_a_stop_reads_as_a_stop() -> None:
     stopped = ConversationMessage(role="assistant", kind="error", content="half",
                                   error=ErrorInfo(type="stopped", message="Stopped by you."))
     title, _ = header_line(Row(RowKind.ERROR, stopped.id, message=stopped, text="half"))
-    assert title == "⏹ Stopped by you" and "Error" not in title
+    assert title == "■ Stopped by you" and "Error" not in title
 
 
 def test_only_the_latest_row_keeps_its_actions(qtbot) -> None:
