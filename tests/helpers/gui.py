@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from PySide6.QtCore import Qt
+
 from app.controller import Controller
 from core.settings import SettingsStore
+from tests.helpers.fake_llm import MODEL, FakeLLMServer
 from ui.main_window import MainWindow
 
 
@@ -52,3 +55,17 @@ def open_window(qtbot, project: Path, config: Path | None = None) -> tuple[MainW
     window.show()
     assert controller.open_project(project)
     return window, controller
+
+
+def use_fake_provider(monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer) -> FakeLLMServer:
+    """Point the window's settings at the loopback server (the environment layer)."""
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", server.url)
+    return server
+
+
+def type_and_send(qtbot, window: MainWindow, text: str) -> None:  # noqa: ANN001
+    """Type into the message box and press Ctrl+Enter, as a user does."""
+    window.composer.editor.setFocus()
+    qtbot.keyClicks(window.composer.editor, text)
+    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)

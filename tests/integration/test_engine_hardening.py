@@ -3,9 +3,7 @@ each action refused clearly when it does not apply. Real litellm, real loopback 
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from app.cli import main
 from core.context.calibration import Calibration
 from core.settings import SettingsStore
-from core.store import fileio
+from tests.helpers.disk import disk_full
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError
 
@@ -181,28 +179,11 @@ def test_a_full_disk_while_saving_the_answer_loses_nothing_shown(
     assert send(capsys, project_dir, llm_server, "one")[0] == 0
     log = project_dir / ".workbench" / "conversations" / _only_conversation(project_dir) / \
         "messages.jsonl"
-    calls = {"n": 0}
-
-    class DiskFillsAfterTheQuestion:
-        """The operating system as the log's appends see it: the second write runs out of
-        space half-way, leaving a torn line, as a real ENOSPC can."""
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(os, name)
-
-        def write(self, fd: int, data: bytes) -> int:
-            calls["n"] += 1
-            if calls["n"] == 1:
-                return os.write(fd, data)
-            os.write(fd, bytes(data[: len(data) // 2]))
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(fileio, "os", DiskFillsAfterTheQuestion())
     llm_server.script(Answer("the answer the user must not lose"))
-    code, out, err = send(capsys, project_dir, llm_server, "two")
+    with disk_full(monkeypatch, from_write=2, torn=True):  # the question is saved, not the answer
+        code, out, err = send(capsys, project_dir, llm_server, "two")
     assert code == 1 and "the answer the user must not lose" in out
     assert "the disk is full" in err and "Traceback" not in err
-    monkeypatch.setattr(fileio, "os", os)
     assert [e["content"] for e in log_entries(project_dir)] == ["one", "first", "two"]
     assert log.read_bytes().endswith(b"\n")  # no torn line was left behind
     with Project.open(project_dir) as p:  # nothing quarantined; the answer comes back
@@ -252,22 +233,10 @@ def test_an_answer_a_full_disk_kept_out_of_the_log_comes_back_in_its_place(
 ) -> None:
     llm_server.script(Answer("first"))
     assert send(capsys, project_dir, llm_server, "one")[0] == 0
-    calls = {"n": 0}
-
-    class DiskFullForTheAnswer:
-        def __getattr__(self, name: str) -> object:
-            return getattr(os, name)
-
-        def write(self, fd: int, data: bytes) -> int:
-            calls["n"] += 1
-            if calls["n"] == 2:  # the answer's append; the sidecar is written another way
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return os.write(fd, data)
-
-    monkeypatch.setattr(fileio, "os", DiskFullForTheAnswer())
     llm_server.script(Answer("kept for later"))
-    assert send(capsys, project_dir, llm_server, "two")[0] == 1
-    monkeypatch.setattr(fileio, "os", os)  # space freed; the next command recovers it first
+    with disk_full(monkeypatch, from_write=2, only=True):  # only the answer's append fails
+        assert send(capsys, project_dir, llm_server, "two")[0] == 1
+    # space freed; the next command recovers it first
     llm_server.script(Answer("third answer"))
     assert send(capsys, project_dir, llm_server, "three")[0] == 0
     assert [(e["role"], e["content"]) for e in log_entries(project_dir)] == [

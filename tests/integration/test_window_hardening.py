@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from core.model import ConversationMessage, ErrorInfo
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
-from tests.helpers.gui import open_window, run_until
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from ui.settings_dialog import SettingsDialog
 
 pytestmark = pytest.mark.gui
@@ -20,15 +20,7 @@ pytestmark = pytest.mark.gui
 
 @pytest.fixture(autouse=True)
 def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
-    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
-    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
-    return llm_server
-
-
-def type_and_send(qtbot, window, text: str) -> None:
-    window.composer.editor.setFocus()
-    qtbot.keyClicks(window.composer.editor, text)
-    qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    return use_fake_provider(monkeypatch, llm_server)
 
 
 def set_project_settings(project_dir: Path, settings: dict) -> None:
@@ -137,33 +129,17 @@ def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
 def test_a_full_disk_keeps_the_answer_on_screen_and_save_writes_it_later(
     qtbot, qloop, project_dir: Path, llm_server, monkeypatch
 ) -> None:
-    import errno
-    import os
-
-    from core.store import fileio
+    from tests.helpers.disk import disk_full
 
     window, controller = open_window(qtbot, project_dir)
-    calls = {"n": 0}
-
-    class DiskFillsAfterTheQuestion:
-        def __getattr__(self, name: str) -> object:
-            return getattr(os, name)
-
-        def write(self, fd: int, data: bytes) -> int:
-            calls["n"] += 1
-            if calls["n"] == 1:
-                return os.write(fd, data)
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(fileio, "os", DiskFillsAfterTheQuestion())
-    llm_server.script(Answer("an answer worth keeping"))
-    type_and_send(qtbot, window, "question")
-    run_until(qloop, lambda: not controller.busy())
-    assert window.transcript_model.rows()[-1].text == "an answer worth keeping"
-    assert window.notice.isVisible() and "the disk is full" in window.notice_label.text()
-    assert window.notice_button.isVisible() and window.notice_button.text() == "Save"
-
-    monkeypatch.setattr(fileio, "os", os)  # space was freed
+    with disk_full(monkeypatch, from_write=2):  # the question is saved, the answer is not
+        llm_server.script(Answer("an answer worth keeping"))
+        type_and_send(qtbot, window, "question")
+        run_until(qloop, lambda: not controller.busy())
+        assert window.transcript_model.rows()[-1].text == "an answer worth keeping"
+        assert window.notice.isVisible() and "the disk is full" in window.notice_label.text()
+        assert window.notice_button.isVisible() and window.notice_button.text() == "Save"
+    # space was freed
     qtbot.mouseClick(window.notice_button, Qt.MouseButton.LeftButton)
     with Project.open(project_dir, read_only=True) as p:
         texts = [m.text() for m in p.conversations.load(controller.current_id).messages]
