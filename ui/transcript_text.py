@@ -89,3 +89,29 @@ def header_line(row: Row) -> tuple[str, str]:
             status += f" · {row.result.duration_ms} ms"
     arg = main_argument(row.call)
     return f"⚙ {row.call.function.name}  {arg}", status
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of a markdown answer: (language, code), in order. An unclosed
+    fence (an answer cut off mid-block) runs to the end."""
+    blocks: list[tuple[str, str]] = []
+    fence: str | None = None
+    lang = ""
+    body: list[str] = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence is None:
+            if stripped.startswith(("```", "~~~")):
+                marker = stripped[0]
+                count = len(stripped) - len(stripped.lstrip(marker))
+                fence = marker * count
+                lang = stripped[count:].strip().split(" ")[0]
+                body = []
+        elif stripped.startswith(fence) and stripped.strip(fence[0]) == "":
+            blocks.append((lang, "\n".join(body)))
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None and body:
+        blocks.append((lang, "\n".join(body)))
+    return blocks

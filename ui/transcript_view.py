@@ -7,6 +7,7 @@ and the row actions' context menu.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from PySide6.QtCore import (
     QItemSelectionModel,
@@ -21,7 +22,8 @@ from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QWheelEvent
 from PySide6.QtWidgets import QAbstractItemView, QAbstractSlider, QListView, QMenu, QWidget
 
 from ui.transcript_delegate import TranscriptDelegate
-from ui.transcript_model import TranscriptModel
+from ui.transcript_model import Row, RowKind, TranscriptModel
+from ui.transcript_text import code_blocks
 
 # Keys we page with ourselves (see TranscriptView.page).
 PAGING_KEYS = {
@@ -217,9 +219,26 @@ class TranscriptView(QListView):
         menu = QMenu(self)
         menu.addAction("Copy", self.copy_selection)
         row = self.transcript_model().row(index.row())
+        for label, code in self.code_copy_actions(row):
+            menu.addAction(label, partial(QGuiApplication.clipboard().setText, code))
         menu.addAction("Collapse" if row.expanded else "Expand",
                        lambda: self.transcript_model().toggle_expanded(index.row()))
         menu.exec(self.viewport().mapToGlobal(pos))
+
+    @staticmethod
+    def code_copy_actions(row: Row) -> list[tuple[str, str]]:
+        """'Copy code' entries for the row's code blocks: (menu label, code)."""
+        if row.kind not in (RowKind.ASSISTANT, RowKind.ERROR, RowKind.USER):
+            return []
+        blocks = code_blocks(row.text)
+        if len(blocks) == 1:
+            return [("Copy code" + (f" ({blocks[0][0]})" if blocks[0][0] else ""), blocks[0][1])]
+        out = []
+        for n, (lang, code) in enumerate(blocks, start=1):
+            first = code.strip().split("\n", 1)[0][:40]
+            out.append((f"Copy code block {n}" + (f" ({lang})" if lang else "") + f": {first}",
+                        code))
+        return out
 
     def _on_delegate_action_clicked(self, row: int, action: str) -> None:
         if action == "toggle":

@@ -47,3 +47,19 @@ def test_only_the_latest_row_keeps_its_actions(qtbot) -> None:
     assert not model.rows()[-1].superseded
     model.append_message(ConversationMessage(role="assistant", content="retried fine"))
     assert model.rows()[1].superseded and not model.rows()[2].superseded
+
+
+def test_code_blocks_of_an_answer_can_be_copied_one_by_one() -> None:
+    from ui.transcript_view import TranscriptView
+
+    answer = ("Change it:\n\n```python\ndef parse(text):\n    return fromisoformat(text)\n```\n\n"
+              "Then run:\n\n```sh\npytest -q\n```\n")
+    row = Row(RowKind.ASSISTANT, "a", text=answer)
+    actions = TranscriptView.code_copy_actions(row)
+    assert [label for label, _ in actions] == [
+        "Copy code block 1 (python): def parse(text):", "Copy code block 2 (sh): pytest -q"]
+    assert actions[0][1] == "def parse(text):\n    return fromisoformat(text)"
+    one = Row(RowKind.ASSISTANT, "b", text="```\nonly one\n```")
+    assert TranscriptView.code_copy_actions(one) == [("Copy code", "only one")]
+    cut = Row(RowKind.ASSISTANT, "c", text="```js\nconsole.log(1)")  # cut off mid-block
+    assert TranscriptView.code_copy_actions(cut) == [("Copy code (js)", "console.log(1)")]
