@@ -249,8 +249,10 @@ class TurnRunner(QObject):
                  "stopped": "Stopped; the partial answer is kept",
                  "error": "The last request failed; see the error in the conversation"}[status]
         self.window.set_status(self.settings_flow.model_label(), state)
-        self.host.refresh_list()
-        self.host.refresh_usage()
+        # Each in its own pass of the event loop: together, in a 10,000-message conversation,
+        # they were one stall the user could feel as the answer settled.
+        QTimer.singleShot(0, self.host.refresh_list)
+        QTimer.singleShot(0, self.host.refresh_usage)
         self.finished.emit(status)
 
     def on_action(self, row: int, action: str) -> None:

@@ -107,7 +107,10 @@ def run() -> None:
                 async def measure() -> None:
                     last = time.perf_counter()
                     controller.send("stream please")
-                    while controller.busy():
+                    settled = None  # keep measuring a little after the turn: it settles then
+                    while controller.busy() or time.perf_counter() - (settled or 1e18) < 0.5:
+                        if settled is None and not controller.busy():
+                            settled = time.perf_counter()
                         await asyncio.sleep(0.005)
                         now = time.perf_counter()
                         gaps.append((now - last) * 1000)
