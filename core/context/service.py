@@ -26,7 +26,7 @@ from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 
-CACHED_CONVERSATIONS = 4
+CACHED_CONVERSATIONS = 2
 
 
 class ContextService:

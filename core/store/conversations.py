@@ -41,7 +41,7 @@ from core.store.fileio import (
 from core.store.log import encode_line, ensure_clean_tail, read_log
 
 DEFAULT_TITLE = "New conversation"
-LOADED_CACHE = 4  # conversations kept parsed in memory
+LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
 IMPORTING_PREFIX = ".importing-"
 
