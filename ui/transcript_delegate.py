@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.model import continuable
+from ui.highlight import highlight_code_blocks
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     CARD_PREVIEW_LINES,
@@ -180,6 +181,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         shown, hidden_lines = clip(row, body)
         if row.kind is RowKind.ASSISTANT:  # while streaming, plain text: cheap at 30 Hz
             doc.setMarkdown(shown)
+            highlight_code_blocks(doc)
         else:
             doc.setPlainText(shown)
         doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))

@@ -1,0 +1,114 @@
+"""Syntax colours for the code blocks of an answer (Pygments), applied to the laid-out document.
+
+Qt's markdown reader marks each line of a fenced block with its language; the lines of a block
+are joined, tokenized once, and each token's colour is merged onto the document. It runs when a
+row is laid out (cached with the layout), never per frame; blocks in a language Pygments does
+not know, or longer than a limit, stay plain.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from PySide6.QtGui import QColor, QFont, QTextBlock, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtGui import QTextFormat as F
+
+MAX_CODE_CHARS = 8_000  # about 10 ms to colour at most; longer blocks stay plain
+
+# Token type (as Pygments names it) -> (colour, italic), the most specific first.
+_STYLE: list[tuple[str, str, bool]] = [
+    ("Comment", "#6b7280", True),
+    ("Literal.String", "#15803d", False),
+    ("Literal.Number", "#b45309", False),
+    ("Keyword", "#7c3aed", False),
+    ("Name.Builtin", "#0e7490", False),
+    ("Name.Function", "#1d4ed8", False),
+    ("Name.Class", "#1d4ed8", False),
+    ("Name.Decorator", "#b45309", False),
+    ("Operator.Word", "#7c3aed", False),
+    ("Generic.Inserted", "#15803d", False),
+    ("Generic.Deleted", "#b91c1c", False),
+]
+
+
+def highlight_code_blocks(doc: QTextDocument) -> int:
+    """Colour every fenced code block of `doc`; returns how many blocks were coloured."""
+    coloured = 0
+    block = doc.begin()
+    while block.isValid():
+        fmt = block.blockFormat()
+        if not fmt.hasProperty(F.Property.BlockCodeFence):
+            block = block.next()
+            continue
+        language = str(fmt.property(F.Property.BlockCodeLanguage) or "")
+        lines: list[QTextBlock] = []
+        while block.isValid() and block.blockFormat().hasProperty(F.Property.BlockCodeFence) \
+                and str(block.blockFormat().property(F.Property.BlockCodeLanguage) or "") \
+                == language:
+            lines.append(block)
+            block = block.next()
+        if _colour(doc, lines, language):
+            coloured += 1
+    return coloured
+
+
+def _colour(doc: QTextDocument, lines: list[QTextBlock], language: str) -> bool:
+    lexer = _lexer(language.lower())
+    code = "\n".join(b.text() for b in lines)
+    if lexer is None or not code.strip() or len(code) > MAX_CODE_CHARS:
+        return False
+    starts = []  # offset of each line in `code`
+    offset = 0
+    for b in lines:
+        starts.append(offset)
+        offset += len(b.text()) + 1
+    cursor = QTextCursor(doc)
+    line = 0
+    for index, token, value in lexer.get_tokens_unprocessed(code):
+        fmt = _format(str(token))
+        if fmt is None or not value.strip():
+            continue
+        end = index + len(value)
+        while index < end:  # a token may span lines (a docstring)
+            while line + 1 < len(starts) and starts[line + 1] <= index:
+                line += 1
+            line_end = starts[line] + len(lines[line].text())
+            stop = min(end, line_end)
+            if stop > index:
+                cursor.setPosition(lines[line].position() + index - starts[line])
+                cursor.setPosition(lines[line].position() + stop - starts[line],
+                                   QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(fmt)
+            index = max(stop, line_end + 1) if stop == line_end else stop
+    return True
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    if not language:
+        return None
+    try:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - a dependency; plain code if it is missing
+        return None
+    try:
+        return get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=256)
+def _format(token: str) -> QTextCharFormat | None:
+    name = token.removeprefix("Token.")
+    for prefix, colour, italic in _STYLE:
+        if name == prefix or name.startswith(prefix + "."):
+            fmt = QTextCharFormat()
+            fmt.setForeground(QColor(colour))
+            if italic:
+                fmt.setFontItalic(True)
+            if prefix == "Keyword":
+                fmt.setFontWeight(QFont.Weight.DemiBold)
+            return fmt
+    return None
