@@ -27,11 +27,13 @@ from core.llm.adapter import (
     TextDelta,
     ToolCallsReady,
     Usage,
+    keys_in_use,
 )
 from core.llm.errors import ContextOverflow, LLMError
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.questions import Question
+from core.redact import redact
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
@@ -389,7 +391,9 @@ class Engine:
                 type="provider_error",
                 message="Something went wrong while receiving the answer. What arrived is kept.",
                 retryable=True, partial=bool(parts),
-                details="".join(traceback.format_exception(e))[-4000:],
+                # A traceback may quote a header or a setting: no key in use leaves the process.
+                details=redact("".join(traceback.format_exception(e))[-4000:],
+                               keys_in_use(request)),
             )
             entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)

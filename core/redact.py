@@ -23,9 +23,17 @@ _PATTERNS = [
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
     r"(?<=[Bb]earer )[A-Za-z0-9._~+/\-]{12,}=*",  # Authorization: Bearer <token>
     r"(?<=[Aa][Pp][Ii][-_][Kk][Ee][Yy]=)[A-Za-z0-9._\-]{12,}",  # api_key=... in a URL or dump
-    r"(?<=[Kk]ey provided: )[^\s.,;]{6,}",  # whatever a provider echoes back as "the key"
+    # whatever a provider echoes back as "the key"
+    r"(?<=(?<![A-Za-z])[Kk]ey provided: )[^\s.,;]{6,}",
 ]
 _KEYISH = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+# A long hex or base64-ish token right after the word "key", "token" or "secret" (`x-api-key:
+# 3f8a…`, `"api_key": "AbC1…"`, `the key 3f8a… is revoked`). It must mix letters and digits, so
+# a long ordinary word after "key" is left alone.
+_AFTER_KEY = re.compile(
+    r"""((?<![A-Za-z])(?:key|token|secret)["']?(?:\s*[:=]\s*|\s+)["']?)"""
+    r"(?=[A-Za-z0-9+/_\-.]*[0-9])(?=[A-Za-z0-9+/_\-.]*[A-Za-z])([A-Za-z0-9+/_\-.]{20,}=*)",
+    re.IGNORECASE)
 MIN_SECRET = 6  # a "secret" shorter than this would redact ordinary words
 
 
@@ -34,7 +42,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     for secret in secrets:
         if secret and len(secret) >= MIN_SECRET and secret in text:
             text = text.replace(secret, MARK)
-    return _KEYISH.sub(MARK, text)
+    return _AFTER_KEY.sub(lambda m: m.group(1) + MARK, _KEYISH.sub(MARK, text))
 
 
 def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:

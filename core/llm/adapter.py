@@ -33,7 +33,7 @@ from core.llm.errors import (
 from core.llm.runtime import load_litellm
 from core.model import FunctionCall, ToolCall
 from core.redact import redact
-from core.settings import KEYLESS_PROVIDERS, key_env_var, key_for_request
+from core.settings import ENV_API_KEY, KEYLESS_PROVIDERS, key_env_var, key_for_request
 
 # The providers' own addresses: a base URL pointing there may carry the provider's own key.
 OWN_HOSTS: dict[str, tuple[str, ...]] = {
@@ -168,6 +168,22 @@ class LLMClient:
         if request.tools:
             kwargs["tools"] = list(request.tools)
         return kwargs
+
+
+def keys_in_use(request: LLMRequest, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every key `request` could carry, for redacting text about it (a traceback, a dump):
+    the one given, the one `key_for_request` would choose, and the keys in the environment."""
+    env = os.environ if env is None else env
+    keys = [request.api_key]
+    try:
+        provider = detect_provider(request.model, request.api_base)
+        api_base = request.api_base or environment_base_url(provider, env)
+        keys.append(key_for_request(provider, api_base, request.key_name, env))
+    except Exception:  # noqa: BLE001 - redaction must never fail the report of a failure
+        pass
+    keys += [value for name, value in env.items()
+             if name.endswith("_API_KEY") or name == ENV_API_KEY]
+    return [k for k in keys if k]
 
 
 def detect_provider(model: str, api_base: str | None = None) -> str:

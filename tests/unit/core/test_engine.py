@@ -302,3 +302,30 @@ def test_context_overflow_that_cannot_shrink_stops_with_a_clear_error(project: P
     assert events[-1].status == "error" and len(llm_server.requests) == 1
     entry = project.conversations.load(conv.id).messages[-1]
     assert entry.error.type == "context_overflow" and "not sent again" in entry.error.message
+
+
+def test_a_key_in_a_failures_traceback_never_reaches_the_log(
+    project: Project, llm_server, monkeypatch
+) -> None:
+    from core.llm.adapter import LLMClient, TextDelta
+
+    key = "local-server-secret-7f3a9"  # not key-shaped: only known because it is in use
+    monkeypatch.setenv("WORKBENCH_API_KEY", key)
+
+    class Leaky(LLMClient):
+        async def stream(self, request):  # type: ignore[override]
+            yield TextDelta("Half")
+            raise RuntimeError(f"a bug of ours that printed the credentials {key}")
+
+    conv = project.conversations.create()
+
+    async def go() -> list:
+        engine = Engine(project.conversations, client=Leaky())
+        return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "error" and events[-1].message.text() == "Half"
+    details = events[-1].message.error.details or ""
+    assert "a bug of ours that printed the credentials [redacted]" in details
+    log = project.state / "conversations" / conv.id / "messages.jsonl"
+    assert key.encode() not in log.read_bytes()

@@ -144,3 +144,16 @@ def test_model_string_litellm_cannot_place() -> None:
 async def _drain(request: LLMRequest) -> None:
     async for _ in LLMClient().stream(request):
         pass
+
+
+def test_the_key_in_use_is_redacted_however_the_provider_echoes_it(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "local-server-secret-7f3a9"  # not key-shaped: only known because it was sent
+    monkeypatch.setenv("WORKBENCH_API_KEY", key)
+    llm_server.script(HttpError(401, f"Unknown credential {key} for this server"))
+    with pytest.raises(AuthError) as caught:
+        collect(llm_server)
+    assert llm_server.requests[0].headers["authorization"] == f"Bearer {key}"
+    assert key not in (caught.value.details or "") and key not in str(caught.value)
+    assert "Unknown credential [redacted] for this server" in (caught.value.details or "")
