@@ -35,11 +35,19 @@ from core.model import FunctionCall, ToolCall
 from core.redact import redact
 from core.settings import ENV_API_KEY, KEYLESS_PROVIDERS, key_env_var, key_for_request
 
-# The providers' own addresses: a base URL pointing there may carry the provider's own key.
+# The providers' own addresses: a base URL pointing there may carry the provider's own key. A
+# name starting with "." is a domain: Azure has no single address, each user's resource is a
+# host under these (AZURE_API_BASE is where AZURE_API_KEY belongs).
 OWN_HOSTS: dict[str, tuple[str, ...]] = {
     "openai": ("api.openai.com",),
     "anthropic": ("api.anthropic.com",),
+    "azure": (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"),
+    "azure_ai": (".services.ai.azure.com", ".inference.ai.azure.com", ".models.ai.azure.com"),
 }
+
+# Providers that read another provider's variables (litellm and the OpenAI SDK behind it).
+ENV_PREFIXES = {"text-completion-openai": "OPENAI", "azure_text": "AZURE", "ollama_chat": "OLLAMA"}
+ENV_PREFIX_OWNER = {"OPENAI": "openai", "AZURE": "azure"}
 
 # --- events ------------------------------------------------------------------------------------
 
@@ -207,12 +215,19 @@ def environment_base_url(provider: str, env: Mapping[str, str] | None = None) ->
     """A base URL for `provider` that litellm would take from the environment, unless it is the
     provider's own address (where its own key belongs)."""
     env = os.environ if env is None else env
-    prefix = provider.upper().replace("-", "_")
+    prefix = ENV_PREFIXES.get(provider, provider.upper().replace("-", "_"))
     for name in (f"{prefix}_BASE_URL", f"{prefix}_API_BASE"):
         value = (env.get(name) or "").strip()
-        if value and urlsplit(value).hostname not in OWN_HOSTS.get(provider, ()):
+        if value and not is_own_address(ENV_PREFIX_OWNER.get(prefix, provider), value):
             return value
     return None
+
+
+def is_own_address(provider: str, url: str) -> bool:
+    """Whether `url` is one of `provider`'s own addresses (where its own key belongs)."""
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host.endswith(own) if own.startswith(".") else host == own
+               for own in OWN_HOSTS.get(provider, ()))
 
 
 def translate_error(e: BaseException, model: str, mid_stream: bool = False,

@@ -157,3 +157,27 @@ def test_the_key_in_use_is_redacted_however_the_provider_echoes_it(
     assert llm_server.requests[0].headers["authorization"] == f"Bearer {key}"
     assert key not in (caught.value.details or "") and key not in str(caught.value)
     assert "Unknown credential [redacted] for this server" in (caught.value.details or "")
+
+
+def test_a_providers_own_address_in_the_environment_keeps_its_own_key(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.llm.runtime import load_litellm
+
+    # Azure has no single address: AZURE_API_BASE names the user's own resource, where
+    # AZURE_API_KEY belongs. It is not a "custom base URL" that must not get the provider's key.
+    monkeypatch.setenv("AZURE_API_BASE", "https://my-resource.openai.azure.com")
+    monkeypatch.setenv("AZURE_API_KEY", "azure-key-0123456789")
+    monkeypatch.setenv("AZURE_API_VERSION", "2024-06-01")
+    kwargs = LLMClient()._kwargs(load_litellm(), LLMRequest(model="azure/my-deployment",
+                                                            messages=[]))
+    assert kwargs["api_key"] == "azure-key-0123456789"
+    # Some other server set for OpenAI gets only a key meant for it, never OPENAI_API_KEY.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key-never-elsewhere")
+    monkeypatch.setenv("OPENAI_API_BASE", "https://proxy.example.com/v1")
+    kwargs = LLMClient()._kwargs(load_litellm(), LLMRequest(model="gpt-4o-mini", messages=[]))
+    assert kwargs["api_base"] == "https://proxy.example.com/v1"
+    assert kwargs["api_key"] != "sk-real-openai-key-never-elsewhere"
+    monkeypatch.setenv("OPENAI_API_BASE", "https://api.openai.com/v1")  # its own address
+    kwargs = LLMClient()._kwargs(load_litellm(), LLMRequest(model="gpt-4o-mini", messages=[]))
+    assert kwargs["api_key"] == "sk-real-openai-key-never-elsewhere"
