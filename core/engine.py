@@ -412,12 +412,12 @@ class Engine:
                                       continues)
             try:
                 self._append(conv_id, entry)
-            except StoreError as e:
+            except (StoreError, OSError) as e:
                 # The sidecar keeps the text for the next open.
                 self._write_partial(conv_id, parts, settings, mode, continues, [])
                 if isinstance(stop, GeneratorExit):
                     raise
-                cause = e.cause if isinstance(e, StoreWriteError) else str(e)
+                cause = _write_cause(e)
                 yield SaveFailed(SAVE_FAILED.format(what="the partial answer", cause=cause),
                                  [entry], "the partial answer", cause)
                 yield TurnFinished("stopped", entry)
@@ -507,8 +507,10 @@ class Engine:
         unsaved, with the text, so whoever shows it can keep it and save it again."""
         try:
             problems = self._append(conv_id, msg)
-        except StoreError as e:
-            cause = e.cause if isinstance(e, StoreWriteError) else str(e)
+        except (StoreError, OSError) as e:
+            # The store wraps OSError in StoreWriteError; one that slips through must not cost
+            # the answer either.
+            cause = _write_cause(e)
             if msg.role == "assistant":
                 # Where space allows, the whole text goes to the crash sidecar too: if nobody
                 # saves it in this session, the next open recovers it in its place.
@@ -565,6 +567,13 @@ class Engine:
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         return self.context.budget_message(e, settings)
+
+
+def _write_cause(e: StoreError | OSError) -> str:
+    """Why a write failed, in a few plain words ("the disk is full")."""
+    if isinstance(e, OSError):
+        return describe_os_error(e)
+    return e.cause if isinstance(e, StoreWriteError) else str(e)
 
 
 class _RequestCopies:

@@ -329,3 +329,51 @@ def test_a_key_in_a_failures_traceback_never_reaches_the_log(
     assert "a bug of ours that printed the credentials [redacted]" in details
     log = project.state / "conversations" / conv.id / "messages.jsonl"
     assert key.encode() not in log.read_bytes()
+
+
+def test_a_disk_error_while_saving_the_answer_keeps_it_in_memory(
+    project: Project, llm_server, monkeypatch
+) -> None:
+    import errno
+
+    from core.engine import SaveFailed
+
+    conv = project.conversations.create()
+    store = project.conversations
+    real_append = store.append
+
+    def full_disk_for_answers(conv_id, msg):  # the disk fills up after the question is saved
+        if msg.role == "assistant":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(conv_id, msg)
+
+    monkeypatch.setattr(store, "append", full_disk_for_answers)
+    llm_server.script(Answer("The answer the user must not lose."))
+    events = run_turn(project, conv.id, "question", llm_server)  # no exception escapes
+    failed = [e for e in events if isinstance(e, SaveFailed)]
+    assert len(failed) == 1 and "the disk is full" in failed[0].message
+    assert failed[0].unsaved[0].text() == "The answer the user must not lose."
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "error"
+    assert events[-1].message.text() == "The answer the user must not lose."
+    assert [m.role for m in store.load(conv.id).messages] == ["user"]
+
+
+def test_a_request_copy_that_cannot_be_written_never_stops_the_answer(
+    project: Project, llm_server
+) -> None:
+    from core.engine import StoreNotice
+
+    conv = project.conversations.create()
+    not_a_folder = project.state / "requests-file"
+    not_a_folder.write_text("a file where the requests folder should be")
+    llm_server.script(Answer("Still here."))
+
+    async def go() -> list:
+        engine = Engine(project.conversations, requests_dir=not_a_folder)
+        return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
+
+    events = asyncio.run(go())
+    assert events[-1].status == "ok" and events[-1].message.text() == "Still here."
+    notes = [e.text for e in events if isinstance(e, StoreNotice)]
+    assert any("could not be kept" in n and "not affected" in n for n in notes)
+    assert project.conversations.load(conv.id).messages[-1].text() == "Still here."
