@@ -377,3 +377,35 @@ def test_a_request_copy_that_cannot_be_written_never_stops_the_answer(
     notes = [e.text for e in events if isinstance(e, StoreNotice)]
     assert any("could not be kept" in n and "not affected" in n for n in notes)
     assert project.conversations.load(conv.id).messages[-1].text() == "Still here."
+
+
+def test_a_partial_answer_replaced_by_a_retry_leaves_later_requests(
+    project: Project, llm_server
+) -> None:
+    from core.engine import NothingToRetry
+
+    conv = project.conversations.create()
+    engine = Engine(project.conversations)  # one engine: its build cache sees every step
+    llm_server.script(Cut("Half an ans"), Answer("The whole answer."), Answer("Next answer."))
+
+    async def drain(events) -> list:
+        return [ev async for ev in events]
+
+    s = settings(llm_server)
+    asyncio.run(drain(engine.send(conv.id, "question", s)))
+    assert asyncio.run(drain(engine.retry(conv.id, s)))[-1].status == "ok"
+    with pytest.raises(NothingToRetry, match="does not end in a failed answer"):
+        asyncio.run(drain(engine.retry(conv.id, s)))  # a good answer is not retried
+    asyncio.run(drain(engine.send(conv.id, "next question", s)))
+    assert len(llm_server.requests) == 3
+    retried, later = (r.body["messages"][1:] for r in llm_server.requests[1:])
+    assert retried == [{"role": "user", "content": "question"}]
+    assert later == [{"role": "user", "content": "question"},
+                     {"role": "assistant", "content": "The whole answer."},
+                     {"role": "user", "content": "next question"}]
+    # The failed attempt stays in the log, and the report says why it was left out.
+    log = project.conversations.load(conv.id).messages
+    assert [m.kind for m in log] == ["message", "error", "message", "message", "message"]
+    report = engine.build(log, s, conv_id=conv.id).report
+    reasons = [e.reason for e in report.entries if e.id == log[1].id]
+    assert reasons and "replaced (Retry)" in reasons[0]
