@@ -181,3 +181,24 @@ def test_a_providers_own_address_in_the_environment_keeps_its_own_key(
     monkeypatch.setenv("OPENAI_API_BASE", "https://api.openai.com/v1")  # its own address
     kwargs = LLMClient()._kwargs(load_litellm(), LLMRequest(model="gpt-4o-mini", messages=[]))
     assert kwargs["api_key"] == "sk-real-openai-key-never-elsewhere"
+
+
+def test_a_long_run_of_identical_chunks_is_a_real_answer(llm_server: FakeLLMServer) -> None:
+    llm_server.script(Answer(chunks=["===="] * 440))  # a 1,760-character rule, chunk by chunk
+    events = collect(llm_server)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "=" * 1760
+    assert events[-1] == Finished("stop")
+
+
+def test_a_model_stuck_in_a_loop_is_not_called_a_broken_connection(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.llm.runtime import load_litellm
+
+    # Where a user lowers litellm's guard again (REPEATED_STREAMING_CHUNK_LIMIT), its verdict is
+    # reported as what it is.
+    monkeypatch.setattr(load_litellm(), "REPEATED_STREAMING_CHUNK_LIMIT", 20)
+    llm_server.script(Answer(chunks=["loop"] * 60))
+    err = failure(llm_server)
+    assert isinstance(err, ProviderError) and not isinstance(err, StreamInterrupted)
+    assert "same piece of text over and over" in str(err)

@@ -96,3 +96,18 @@ def test_settings_are_parsed_once_per_change_and_callers_get_their_own_copy(tmp_
     (tmp_path / "settings.json").write_text('{"model": "edited by hand"}')
     os.utime(tmp_path / "settings.json", ns=(1, 1))  # even with an odd mtime: size differs
     assert store.load().model == "edited by hand"
+
+
+def test_the_request_timeout_comes_from_every_layer_and_must_be_positive() -> None:
+    assert resolve_llm_settings(env={}).request_timeout == 600.0
+    g = GlobalSettings(request_timeout=120)
+    s = resolve_llm_settings(env={}, project={"request_timeout": "45"}, global_settings=g)
+    assert (s.request_timeout, s.sources["request_timeout"]) == (45.0, "project")
+    assert resolve_llm_settings(env={}, global_settings=g).request_timeout == 120.0
+    s = resolve_llm_settings(cli={"request_timeout": 2.5},
+                             env={"WORKBENCH_REQUEST_TIMEOUT": "30"})
+    assert (s.request_timeout, s.sources["request_timeout"]) == (2.5, "cli")
+    for bad in ("0", "-3", "soon", "inf", "nan"):
+        with pytest.raises(SettingsError, match="request timeout from the project must be a "
+                                                "positive number of seconds"):
+            resolve_llm_settings(env={}, project={"request_timeout": bad})
