@@ -119,7 +119,7 @@ class ImageUrl(BaseModel):
 
 class ImagePart(_Part):
     type: Literal["image_url"] = "image_url"
-    image_url: ImageUrl
+    image_url: ImageUrl | str  # litellm also takes the URL as a plain string
 
 
 class InputAudioPart(_Part):
@@ -278,7 +278,7 @@ class ConversationMessage(BaseModel):
         """The OpenAI chat message: protocol fields only, None fields left out where allowed."""
         out: dict[str, Any] = {"role": self.role}
         if isinstance(self.content, list):
-            out["content"] = [p.model_dump(mode="json", exclude_none=True) for p in self.content]
+            out["content"] = [p.model_dump(mode="json", exclude_unset=True) for p in self.content]
         else:
             out["content"] = self.content
         if self.tool_calls:

@@ -63,3 +63,32 @@ def test_ids_sort_in_creation_order_and_are_unique() -> None:
     ids = [new_id() for _ in range(5000)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
+
+
+# Every content form OpenAI or litellm accepts, as a user would import it.
+CONTENT_FORMS = [
+    {"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}},
+    {"type": "image_url", "image_url": {"url": "https://example.org/a.png"}},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+    {"type": "image_url", "image_url": "https://example.org/plain-string-form.png"},  # litellm
+    {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    {"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}},
+    {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE"}},
+    {"type": "input_text", "text": "a provider's own kind", "extra": {"k": [1, None]}},
+]
+
+
+@pytest.mark.parametrize("part", CONTENT_FORMS, ids=lambda p: str(p["type"]))
+def test_every_content_form_converts_back_exactly(part: dict) -> None:
+    raw = {"role": "user", "content": [part]}
+    msg = ConversationMessage.from_openai(raw)
+    assert msg.to_openai() == raw
+    again = ConversationMessage.model_validate_json(msg.model_dump_json(exclude_defaults=True))
+    assert again.to_openai() == raw
+
+
+def test_a_refusal_part_converts_back_exactly() -> None:
+    raw = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help."}]}
+    msg = ConversationMessage.from_openai(raw)
+    again = ConversationMessage.model_validate_json(msg.model_dump_json(exclude_defaults=True))
+    assert again.to_openai() == raw

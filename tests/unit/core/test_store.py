@@ -224,3 +224,59 @@ def test_loaded_conversations_are_reused_but_never_stale(project: Project) -> No
     with open(log_path(project, c.id), "ab") as f:  # another process appends behind our back
         f.write(encode_line(user("three")))
     assert [m.text() for m in project.conversations.load(c.id).messages] == ["one", "two", "three"]
+
+
+# --- every content form reaches the disk and comes back (issue 8, item 1) ---------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+_json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6)
+_extras = st.dictionaries(st.sampled_from(["cache_control", "x_note", "meta"]), _json_value,
+                          max_size=2)
+_user_part = st.one_of(
+    st.builds(lambda t, e: {"type": "text", "text": t, **e}, _text, _extras),
+    st.builds(lambda u, d: {"type": "image_url", "image_url": {"url": u, **d}}, _text,
+              st.sampled_from([{}, {"detail": "low"}, {"detail": "high"}, {"detail": "auto"}])),
+    st.builds(lambda u: {"type": "image_url", "image_url": u}, _text),
+    st.builds(lambda d, f: {"type": "input_audio", "input_audio": {"data": d, "format": f}},
+              _text, st.sampled_from(["wav", "mp3"])),
+    st.builds(lambda f: {"type": "file", "file": f},
+              st.fixed_dictionaries({}, optional={"file_id": _text, "filename": _text,
+                                                  "file_data": _text})),
+    st.builds(lambda k, e: {"type": k, **e}, st.sampled_from(["input_text", "video_url"]),
+              _extras),
+)
+_assistant_part = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, _text),
+    st.builds(lambda r: {"type": "refusal", "refusal": r}, _text),
+)
+_message = st.one_of(
+    st.builds(lambda c: {"role": "user", "content": c},
+              _text.filter(bool) | st.lists(_user_part, min_size=1, max_size=4)),
+    st.builds(lambda c: {"role": "system", "content": c}, _text),
+    st.builds(lambda c: {"role": "assistant", "content": c},
+              _text.filter(bool) | st.lists(_assistant_part, min_size=1, max_size=3)),
+)
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(_message, min_size=1, max_size=5))
+def test_every_content_form_written_to_the_store_reads_back_the_same(
+    project: Project, raw: list[dict]
+) -> None:
+    from core.interchange import export_openai, parse_openai_messages
+
+    store = project.conversations
+    conv = store.import_conversation("parts", parse_openai_messages(raw))
+    store.append_many(conv.id, parse_openai_messages(raw))  # and through a send's append
+    store._loaded.clear()  # what is on disk, not the in-memory copy
+    loaded = store.load(conv.id)
+    assert loaded.problems == []
+    assert [m.to_openai() for m in loaded.messages] == raw + raw
+    assert json.loads(export_openai(loaded.messages))["messages"] == raw + raw
