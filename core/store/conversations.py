@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +44,7 @@ DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
 IMPORTING_PREFIX = ".importing-"
+PROBLEMS_KEPT = 200
 
 
 class ConversationMeta(BaseModel):
@@ -108,6 +109,37 @@ class ConversationStore:
         self._streaming: set[str] = set()  # conversations with a live turn in this process
         self._loaded: OrderedDict[
             str, tuple[tuple[int, int], builtins.list[ConversationMessage]]] = OrderedDict()
+        # What was repaired or skipped, for whoever shows it (see drain_problems); bounded so
+        # a process that never drains does not grow.
+        self._problems: deque[tuple[str, str]] = deque(maxlen=PROBLEMS_KEPT)
+
+    # --- problems found on the way -------------------------------------------------------------
+
+    def drain_problems(self, conv_id: str | None = None) -> builtins.list[str]:
+        """The problems found since the last drain, oldest first, each one sentence, and forget
+        them: whatever call found them (a torn or corrupt line quarantined by `load` or
+        `append_many`, duplicate lines skipped, an answer recovered after a crash by `load`,
+        `append_many` or `write_partial`, a sidecar that could not be removed). With `conv_id`,
+        only that conversation's (the others stay queued).
+
+        The call that found a problem also returns it (`append_many`'s list,
+        `LoadedConversation.problems`); a caller shows either those or these, not both. The
+        queue keeps the last PROBLEMS_KEPT sentences.
+        """
+        with self._lock:
+            if conv_id is None:
+                out = [text for _, text in self._problems]
+                self._problems.clear()
+                return out
+            out = [text for cid, text in self._problems if cid == conv_id]
+            rest = [(cid, text) for cid, text in self._problems if cid != conv_id]
+            self._problems.clear()
+            self._problems.extend(rest)
+            return out
+
+    def _note(self, conv_id: str, *texts: str) -> None:
+        for text in texts:
+            self._problems.append((conv_id, text))
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -189,7 +221,7 @@ class ConversationStore:
         with self._lock:
             meta, problems = self.meta_and_problems(conv_id)
             path = self._dir(conv_id) / "messages.jsonl"
-            recovered = self._recover_partial(conv_id) if self.writable else None
+            recovered = self._recover_partial(conv_id) if self.writable else []
             pending = None if self.writable else self.pending_partial(conv_id)
             if pending is not None:
                 problems.append(
@@ -198,14 +230,16 @@ class ConversationStore:
                     "opened for writing")
             cached = self._loaded.get(conv_id)
             if cached is not None and cached[0] == _file_stamp(path):
-                return LoadedConversation(meta, list(cached[1]), problems, pending)
+                self._note(conv_id, *recovered)
+                return LoadedConversation(meta, list(cached[1]), problems + recovered, pending)
             result = read_log(path, repair=self.writable)
             if self.writable:
                 self._clean_tails.add(conv_id)
             self._remember(conv_id, result.messages)
+            self._note(conv_id, *result.problems)
             problems = list(result.problems) + problems
-            if recovered:
-                problems.append(recovered)
+            problems += recovered
+            self._note(conv_id, *recovered)
             return LoadedConversation(meta, list(result.messages), problems, pending)
 
     # --- the answer being received (crash recovery) ----------------------------------------------
@@ -215,50 +249,69 @@ class ConversationStore:
         with self._lock:
             self._check_writable()
             if conv_id not in self._streaming:
-                self._recover_partial(conv_id)  # an older crash's answer keeps its place
+                # an older crash's answer first, so it keeps its place
+                self._note(conv_id, *self._recover_partial(conv_id))
                 self._streaming.add(conv_id)
             atomic_write_json(self._dir(conv_id) / PARTIAL_FILE, state)
 
     def clear_partial(self, conv_id: str) -> None:
-        """The answer became a log entry (or never started): drop its sidecar."""
+        """The answer became a log entry (or never started): drop its sidecar.
+
+        Raises:
+            ReadOnlyError: in a read-only view, whose sidecars belong to the writer.
+        """
         with self._lock:  # unlinked before it stops being ours: no reader may recover it
-            if self.writable:
-                try:
-                    (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
-                except OSError:
-                    pass  # the entry is written; a stale sidecar only costs a duplicate later
+            self._check_writable()
+            try:
+                (self._dir(conv_id) / PARTIAL_FILE).unlink(missing_ok=True)
+            except OSError as e:
+                # The entry is written; a stale sidecar would come back as a duplicate.
+                self._note(conv_id, f"the crash-recovery copy of the answer could not be "
+                                    f"removed ({describe_os_error(e)}); it may come back as a "
+                                    "duplicate entry when the conversation is next opened")
             self._streaming.discard(conv_id)
 
     def pending_partial(self, conv_id: str) -> str | None:
         """The text of an orphaned answer sidecar, if there is one (for read-only views)."""
         state = _read_sidecar(self._dir(conv_id) / PARTIAL_FILE)
-        return None if state is None else str(state.get("text") or "")
+        return None if state is None else _sidecar_text(state)
 
-    def _recover_partial(self, conv_id: str) -> str | None:
+    def _recover_partial(self, conv_id: str) -> builtins.list[str]:
         """A sidecar no live turn owns is an answer the app was receiving when it closed:
         turn it into an error entry with the text, so nothing shown on screen is lost.
-        Runs before anything else is appended, so the entry takes its place in order."""
+        Runs before anything else is appended, so the entry takes its place in order.
+        Returns what was done (repairs on the way, then the recovery), one sentence each."""
         sidecar = self._dir(conv_id) / PARTIAL_FILE
         if conv_id in self._streaming or not sidecar.is_file():
-            return None
+            return []
         state = _read_sidecar(sidecar) or {}
-        text = str(state.get("text") or "")
+        text = _sidecar_text(state)
         entry = ConversationMessage(
             role="assistant", kind="error", content=text,
             error=ErrorInfo(
                 type="app_closed", retryable=True, partial=bool(text),
                 message="The app closed while this answer was arriving. The text received "
                         "is kept; Continue resumes it."),
-            model=state.get("model"), mode=state.get("mode") or None,
-            continues=state.get("continues"), status="aborted",
+            status="aborted",
         )
-        self._append_now(conv_id, [entry])
+        # The details are best effort (another version, or a hand, may have written them):
+        # one that does not fit is left out; the text is what matters.
+        for key in ("model", "mode", "continues"):
+            value = state.get(key)
+            if value in (None, ""):
+                continue
+            try:
+                entry = ConversationMessage.model_validate(
+                    {**entry.model_dump(exclude_defaults=True), key: value})
+            except ValidationError:
+                pass
+        found = self._append_now(conv_id, [entry])
         try:
             sidecar.unlink(missing_ok=True)
         except OSError:
             pass
-        return (f"recovered {len(text):,} characters of an answer that was arriving when the "
-                "app closed")
+        return [*found, f"recovered {len(text):,} characters of an answer that was arriving "
+                        "when the app closed"]
 
     def _remember(self, conv_id: str, messages: builtins.list[ConversationMessage]) -> None:
         """Keep the most recently loaded conversations in memory, keyed by the file's stamp, so
@@ -409,10 +462,10 @@ class ConversationStore:
             self._check_writable()
             problems: builtins.list[str] = []
             recovered = self._recover_partial(conv_id)
-            problems += self._append_now(conv_id, list(msgs))
-            if recovered:
-                problems.append(recovered)
-            return problems
+            self._note(conv_id, *recovered)
+            found = self._append_now(conv_id, list(msgs))
+            self._note(conv_id, *found)
+            return recovered + found
 
     def _append_now(self, conv_id: str, msgs: builtins.list[ConversationMessage]
                     ) -> builtins.list[str]:
@@ -522,6 +575,13 @@ def _read_sidecar(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
+
+
+def _sidecar_text(state: dict[str, Any]) -> str:
+    text = state.get("text")
+    if text is None:
+        return ""
+    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
 
 
 def _searchable(entry: dict[str, Any]) -> str:

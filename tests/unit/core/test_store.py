@@ -280,3 +280,64 @@ def test_every_content_form_written_to_the_store_reads_back_the_same(
     assert loaded.problems == []
     assert [m.to_openai() for m in loaded.messages] == raw + raw
     assert json.loads(export_openai(loaded.messages))["messages"] == raw + raw
+
+
+# --- crash recovery never breaks opening or sending (issue 8, items 2 and 8) ------------------
+
+
+@pytest.mark.parametrize("state", [
+    {"text": "half an answer", "mode": "turbo"},
+    {"text": "half an answer", "model": 5, "continues": 7},
+    {"text": "half an answer", "mode": ["chat"], "model": {"name": "m"}},
+])
+def test_a_sidecar_with_odd_fields_still_becomes_its_entry(project_dir: Path, state: dict) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create()
+        p.conversations.append(conv.id, user("question"))
+        sidecar = p.conversations.root / conv.id / "streaming.partial.json"
+        sidecar.write_text(json.dumps(state))  # written by another version, or by hand
+    with Project.open(project_dir) as p:
+        problems = p.conversations.append(conv.id, user("next"))
+        loaded = p.conversations.load(conv.id)
+    assert [m.text() for m in loaded.messages] == ["question", "half an answer", "next"]
+    assert loaded.messages[1].error is not None and loaded.messages[1].error.type == "app_closed"
+    assert any("recovered" in x for x in problems)
+    assert not sidecar.exists()
+
+
+def test_a_read_only_view_refuses_to_touch_a_sidecar(project_dir: Path) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create()
+        sidecar = p.conversations.root / conv.id / "streaming.partial.json"
+        sidecar.write_text(json.dumps({"text": "arriving"}))
+        with Project.open(project_dir) as second:  # another window: read-only
+            with pytest.raises(ReadOnlyError):
+                second.conversations.clear_partial(conv.id)
+            with pytest.raises(ReadOnlyError):
+                second.conversations.write_partial(conv.id, {"text": "other"})
+            assert second.conversations.load(conv.id).pending_partial == "arriving"
+        assert json.loads(sidecar.read_text()) == {"text": "arriving"}
+
+
+def test_every_repair_made_while_writing_can_be_shown(project: Project) -> None:
+    """A torn line quarantined by a send, or a crashed answer recovered as a turn starts,
+    reaches whoever drains the store's problems, once."""
+    store = project.conversations
+    conv = store.create()
+    store.append(conv.id, user("kept"))
+    with open(log_path(project, conv.id), "ab") as f:
+        f.write(b'{"role": "user", "content": "torn')  # the app died mid-write
+    other = store.create()
+    (store.root / other.id / "streaming.partial.json").write_text('{"text": "half"}')
+    fresh = Project.open  # a new process: nothing is known about either file yet
+    project.close()
+    with fresh(project.root) as p:
+        p.conversations.append(conv.id, user("next"))
+        p.conversations.write_partial(other.id, {"text": "new answer"})
+        mine = p.conversations.drain_problems(conv.id)
+        assert any("unfinished last line" in x for x in mine)
+        assert any("kept in messages.jsonl.corrupt-" in x for x in mine)
+        assert p.conversations.drain_problems() == [
+            "recovered 4 characters of an answer that was arriving when the app closed"]
+        assert p.conversations.drain_problems() == []
+        assert [m.text() for m in p.conversations.load(other.id).messages] == ["half"]

@@ -215,7 +215,8 @@ def test_a_read_only_view_shows_a_pending_answer_and_never_writes_a_sidecar(proj
         assert any("pending" in x for x in loaded.problems)
         with pytest.raises(ReadOnlyError):
             p.conversations.write_partial(conv, {"text": "x"})
-        p.conversations.clear_partial(conv)
+        with pytest.raises(ReadOnlyError):
+            p.conversations.clear_partial(conv)
     sidecar = project_dir / ".workbench" / "conversations" / conv / PARTIAL_FILE
     assert json.loads(sidecar.read_text())["text"] == "text the user saw"  # untouched
 
