@@ -14,6 +14,7 @@ from typing import Any
 from core.model import ConversationMessage, InvalidMessage
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+MAX_MESSAGE_DEPTH = 100  # far beyond any real message; the log's writer stops near 255
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -64,7 +65,32 @@ def read_import_file(
         data = data["messages"]
     if not isinstance(data, list):
         raise ImportProblem(f"{path.name}: \"messages\" must be a list of chat messages")
+    for n, item in enumerate(data, start=1):
+        if _depth(item) > MAX_MESSAGE_DEPTH:
+            raise ImportProblem(
+                f"{path.name}: message {n} is nested too deeply (more than "
+                f"{MAX_MESSAGE_DEPTH} levels) to be a chat message")
     return title, data
+
+
+def _depth(value: Any) -> int:
+    """How many lists and objects deep `value` goes (without recursion: it may be deep)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_MESSAGE_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _check_unicode(data: Any, name: str) -> None:

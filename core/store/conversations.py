@@ -38,7 +38,12 @@ from core.store.fileio import (
     read_json,
     timestamp_tag,
 )
-from core.store.log import encode_line, ensure_clean_tail, read_log
+from core.store.log import (
+    encode_line,
+    ensure_clean_tail,
+    read_log,
+    without_lone_surrogates,
+)
 
 DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
@@ -413,6 +418,9 @@ class ConversationStore:
                 raise StoreWriteError(
                     f"Could not import ({describe_os_error(e)}); nothing was created.",
                     e.errno, describe_os_error(e)) from e
+            except BaseException:  # anything else (an interrupt too): still nothing half made
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
             return meta
 
     def remove_unfinished_imports(self) -> builtins.list[str]:
@@ -460,7 +468,6 @@ class ConversationStore:
         """
         with self._lock:
             self._check_writable()
-            problems: builtins.list[str] = []
             recovered = self._recover_partial(conv_id)
             self._note(conv_id, *recovered)
             found = self._append_now(conv_id, list(msgs))
@@ -608,5 +615,5 @@ def _short(value: Any) -> str:
 
 
 def _clean_title(title: str | None) -> str:
-    title = " ".join((title or "").split())
+    title = " ".join(without_lone_surrogates(title or "").split())
     return title[:200] if title else DEFAULT_TITLE

@@ -7,11 +7,13 @@ the bad lines are moved aside to a `.corrupt-<timestamp>` file and reported, the
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from core.model import ConversationMessage
 from core.store.fileio import atomic_write_bytes, quarantine
@@ -127,8 +129,20 @@ def ensure_clean_tail(path: Path) -> LogReadResult | None:
 
 
 def encode_line(msg: ConversationMessage) -> bytes:
-    line = msg.model_dump_json(exclude_defaults=True).encode("utf-8")
+    """One log line. Text holding half a surrogate pair (Qt strings can, after a broken paste)
+    is no Unicode and cannot be UTF-8: such a half becomes U+FFFD, the rest is kept as it is."""
+    try:
+        line = msg.model_dump_json(exclude_defaults=True).encode("utf-8")
+    except PydanticSerializationError:
+        text = json.dumps(msg.model_dump(mode="json", exclude_defaults=True),
+                          ensure_ascii=False, separators=(",", ":"))
+        line = without_lone_surrogates(text).encode("utf-8")
     return line + b"\n"
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (half of a UTF-16 pair) replaced by U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _parse_all(lines: list[bytes]) -> list[ConversationMessage] | None:

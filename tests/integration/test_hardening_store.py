@@ -1,0 +1,74 @@
+"""Issue 8 through the real command line: bad input is one sentence, exit 1, nothing created."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import EXIT_FAIL, EXIT_OK, main
+from core.model import ConversationMessage
+from core.store.project import Project
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_sentence(err: str) -> bool:
+    return "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def conversation_folders(project: Path) -> list[str]:
+    root = project / ".workbench" / "conversations"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def test_nesting_too_deep_for_a_message_is_refused_before_anything_is_created(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    deep: object = "bottom"
+    for _ in range(400):  # deep enough to break writing it, not deep enough to break reading
+        deep = [deep]
+    source = tmp_path / "deep.json"
+    source.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "fine"},
+        {"role": "user", "content": [{"type": "input_text", "text": "x", "nested": deep}]}]}))
+    code, out, err = cli(capsys, "import", tmp_path / "proj", source)
+    assert code == EXIT_FAIL and one_sentence(err) and "nested too deeply" in err
+    assert "message 2" in err
+    assert conversation_folders(tmp_path / "proj") == []
+
+
+def test_a_title_that_is_not_text_never_leaves_a_half_import(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "a.json"
+    source.write_text(json.dumps({"messages": [{"role": "user", "content": "hello"}]}))
+    # argv bytes that are not UTF-8 reach Python as lone surrogates
+    code, out, err = cli(capsys, "import", tmp_path / "proj", source, "--title", "bad\udcff")
+    assert "Traceback" not in err
+    if code == EXIT_OK:  # kept, with the undecodable byte shown as a replacement character
+        with Project.open(tmp_path / "proj") as p:
+            [row] = p.conversations.list()
+            assert row.title.startswith("bad") and row.message_count == 1
+    else:
+        assert code == EXIT_FAIL and one_sentence(err)
+    names = conversation_folders(tmp_path / "proj")
+    assert not any(n.startswith(".") for n in names)  # no hidden half import left
+
+
+def test_a_message_with_a_lone_surrogate_is_still_saved(project: Project) -> None:
+    """Qt strings can hold half a surrogate pair (a broken paste): the message is kept, the
+    half character becomes U+FFFD, and the log stays readable."""
+    store = project.conversations
+    conv = store.create()
+    store.append(conv.id, ConversationMessage(role="user", content="broken \ud83d paste"))
+    store.append(conv.id, ConversationMessage(role="user", content="after"))
+    store._loaded.clear()
+    loaded = store.load(conv.id)
+    assert loaded.problems == []
+    assert [m.text() for m in loaded.messages] == ["broken \ufffd paste", "after"]
