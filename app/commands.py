@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from app.term import for_stream
 from core.store.conversations import ConversationStore
-from core.store.errors import ConversationNotFound, ProjectPathError
+from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
 
 if TYPE_CHECKING:
@@ -170,10 +170,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         counter = TokenCounter.for_model(settings.model)
         messages = [counter.with_count(m) for m in messages]
         meta = project.conversations.import_conversation(args.title or title, messages)
-        print(f"imported {len(messages)} messages as {meta.title!r}", file=sys.stderr)
-        print(meta.id)
+    except (StoreError, OSError) as e:
+        raise _store_failure(e, "nothing was imported") from None
     finally:
         project.close()
+    print(for_stream(f"imported {len(messages)} messages as {meta.title!r}", sys.stderr),
+          file=sys.stderr)
+    print(meta.id)
     return EXIT_OK
 
 
@@ -184,6 +187,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         conv_id = _resolve(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
+    except (StoreError, OSError) as e:
+        raise _store_failure(e, "nothing was exported") from None
     finally:
         project.close()
     for problem in loaded.problems:
@@ -243,6 +248,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     try:
         rows = project.conversations.list()
         pending = {r.id for r in rows if project.conversations.pending_partial(r.id) is not None}
+    except (StoreError, OSError) as e:
+        raise _store_failure(e, "the conversations cannot be listed") from None
     finally:
         project.close()
     if not rows:
@@ -300,3 +307,13 @@ def _read_stdin_text() -> str:
 def _title_from(text: str) -> str:
     first = " ".join(text.split())
     return first[:60] + ("…" if len(first) > 60 else "")
+
+
+def _store_failure(e: StoreError | OSError, outcome: str) -> CliError:
+    """A store problem as the one sentence `workbench` prints (exit 1)."""
+    if isinstance(e, StoreError):
+        return CliError(str(e))
+    from core.store.errors import describe_os_error
+
+    where = f" ({Path(e.filename).name})" if e.filename else ""
+    return CliError(f"{describe_os_error(e)}{where}; {outcome}")

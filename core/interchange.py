@@ -38,7 +38,10 @@ def read_import_file(
         raise ImportProblem(
             f"{path.name} is {size / 2**20:.0f} MB; the import limit is {max_bytes / 2**20:.0f} MB"
         )
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ImportProblem(f"{path} cannot be read: {e.strerror or e}") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

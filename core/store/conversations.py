@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.model import ConversationMessage, ErrorInfo, Mode, new_id, utc_now
 from core.store.errors import (
     ConversationNotFound,
+    ConversationUnreadable,
     ReadOnlyError,
     StoreError,
     StoreWriteError,
@@ -237,7 +238,12 @@ class ConversationStore:
             if cached is not None and cached[0] == _file_stamp(path):
                 self._note(conv_id, *recovered)
                 return LoadedConversation(meta, list(cached[1]), problems + recovered, pending)
-            result = read_log(path, repair=self.writable)
+            try:
+                result = read_log(path, repair=self.writable)
+            except OSError as e:
+                raise ConversationUnreadable(
+                    f"The messages of conversation {conv_id[:8]}… cannot be read "
+                    f"({path.name}: {describe_os_error(e)}).") from e
             if self.writable:
                 self._clean_tails.add(conv_id)
             self._remember(conv_id, result.messages)
@@ -362,7 +368,7 @@ class ConversationStore:
         path = self._dir(conv_id) / "messages.jsonl"
         try:
             return path.read_bytes().count(b"\n")
-        except FileNotFoundError:
+        except OSError:  # missing or unreadable: the conversation says why when opened
             return 0
 
     # --- writing -------------------------------------------------------------------------------
@@ -392,7 +398,13 @@ class ConversationStore:
             if problems:  # what could not be read is kept beside, never silently replaced
                 original = self._dir(conv_id) / "conversation.json"
                 kept = original.with_name(f"conversation.json.bad-{timestamp_tag()}")
-                shutil.copy2(original, kept)
+                try:
+                    shutil.copy2(original, kept)
+                except OSError as e:
+                    raise StoreWriteError(
+                        f"conversation.json of {conv_id[:8]}… cannot be read or kept aside "
+                        f"({describe_os_error(e)}); nothing was changed.",
+                        e.errno, describe_os_error(e)) from e
             meta = meta.model_copy(update=changes)
             self._write_meta(meta)
             return meta
@@ -520,7 +532,8 @@ class ConversationStore:
             atomic_write_json(path, meta.model_dump(mode="json"))
         except OSError as e:
             raise StoreWriteError(
-                f"Could not save the conversation's details ({describe_os_error(e)}).",
+                f"Could not save the conversation's details in conversation.json "
+                f"({describe_os_error(e)}).",
                 e.errno, describe_os_error(e)) from e
 
     def _summarize(self, folder: Path, stamp: builtins.list[int]) -> ConversationSummary | None:

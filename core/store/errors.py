@@ -17,6 +17,11 @@ class ConversationNotFound(StoreError):
     """No conversation has that id (or the id prefix is ambiguous)."""
 
 
+class ConversationUnreadable(StoreError):
+    """A conversation's log cannot be read at all (a folder where the file should be, no
+    permission, an I/O error); the message names the file and the reason."""
+
+
 class StoreWriteError(StoreError):
     """Writing to the project failed (a full disk, no permission, a read-only file system).
 

@@ -72,3 +72,39 @@ def test_a_message_with_a_lone_surrogate_is_still_saved(project: Project) -> Non
     loaded = store.load(conv.id)
     assert loaded.problems == []
     assert [m.text() for m in loaded.messages] == ["broken \ufffd paste", "after"]
+
+
+def test_one_broken_conversation_never_hides_the_others(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    with Project.open(project) as p:
+        good = p.conversations.import_conversation(
+            "good one", [ConversationMessage(role="user", content="hello")])
+        bad = p.conversations.import_conversation(
+            "broken one", [ConversationMessage(role="user", content="lost?")])
+    log = project / ".workbench" / "conversations" / bad.id / "messages.jsonl"
+    log.unlink()
+    log.mkdir()  # a folder where the log should be (a bad sync, a restore gone wrong)
+    code, out, err = cli(capsys, "list", project)
+    assert code == EXIT_OK and good.id in out and "good one" in out
+    assert "Traceback" not in err
+    code, out, err = cli(capsys, "export", project, "-c", bad.id)
+    assert code == EXIT_FAIL and one_sentence(err) and "messages.jsonl" in err
+    code, out, err = cli(capsys, "export", project, "-c", good.id)
+    assert code == EXIT_OK and "hello" in out
+
+
+def test_metadata_that_cannot_be_read_is_one_sentence_when_changed(project: Project) -> None:
+    from core.store.errors import StoreError
+
+    store = project.conversations
+    conv = store.create("title")
+    meta = store.root / conv.id / "conversation.json"
+    meta.unlink()
+    meta.mkdir()
+    assert store.load(conv.id).problems  # shown with defaults, reported
+    with pytest.raises(StoreError) as caught:
+        store.update_meta(conv.id, mode="agent")
+    assert "\n" not in str(caught.value) and "conversation.json" in str(caught.value)
+    assert sorted(x.name for x in meta.parent.iterdir()) == ["conversation.json", "messages.jsonl"]
