@@ -196,7 +196,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "openai":
         out = export_openai(loaded.messages, loaded.meta.title, loaded.pending_partial)
     elif args.format == "jsonl":
-        out = export_jsonl(loaded.messages)  # the log itself: the pending text is not in it yet
+        out = export_jsonl(loaded.messages, loaded.pending_partial)
     else:
         out = export_markdown(loaded.messages, loaded.meta.title, loaded.pending_partial)
     sys.stdout.write(for_stream(out, sys.stdout))

@@ -11,7 +11,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from core.model import ConversationMessage, InvalidMessage
+from core.model import (
+    ContentPart,
+    ConversationMessage,
+    FilePart,
+    ImagePart,
+    InputAudioPart,
+    InvalidMessage,
+    RefusalPart,
+    TextPart,
+    app_closed_entry,
+)
+from core.store.log import encode_line
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
 MAX_MESSAGE_DEPTH = 100  # far beyond any real message; the log's writer stops near 255
@@ -157,15 +168,22 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
         target = where.get(m.continues) if m.continues else None
         if target is not None and m.role == "assistant":
             joined = out[target]
-            joined["content"] = (joined.get("content") or "") + m.text()
+            if isinstance(joined.get("content"), list):
+                joined["content"] = [*joined["content"], {"type": "text", "text": m.text()}]
+            else:
+                joined["content"] = (joined.get("content") or "") + m.text()
             if m.tool_calls:
                 joined["tool_calls"] = joined.get("tool_calls", []) + \
                     [tc.model_dump() for tc in m.tool_calls]
             where[m.id] = target
             continue
         message = m.to_openai()
-        if m.kind == "error":
-            message = {"role": "assistant", "content": m.text()}
+        if m.kind == "error":  # the text received before it failed, as the answer it was
+            message = {"role": "assistant", "content": m.text() or None}
+            if m.tool_calls:
+                message["tool_calls"] = [tc.model_dump() for tc in m.tool_calls]
+            else:
+                message["content"] = m.text()
         where[m.id] = len(out)
         out.append(message)
     if pending:
@@ -174,8 +192,13 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
     return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
 
 
-def export_jsonl(messages: Iterable[ConversationMessage]) -> str:
-    return "".join(m.model_dump_json(exclude_defaults=True) + "\n" for m in messages)
+def export_jsonl(messages: Iterable[ConversationMessage], pending: str | None = None) -> str:
+    """The log, line for line. `pending` (the text of an answer a crashed app was receiving)
+    is added as the entry it becomes when the project is next opened for writing."""
+    entries = list(messages)
+    if pending is not None:
+        entries.append(app_closed_entry(pending))
+    return "".join(encode_line(m).decode("utf-8") for m in entries)
 
 
 def export_markdown(messages: Iterable[ConversationMessage], title: str | None = None,
@@ -184,8 +207,9 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
     for m in messages:
         if m.kind == "error" and m.error is not None:
             lines += [f"## Error ({m.error.type})", "", f"> {m.error.message}", ""]
-            if m.text():
-                lines += ["Partial answer:", "", m.text(), ""]
+            if m.text() or m.tool_calls:
+                lines += ["Partial answer:", ""]
+                lines += _markdown_body(m)
             continue
         heading = {"user": "User", "assistant": "Assistant", "system": "System",
                    "tool": "Tool result"}[m.role]
@@ -195,11 +219,7 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
         if m.role == "tool":
             lines += [f"`{m.tool_call_id}`", "", _fence(m.text()), ""]
             continue
-        if m.text():
-            lines += [m.text(), ""]
-        for tc in m.tool_calls or []:
-            lines += [f"**Tool call** `{tc.function.name}` (`{tc.id}`)", "",
-                      _fence(_pretty(tc.function.arguments), "json"), ""]
+        lines += _markdown_body(m)
     if pending is not None:
         lines += ["## Pending answer", "",
                   "> The app closed while this answer was arriving; it becomes an entry when the "
@@ -207,6 +227,42 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
         if pending:
             lines += [pending, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown_body(m: ConversationMessage) -> list[str]:
+    """Everything a message shows: its text, the parts that are not text, its tool calls."""
+    lines: list[str] = []
+    if isinstance(m.content, list):
+        for part in m.content:
+            shown = _markdown_part(part)
+            if shown:
+                lines += [shown, ""]
+    elif m.text():
+        lines += [m.text(), ""]
+    for tc in m.tool_calls or []:
+        lines += [f"**Tool call** `{tc.function.name}` (`{tc.id}`)", "",
+                  _fence(_pretty(tc.function.arguments), "json"), ""]
+    return lines
+
+
+def _markdown_part(part: ContentPart) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, RefusalPart):
+        return f"*Refused:* {part.refusal}"
+    if isinstance(part, ImagePart):
+        url = part.image_url if isinstance(part.image_url, str) else part.image_url.url
+        if url.startswith("data:"):
+            kind = url[5:].split(";", 1)[0].split(",", 1)[0] or "data"
+            return f"*(an embedded image, {kind}, {len(url):,} characters)*"
+        return f"![image]({url})"
+    if isinstance(part, InputAudioPart):
+        return f"*(audio, {part.input_audio.get('format', 'unknown format')})*"
+    if isinstance(part, FilePart):
+        name = part.file.get("filename") or part.file.get("file_id") or "embedded"
+        return f"*(file: {name})*"
+    return f"*({part.type} part)* " + _fence(
+        json.dumps(part.model_dump(mode="json"), ensure_ascii=False, indent=2), "json")
 
 
 def _fence(text: str, lang: str = "") -> str:

@@ -316,6 +316,18 @@ class ConversationMessage(BaseModel):
             raise InvalidMessage(_first_error(e)) from e
 
 
+APP_CLOSED_MESSAGE = ("The app closed while this answer was arriving. The text received is "
+                      "kept; Continue resumes it.")
+
+
+def app_closed_entry(text: str) -> ConversationMessage:
+    """The entry an answer becomes when the app closed while it was arriving."""
+    return ConversationMessage(
+        role="assistant", kind="error", content=text, status="aborted",
+        error=ErrorInfo(type="app_closed", retryable=True, partial=bool(text),
+                        message=APP_CLOSED_MESSAGE))
+
+
 def content_text(content: Content | None) -> str:
     if content is None:
         return ""

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.model import ConversationMessage, ErrorInfo, Mode, new_id, utc_now
+from core.model import ConversationMessage, Mode, app_closed_entry, new_id, utc_now
 from core.store.errors import (
     ConversationNotFound,
     ConversationUnreadable,
@@ -297,14 +297,7 @@ class ConversationStore:
             return []
         state = _read_sidecar(sidecar) or {}
         text = _sidecar_text(state)
-        entry = ConversationMessage(
-            role="assistant", kind="error", content=text,
-            error=ErrorInfo(
-                type="app_closed", retryable=True, partial=bool(text),
-                message="The app closed while this answer was arriving. The text received "
-                        "is kept; Continue resumes it."),
-            status="aborted",
-        )
+        entry = app_closed_entry(text)
         # The details are best effort (another version, or a hand, may have written them):
         # one that does not fit is left out; the text is what matters.
         for key in ("model", "mode", "continues"):
@@ -353,7 +346,10 @@ class ConversationStore:
             return False
         # A cheap first look: in an all-ASCII log (the common case) case folding is plain
         # lower-casing, so a needle absent from the raw bytes is absent from the text too.
-        if needle.isascii() and raw.isascii() and needle.encode() not in raw.lower():
+        # The needle is looked for as it is written inside a JSON string (quotes, backslashes
+        # escaped).
+        if needle.isascii() and raw.isascii() and \
+                json.dumps(needle)[1:-1].encode() not in raw.lower():
             return False
         for line in raw.splitlines():
             try:
@@ -611,7 +607,8 @@ def _searchable(entry: dict[str, Any]) -> str:
     if isinstance(content, str):
         out.append(content)
     elif isinstance(content, builtins.list):
-        out += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+        out += [str(p.get("text") or p.get("refusal") or "") for p in content
+                if isinstance(p, dict)]
     for call in entry.get("tool_calls") or []:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):

@@ -108,3 +108,27 @@ def test_metadata_that_cannot_be_read_is_one_sentence_when_changed(project: Proj
         store.update_meta(conv.id, mode="agent")
     assert "\n" not in str(caught.value) and "conversation.json" in str(caught.value)
     assert sorted(x.name for x in meta.parent.iterdir()) == ["conversation.json", "messages.jsonl"]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "jsonl", "markdown"])
+def test_every_export_of_a_conversation_with_a_pending_answer_has_its_text(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, fmt: str
+) -> None:
+    project = tmp_path / "proj"
+    with Project.open(project) as p:
+        conv = p.conversations.import_conversation(
+            "crashed", [ConversationMessage(role="user", content="question")])
+        (p.conversations.root / conv.id / "streaming.partial.json").write_text(
+            json.dumps({"text": "the answer that was arri"}))
+        # the window that crashed is gone; another one has the project open while we export
+        code, out, err = cli(capsys, "export", project, "-c", conv.id, "--format", fmt)
+        assert code == EXIT_OK and "question" in out and "the answer that was arri" in out
+        assert "pending (24 characters)" in err
+        code, out, err = cli(capsys, "list", project)
+        assert "pending" in out
+    with Project.open(project) as p:  # opened for writing: it becomes the entry it said
+        p.conversations.load(conv.id)
+    code, out, err = cli(capsys, "export", project, "-c", conv.id, "--format", "jsonl")
+    assert "pending" not in err
+    assert [json.loads(line).get("content") for line in out.splitlines()] == [
+        "question", "the answer that was arri"]

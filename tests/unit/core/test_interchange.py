@@ -76,3 +76,31 @@ def test_markdown_export_shows_tool_calls_and_errors_readably() -> None:
     msgs = parse_openai_messages(make_conversation(3, seed=1))
     md = export_markdown(msgs, "Demo")
     assert md.startswith("# Demo") and "## User" in md and "**Tool call**" in md
+
+
+def test_every_export_keeps_every_character_the_user_saw() -> None:
+    import json as _json
+
+    from core.interchange import export_jsonl, export_markdown, export_openai
+    from core.model import ConversationMessage, ErrorInfo
+
+    refusal = ConversationMessage.from_openai(
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I won't do that"}]})
+    picture = ConversationMessage.from_openai({"role": "user", "content": [
+        {"type": "text", "text": "what is"},
+        {"type": "image_url", "image_url": {"url": "https://example.org/cat.png"}}]})
+    cut_call = ConversationMessage(
+        role="assistant", kind="error", content="",
+        tool_calls=[{"id": "c1", "function": {"name": "read_file", "arguments": '{"pa'}}],
+        error=ErrorInfo(type="stream_interrupted", message="cut"))
+    msgs = [picture, refusal, cut_call]
+    md = export_markdown(msgs, "t", pending="arriving text")
+    for piece in ("what is", "https://example.org/cat.png", "I won't do that", "read_file",
+                  '{"pa', "arriving text"):
+        assert piece in md
+    openai = _json.loads(export_openai(msgs, "t"))["messages"]
+    assert "read_file" in _json.dumps(openai) and '{\\"pa' in _json.dumps(openai)
+    lines = export_jsonl(msgs, pending="arriving text").splitlines()
+    assert len(lines) == 4 and "arriving text" in lines[-1]
+    last = ConversationMessage.model_validate_json(lines[-1])
+    assert last.error is not None and last.error.type == "app_closed"

@@ -341,3 +341,16 @@ def test_every_repair_made_while_writing_can_be_shown(project: Project) -> None:
             "recovered 4 characters of an answer that was arriving when the app closed"]
         assert p.conversations.drain_problems() == []
         assert [m.text() for m in p.conversations.load(other.id).messages] == ["half"]
+
+
+def test_search_finds_quoted_words_and_refusals(project: Project) -> None:
+    store = project.conversations
+    a = store.create("Quotes")
+    store.append(a.id, user('she said "hello world" and left C:\\temp'))
+    b = store.create("Refused")
+    store.append(b.id, user("help me"))
+    store.append(b.id, ConversationMessage.from_openai(
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot assist"}]}))
+    assert store.search('"hello world"') == {a.id}
+    assert store.search("C:\\temp") == {a.id}
+    assert store.search("cannot assist") == {b.id}
