@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from core.agents import Agent
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer, RunContext
@@ -38,10 +39,14 @@ from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
 from core.store.requests import save_request
+from core.tools import tools_for
+from core.tools.runner import ApprovalPolicy, ToolResult, ToolRunner, ToolStarted
+from core.tools.shell import Sandbox, detect_sandbox, tool_environment
 
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3
+DEFAULT_STEP_LIMIT = 50  # tool rounds in one turn before the agent pauses (continuable)
 PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
@@ -140,10 +145,18 @@ class TurnOptions:
     Attributes:
         mode: the system prefix (chat, agent, run); the history is the same in every mode.
         run_context: in run mode, the workflow's directive and the active step's brief.
+        agent: the persona and the tools it may use (None: the default agent).
+        approve: writes and commands: ask the user, always run, or never run.
+        step_limit: tool rounds before the turn pauses with a continuable entry.
+        network: commands may use the network (None: as the conversation says).
     """
 
     mode: Mode = "chat"
     run_context: RunContext | None = None
+    agent: Agent | None = None
+    approve: ApprovalPolicy = "ask"
+    step_limit: int = DEFAULT_STEP_LIMIT
+    network: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,28 @@ class TurnFinished:
 
 
 EngineEvent = (EntryAppended | StreamText | RequestBuilt | RequestStarted | Retrying | StoreNotice
-               | SaveFailed | QuestionAsked | TurnFinished)
+               | SaveFailed | QuestionAsked | ToolStarted | TurnFinished)
+
+
+@dataclass(frozen=True)
+class ToolSetup:
+    """What running tools needs: the project folder and how commands are contained.
+
+    Attributes:
+        root: the project folder; state: its `.workbench`.
+        sandbox: detected once (bubblewrap, or none and why).
+        offload_tokens: results over this many tokens go to `.workbench/tool-results/`.
+    """
+
+    root: Path
+    state: Path
+    sandbox: Sandbox
+    offload_tokens: int = 4000
+    env: dict[str, str] | None = None
+
+    @classmethod
+    def for_folder(cls, root: Path, state: Path) -> ToolSetup:
+        return cls(root.resolve(), state, detect_sandbox(), env=tool_environment())
 
 
 DEFAULT_TURN = TurnOptions()
@@ -177,8 +211,10 @@ class Engine:
         calibration: Calibration | None = None,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
         context: ContextService | None = None,
+        tools: ToolSetup | None = None,
     ) -> None:
         self.store = store
+        self.tools = tools
         self.context = context or ContextService(store, composer, calibration, counter_for)
         self.composer = self.context.composer
         self.calibration = self.context.calibration
@@ -192,7 +228,10 @@ class Engine:
     async def send(
         self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN
     ) -> AsyncIterator[EngineEvent]:
-        """Append the user's message and stream the answer."""
+        """Append the user's message and stream the answer (running the tools it calls)."""
+        settings = _for_agent(settings, options)
+        for event in self.close_interrupted(conv_id):
+            yield event
         counter = self.counter(settings.model)
         user = counter.with_count(ConversationMessage(role="user", content=text,
                                                       mode=options.mode))
@@ -203,7 +242,7 @@ class Engine:
         if not saved:  # nothing was sent: the message goes back to the user, untouched
             yield TurnFinished("error", user)
             return
-        async for event in self.respond(conv_id, settings, options):
+        async for event in self._loop(conv_id, settings, options):
             yield event
 
     async def continue_(
@@ -214,11 +253,22 @@ class Engine:
         The model sees its own partial answer and the LLM_ERROR block, then a one-off
         instruction (never stored) to carry on; the new entry records which one it continues.
 
+        After the agent's step limit, or tool results the model has not seen yet, it carries on
+        with the work instead.
+
         Raises:
             NothingToContinue: the last entry is not a continuable answer.
         """
+        settings = _for_agent(settings, options)
+        for event in self.close_interrupted(conv_id):
+            yield event
         history = self.store.load(conv_id).messages
         last = history[-1] if history else None
+        if last is not None and (last.role == "tool" or (
+                last.error is not None and last.error.type == "step_limit")):
+            async for event in self._loop(conv_id, settings, options):
+                yield event
+            return
         if not continuable(last):
             if last is not None and last.error is not None and not last.text():
                 raise NothingToContinue(
@@ -231,8 +281,8 @@ class Engine:
             raise NothingToContinue("The conversation does not end in an unfinished answer.")
         assert last is not None
         cause = last.error.type.replace("_", " ") if last.error else "output token limit"
-        async for event in self.respond(conv_id, settings, options, continues=last.id,
-                                        instruction=CONTINUE_INSTRUCTION.format(cause=cause)):
+        async for event in self._loop(conv_id, settings, options, continues=last.id,
+                                      instruction=CONTINUE_INSTRUCTION.format(cause=cause)):
             yield event
 
     async def retry(
@@ -244,8 +294,11 @@ class Engine:
         Raises:
             NothingToRetry: the conversation does not end in a failed answer.
         """
+        settings = _for_agent(settings, options)
+        for event in self.close_interrupted(conv_id):
+            yield event
         self.check_retry(conv_id)
-        async for event in self.respond(conv_id, settings, options, drop_trailing_errors=True):
+        async for event in self._loop(conv_id, settings, options, drop_trailing_errors=True):
             yield event
 
     def check_retry(self, conv_id: str) -> None:
@@ -274,7 +327,7 @@ class Engine:
         started = time.monotonic()
         try:
             built = self.context.build(conv_id, history, settings, mode,
-                                       run_context=options.run_context)
+                                       run_context=options.run_context, agent=options.agent)
         except BudgetError as e:
             info = ErrorInfo(type="context_overflow", message=self.budget_message(e, settings),
                              retryable=False)
@@ -343,7 +396,8 @@ class Engine:
                     try:
                         smaller = self.context.build(conv_id, history, settings, mode,
                                                      known_window=window,
-                                                     run_context=options.run_context)
+                                                     run_context=options.run_context,
+                                                     agent=options.agent)
                     except BudgetError as budget:
                         raise ContextOverflow(
                             f"The provider accepts {window:,} tokens for {settings.model}, and "
@@ -467,6 +521,129 @@ class Engine:
             yield event
         yield TurnFinished("ok" if saved else "error", answer)
 
+    async def _loop(
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions, **first: Any
+    ) -> AsyncIterator[EngineEvent]:
+        """Request, run the tools the answer calls, append their results, request again;
+        until an answer without tool calls, a failure, Stop, or the step limit."""
+        steps = 0
+        kwargs: dict[str, Any] = first
+        while True:
+            finished: TurnFinished | None = None
+            async for event in self.respond(conv_id, settings, options, **kwargs):
+                if isinstance(event, TurnFinished):
+                    finished = event
+                else:
+                    yield event
+            kwargs = {}
+            assert finished is not None
+            calls = finished.message.tool_calls
+            if finished.status != "ok" or not calls or self.tools is None:
+                yield finished
+                return
+            outcome: list[TurnFinished] = []
+            async for event in self._run_tools(conv_id, calls, settings, options, outcome):
+                yield event
+            if outcome:
+                yield outcome[0]
+                return
+            steps += 1
+            if steps >= options.step_limit:
+                info = ErrorInfo(
+                    type="step_limit", retryable=False,
+                    message=f"The agent paused after {steps} rounds of tool calls (the step "
+                            "limit for one turn). Continue lets it go on.")
+                entry = self._error_entry(info, [], settings, options.mode, 0,
+                                          self.counter(settings.model))
+                for event in self._persist(conv_id, entry, "the step-limit notice"):
+                    yield event
+                yield TurnFinished("error", entry)
+                return
+
+    def runner(self, conv_id: str, settings: LLMSettings, options: TurnOptions) -> ToolRunner:
+        """The tool runner for one turn of `conv_id` (the mode's and agent's tools)."""
+        assert self.tools is not None
+        setup = self.tools
+        network = options.network
+        if network is None:
+            network = self.store.meta(conv_id).allow_network
+        agent = options.agent
+        return ToolRunner(setup.root, setup.state,
+                          tools_for(options.mode, agent.tools if agent is not None else None),
+                          self.counter(settings.model), options.approve, setup.sandbox,
+                          network, options.mode, setup.offload_tokens, setup.env)
+
+    async def _run_tools(
+        self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,
+        outcome: list[TurnFinished],
+    ) -> AsyncIterator[EngineEvent]:
+        """Run `calls` and persist one result entry per call. On Stop, the calls without a
+        result are answered "aborted" (a running command is killed first). `outcome` gets the
+        TurnFinished when the turn ends here."""
+        runner = self.runner(conv_id, settings, options)
+        history = self.store.load(conv_id).messages
+        answered: set[str] = set()
+        running: dict[str, float] = {}
+        last: ConversationMessage | None = None
+        try:
+            async for event in runner.run(conv_id, calls, history):
+                if isinstance(event, Question):
+                    yield QuestionAsked(event)
+                elif isinstance(event, ToolStarted):
+                    running[event.call_id] = time.monotonic()
+                    yield event
+                elif isinstance(event, ToolResult):
+                    last = event.entry
+                    answered.add(event.entry.tool_call_id or "")
+                    saved = True
+                    for ev in self._persist(conv_id, event.entry, "a tool's result"):
+                        saved = saved and not isinstance(ev, SaveFailed)
+                        yield ev
+                    if not saved:
+                        outcome.append(TurnFinished("error", event.entry))
+                        return
+        except (asyncio.CancelledError, GeneratorExit) as stop:
+            entries = [runner.aborted(
+                c, "Stopped by the user while this call ran; it was killed. Anything it did "
+                   "before that remains." if c.id in running else
+                   "Not run: the user stopped the turn first.", running.get(c.id))
+                for c in calls if c.id not in answered]
+            appended: list[ConversationMessage] = []
+            try:
+                self.store.append_many(conv_id, entries)
+                appended = entries
+            except (StoreError, OSError):
+                pass  # answered as aborted when the conversation is next used
+            if isinstance(stop, GeneratorExit):
+                raise
+            for entry in appended:
+                yield EntryAppended(entry)
+            outcome.append(TurnFinished("stopped", appended[-1] if appended else
+                                        (last or entries[-1])))
+            return
+
+    def close_interrupted(self, conv_id: str) -> Iterator[EngineEvent]:
+        """Answer the tool calls a crash (or a closed window) left without results as
+        "aborted", so the log reads as it happened and the next request is complete."""
+        if not self.store.writable:
+            return
+        loaded = self.store.load(conv_id)
+        for text in loaded.problems:  # a repair made while reading: said once, here
+            yield StoreNotice(text)
+        calls = unanswered_calls(loaded.messages)
+        if not calls:
+            return
+        entries = [self.counter(None).with_count(ConversationMessage(
+            role="tool", tool_call_id=c.id, tool_name=c.function.name, status="aborted",
+            content="Aborted: the app closed while this call was pending; whether it ran, "
+                    "and what it did, is unknown.")) for c in calls]
+        try:
+            self.store.append_many(conv_id, entries)
+        except (StoreError, OSError):
+            return
+        for entry in entries:
+            yield EntryAppended(entry)
+
     def build(
         self, history: list[ConversationMessage], settings: LLMSettings, mode: Mode = "chat",
         usable_override: int | None = None, conv_id: str | None = None,
@@ -567,6 +744,26 @@ class Engine:
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         return self.context.budget_message(e, settings)
+
+
+def unanswered_calls(history: list[ConversationMessage]) -> list[ToolCall]:
+    """The calls of the last answer that have no result (only tool entries after it)."""
+    answered: set[str] = set()
+    for m in reversed(history):
+        if m.role == "tool":
+            answered.add(m.tool_call_id or "")
+            continue
+        if m.role == "assistant" and m.kind != "error" and m.tool_calls:
+            return [c for c in m.tool_calls if c.id not in answered]
+        return []
+    return []
+
+
+def _for_agent(settings: LLMSettings, options: TurnOptions) -> LLMSettings:
+    """The agent's own model, when it names one."""
+    if options.agent is not None and options.agent.model:
+        return settings.model_copy(update={"model": options.agent.model})
+    return settings
 
 
 def _write_cause(e: StoreError | OSError) -> str:

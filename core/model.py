@@ -32,7 +32,7 @@ from core.redact import redact_optional
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal["message", "summary", "error", "notice"]
 Mode = Literal["chat", "agent", "run"]
-Status = Literal["ok", "error", "aborted"]
+Status = Literal["ok", "error", "denied", "aborted"]
 ErrorType = Literal[
     "auth",
     "rate_limited",
@@ -47,6 +47,7 @@ ErrorType = Literal[
     "max_tokens",
     "app_closed",
     "save_failed",
+    "step_limit",
 ]
 
 PROTOCOL_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -252,6 +253,8 @@ class ConversationMessage(BaseModel):
     tool_name: str | None = None
     duration_ms: int | None = None
     status: Status | None = None
+    exit_code: int | None = None  # a command's exit status (run_shell)
+    approval: str | None = None  # how a tool call was allowed or denied (see core.tools.approvals)
 
     @model_validator(mode="after")
     def _check_protocol(self) -> ConversationMessage:
@@ -352,7 +355,11 @@ def continuable(entry: ConversationMessage | None) -> bool:
     """Whether Continue applies to this entry: an answer that was stopped, cut or interrupted
     for a reason that continuing can get past, with some text to continue from (without any,
     continuing is Retry under another name)."""
-    if entry is None or entry.role != "assistant" or not entry.text():
+    if entry is None or entry.role != "assistant":
+        return False
+    if entry.error is not None and entry.error.type == "step_limit":
+        return True  # the agent stopped at its step limit: continuing lets it go on
+    if not entry.text():
         return False
     if entry.kind == "error":
         return entry.error is not None and entry.error.type not in NOT_CONTINUABLE

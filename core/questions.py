@@ -27,17 +27,20 @@ class Question:
     text: str
     choices: tuple[str, ...]
     detail: str = ""
+    kind: str = "question"  # "approval": a tool call waits for the user's permission
+    note: str = field(default="", init=False)  # what the user added to the answer (a reason)
     _loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop, repr=False)
     _future: asyncio.Future[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._future = self._loop.create_future()
 
-    def answer(self, choice: str) -> None:
-        """Answer from any thread; the first answer counts."""
+    def answer(self, choice: str, note: str = "") -> None:
+        """Answer from any thread; the first answer counts. `note`: what the user adds (the
+        reason for a denial, which the model reads)."""
         if choice not in self.choices:
             raise ValueError(f"{choice!r} is not one of {self.choices}")
-        self._loop.call_soon_threadsafe(self._settle, choice)
+        self._loop.call_soon_threadsafe(self._settle, choice, note)
 
     def withdraw(self) -> None:
         """Cancel the question from any thread (the asker gets QuestionCancelled)."""
@@ -55,9 +58,10 @@ class Question:
             self._settle(None)
             raise
 
-    def _settle(self, choice: str | None) -> None:
+    def _settle(self, choice: str | None, note: str = "") -> None:
         if self._future.done():
             return
+        self.note = note.strip()
         if choice is None:
             self._future.set_exception(QuestionCancelled(self.text))
             self._future.exception()  # retrieved: a withdrawn question is not an error to log

@@ -271,12 +271,13 @@ def build_request(
     recent_rounds: int = RECENT_ROUNDS,
     cache: BuildCache | None = None,
     stages: list[CompressionStage] | None = None,
+    persona: str | None = None,
 ) -> BuiltRequest:
     started = time.perf_counter()
     tools = list(tools or [])
     report = BuildReport(model, mode, budget.window, budget.usable, budget.reserved_output,
                          budget.safety, budget.source, budget.note, calibration=budget.calibration)
-    prefix = composer.compose(mode, run_context)
+    prefix = composer.compose(mode, run_context, persona)
     system_msg = {"role": "system", "content": prefix}
     system_tokens = counter.openai_message(system_msg)
     tools_tokens = counter.text(json.dumps(tools)) if tools else 0

@@ -56,7 +56,9 @@ class PromptComposer:
                 return override.read_text(encoding="utf-8").strip(), "project"
         return (self.defaults / f"{name}.md").read_text(encoding="utf-8").strip(), "default"
 
-    def sections(self, mode: Mode, run: RunContext | None = None) -> list[Section]:
+    def sections(self, mode: Mode, run: RunContext | None = None,
+                 persona: str | None = None) -> list[Section]:
+        """`persona`: the chosen agent's instructions, in place of the built-in persona."""
         names: list[tuple[str, dict[str, object]]] = []
         if mode == "chat":
             names = [("base_chat", {})]
@@ -78,12 +80,16 @@ class PromptComposer:
         names.append(("mode_banner", {"mode": mode}))
         out = []
         for name, fields in names:
+            if name == "agent_persona" and persona:
+                out.append(Section(name, persona.strip(), "agent"))
+                continue
             text, source = self.template(name)
             out.append(Section(name, _fill(text, fields), source))
         return out
 
-    def compose(self, mode: Mode, run: RunContext | None = None) -> str:
-        return "\n\n".join(s.text for s in self.sections(mode, run))
+    def compose(self, mode: Mode, run: RunContext | None = None,
+                persona: str | None = None) -> str:
+        return "\n\n".join(s.text for s in self.sections(mode, run, persona))
 
 
 def _fill(text: str, fields: dict[str, object]) -> str:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
+from core.agents import Agent
 from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
@@ -25,6 +27,7 @@ from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
+from core.tools import tool_schemas, tools_for
 
 CACHED_CONVERSATIONS = 2
 
@@ -43,10 +46,13 @@ class ContextService:
         calibration: Calibration | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
         ask_servers: bool = True,
+        offer_tools: bool = False,
     ) -> None:
         """`ask_servers`: False for builds on the window's thread, which use only what a server
-        already said (the engine's thread asks)."""
+        already said (the engine's thread asks). `offer_tools`: requests offer the mode's tools
+        (an engine that can run them: one with a project folder)."""
         self.ask_servers = ask_servers
+        self.offer_tools = offer_tools
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
@@ -82,6 +88,7 @@ class ContextService:
         self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,
         mode: Mode = "chat", usable_override: int | None = None,
         known_window: int | None = None, run_context: RunContext | None = None,
+        agent: Agent | None = None,
     ) -> BuiltRequest:
         """The request for `history` (the conversation's log, or what a Retry would resend).
 
@@ -94,13 +101,23 @@ class ContextService:
         budget = self.budget(conv_id, settings, usable_override, known_window)
         return build_request(history, mode, model=settings.model, budget=budget,
                              counter=self.counter(settings.model), composer=self.composer,
-                             cache=self._cache(conv_id), run_context=run_context)
+                             cache=self._cache(conv_id), run_context=run_context,
+                             tools=self.tool_schemas(mode, agent),
+                             persona=agent.instructions if agent is not None else None)
+
+    def tool_schemas(self, mode: Mode, agent: Agent | None = None) -> list[dict[str, Any]]:
+        """The `tools[]` a request in `mode` offers (none when this service's engine cannot
+        run tools)."""
+        if not self.offer_tools:
+            return []
+        return tool_schemas(tools_for(mode, agent.tools if agent is not None else None))
 
     def preview(self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
-                usable_override: int | None = None) -> BuiltRequest:
+                usable_override: int | None = None, agent: Agent | None = None
+                ) -> BuiltRequest:
         """The request the conversation's next turn would send, as it stands on disk."""
         history = self.store.load(conv_id).messages
-        return self.build(conv_id, history, settings, mode, usable_override)
+        return self.build(conv_id, history, settings, mode, usable_override, agent=agent)
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         """Why nothing fits, with the way out when a remembered provider limit is the cause."""

@@ -175,6 +175,10 @@ class LLMClient:
             kwargs["max_tokens"] = request.max_tokens
         if request.tools:
             kwargs["tools"] = list(request.tools)
+            # litellm 1.106 routes any request with tools through its MCP bridge first, which
+            # imports the optional `mcp` package (absent: every tool request would fail with
+            # "No module named 'mcp'"). Our tools are plain functions: skip the bridge.
+            kwargs["_skip_mcp_handler"] = True
         return kwargs
 
 

@@ -64,6 +64,8 @@ class ConversationMeta(BaseModel):
     model: str | None = None
     context_window: int | None = Field(default=None, gt=0)  # overrides the model's window
     compaction: dict[str, Any] = Field(default_factory=dict)
+    agent: str | None = None  # the agent chosen for the conversation (None: the default)
+    allow_network: bool = False  # commands the agent runs may use the network
 
 
 class ConversationSummary(BaseModel):

@@ -144,8 +144,12 @@ def test_second_process_cannot_write_while_the_first_holds_the_project(
         holder.close()
 
 
-def test_send_as_a_real_process_streams_and_records_a_tool_call(project_dir, llm_server) -> None:
-    llm_server.script(ToolCalls([("call_1", "read_file", '{"path": "README.md"}')]))
+def test_send_as_a_real_process_runs_a_tool_call_and_sends_its_result(project_dir,
+                                                                      llm_server) -> None:
+    project_dir.mkdir(parents=True, exist_ok=True)
+    (project_dir / "README.md").write_text("# Widget\nThe widget frobs.\n")
+    llm_server.script(ToolCalls([("call_1", "read_file", '{"path": "README.md"}')]),
+                      Answer("It frobs."))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "app", "send", str(project_dir), "--new", "--model", MODEL,
@@ -153,10 +157,15 @@ def test_send_as_a_real_process_streams_and_records_a_tool_call(project_dir, llm
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("It frobs.\n")
     with Project.open(project_dir, read_only=True) as p:
         conv = p.conversations.list()[0].id
-        answer = p.conversations.load(conv).messages[-1]
-    assert answer.tool_calls and answer.tool_calls[0].function.name == "read_file"
+        call, result, answer = p.conversations.load(conv).messages[-3:]
+    assert call.tool_calls and call.tool_calls[0].function.name == "read_file"
+    assert result.tool_call_id == "call_1" and "The widget frobs." in result.text()
+    assert answer.text() == "It frobs."
+    sent = llm_server.requests[1].body["messages"]
+    assert sent[-1]["role"] == "tool" and "The widget frobs." in sent[-1]["content"]
 
 
 def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project_dir) -> None:

@@ -1,0 +1,228 @@
+"""Large tool results: written whole to `.workbench/tool-results/`, previewed in the log.
+
+A result over the threshold (about 4,000 tokens) is kept on disk whole; the log entry keeps a
+head+tail preview cut at line boundaries (so never mid-character) with a marker saying what was
+left out and how to read it: `read_tool_result("<id>")`. A preview is made once, from the full
+output, so nothing is ever truncated twice. A command's output arrives as a file and is never
+read into memory whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from pydantic import Field
+
+from core.llm.tokens import TokenCounter
+from core.model import ConversationMessage, Offload
+from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+
+OFFLOAD_TOKENS = 4000  # a result over this many tokens is offloaded
+PREVIEW_BYTES = 4000  # of the head, and again of the tail, in an offloaded result's preview
+PAGE_CHARS = 12_000  # what one read_file / read_tool_result call returns at most (~3k tokens)
+LINE_CHARS = 2000  # a longer line is cut in a page
+RESULTS_DIR = "tool-results"
+
+
+def result_name(call_id: str) -> str:
+    """The file name for a call's full output (ids from providers may hold any character)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call_id).strip(".") or "call"
+    return f"{safe[:120]}.txt"
+
+
+@dataclass
+class Kept:
+    """A tool result as the log keeps it."""
+
+    content: str
+    offload: Offload | None = None
+
+
+def keep(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
+         threshold: int = OFFLOAD_TOKENS) -> Kept:
+    """The log's version of `output`: itself when small, else a preview of what went to disk."""
+    if output.file is not None:
+        return _keep_file(output, ctx, counter, threshold)
+    text = output.text
+    if not _over(text, counter, threshold):
+        return Kept(text)
+    target = ctx.results_dir / result_name(ctx.call_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8", errors="replace")
+    return Kept(preview(target, ctx.call_id), _offload(ctx, target))
+
+
+def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
+               threshold: int) -> Kept:
+    assert output.file is not None
+    path = output.file
+    size = path.stat().st_size
+    if size <= threshold * 8:  # small enough to look at: count it
+        raw = path.read_bytes()
+        text = _decode(raw)
+        whole = output.header + text
+        if not _over(whole, counter, threshold):
+            path.unlink(missing_ok=True)
+            return Kept(whole)
+    target = ctx.results_dir / result_name(ctx.call_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if output.header:
+        with open(target, "wb") as out, open(path, "rb") as src:
+            out.write(output.header.encode("utf-8"))
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
+        path.unlink(missing_ok=True)
+    else:
+        os.replace(path, target)
+    return Kept(preview(target, ctx.call_id), _offload(ctx, target))
+
+
+def _offload(ctx: ToolContext, target: Path) -> Offload:
+    return Offload(path=f"{RESULTS_DIR}/{target.name}", size=target.stat().st_size)
+
+
+def _over(text: str, counter: TokenCounter, threshold: int) -> bool:
+    if len(text) <= threshold:  # a token is at least one character
+        return False
+    if len(text) > threshold * 8:
+        return True
+    return counter.text(text) > threshold
+
+
+def _decode(raw: bytes) -> str:
+    if b"\x00" in raw[:8192]:
+        return f"(binary output, {len(raw):,} bytes; not shown)"
+    return raw.decode("utf-8", errors="replace")
+
+
+def preview(path: Path, ref: str, head_bytes: int = PREVIEW_BYTES,
+            tail_bytes: int = PREVIEW_BYTES) -> str:
+    """Head and tail of the file at line boundaries, with the marker between them."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(head_bytes)
+        if b"\x00" in head:
+            return (f"(binary output, {size:,} bytes; not shown. The whole output is kept: "
+                    f'read_tool_result("{ref}"))')
+        lines = _count_lines(f, head)
+        cut = head.rfind(b"\n")
+        head = head[:cut + 1] if cut >= head_bytes // 4 else head[:_char_boundary(head)]
+        start = max(len(head), size - tail_bytes)
+        f.seek(start)
+        tail = f.read()
+    if start > len(head):
+        nl = tail.find(b"\n")
+        tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail[_lead_boundary(tail):]
+    omitted = size - len(head) - len(tail)
+    shown_lines = head.count(b"\n") + tail.count(b"\n")
+    marker = (f"\n… {max(lines - shown_lines, 0):,} lines / ~{omitted // 4:,} tokens omitted; "
+              f'full output: read_tool_result("{ref}")\n')
+    return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8",
+                                                                         errors="replace")
+
+
+def _count_lines(f: BinaryIO, head: bytes) -> int:
+    count = head.count(b"\n")
+    while chunk := f.read(1 << 20):
+        count += chunk.count(b"\n")
+    return count + 1
+
+
+def _char_boundary(data: bytes) -> int:
+    """The largest cut <= len(data) that does not split a UTF-8 character."""
+    i = len(data)
+    while i > 0 and i > len(data) - 4 and (data[i - 1] & 0xC0) == 0x80:
+        i -= 1
+    if i > 0 and data[i - 1] >= 0xC0:  # a lead byte whose continuation was cut off
+        i -= 1
+    return i
+
+
+def _lead_boundary(data: bytes) -> int:
+    i = 0
+    while i < min(4, len(data)) and (data[i] & 0xC0) == 0x80:
+        i += 1
+    return i
+
+
+def page(lines: Iterable[str], offset: int, limit: int, what: str,
+         budget: int = PAGE_CHARS) -> str:
+    """Lines `offset`.. (1-based) numbered like `cat -n`, at most `limit` lines and `budget`
+    characters, ending with how to read on when there is more."""
+    out: list[str] = []
+    used = 0
+    last = offset - 1
+    more = False
+    total = 0
+    for number, line in enumerate(lines, start=1):
+        total = number
+        if number < offset:
+            continue
+        if number >= offset + limit or used > budget:
+            more = True
+            continue  # keep counting for the total
+        line = line.rstrip("\n")
+        if len(line) > LINE_CHARS:
+            line = line[:LINE_CHARS] + f" … ({len(line) - LINE_CHARS:,} more characters)"
+        entry = f"{number:>6}\t{line}"
+        out.append(entry)
+        used += len(entry) + 1
+        last = number
+    if total < offset:
+        if total == 0:
+            return f"({what} is empty)"
+        raise ToolError(f"offset {offset} is past the end of {what} ({total:,} lines).")
+    text = "\n".join(out)
+    if more:
+        text += (f"\n… lines {last + 1:,}-{total:,} of {total:,} not shown; call again with "
+                 f"offset={last + 1} to read on.")
+    return text
+
+
+def file_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+        yield from f
+
+
+class ReadResultArgs(ToolArgs):
+    ref: str = Field(description="The id given in an omitted-output marker (the tool call id), "
+                                 "or the id of a log entry holding a tool result.")
+    offset: int = Field(default=1, ge=1, description="First line to read (1-based).")
+    limit: int = Field(default=400, ge=1, le=5000, description="How many lines to read.")
+
+
+async def read_tool_result(args: ReadResultArgs, ctx: ToolContext) -> ToolOutput:
+    path = ctx.results_dir / result_name(args.ref)
+    if path.is_file():
+        return ToolOutput(page(file_lines(path), args.offset, args.limit, "that output"))
+    entry = _entry(ctx.history, args.ref)
+    if entry is None:
+        raise ToolError(f"No tool output is known as {args.ref!r}; use the id from the "
+                        "omitted-output marker.")
+    if entry.offload is not None:
+        full = ctx.state / entry.offload.path
+        if full.is_file():
+            return ToolOutput(page(file_lines(full), args.offset, args.limit, "that output"))
+        raise ToolError(f"The full output of {args.ref!r} is no longer on disk "
+                        f"({entry.offload.path}); only its preview is in the conversation.")
+    return ToolOutput(page(iter(entry.text().splitlines()), args.offset, args.limit,
+                           "that output"))
+
+
+def _entry(history: list[ConversationMessage], ref: str) -> ConversationMessage | None:
+    for m in reversed(history):
+        if m.role == "tool" and ref in (m.id, m.tool_call_id):
+            return m
+    return None
+
+
+READ_TOOL_RESULT = Tool(
+    "read_tool_result",
+    "Read a tool output that was too long to show whole (its marker names the id), or any "
+    "earlier tool result by log entry id, a page of numbered lines at a time.",
+    ReadResultArgs, "read", read_tool_result, key_arg="ref")

@@ -1,0 +1,279 @@
+"""Running the tool calls of one answer: check, ask, run, keep; one log entry per call.
+
+Whatever the model sends becomes a result it can read, never an exception: arguments that are
+not JSON, a tool it made up, a tool the mode does not offer, arguments the tool's model refuses,
+a tool that fails. Writes and commands ask the user first (unless the approval policy says
+otherwise) and the decision is recorded on the entry. Consecutive read-only calls run
+concurrently; the rest one at a time, in order. Results are yielded in the calls' order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from core.llm.tokens import TokenCounter
+from core.model import ConversationMessage, Mode, ToolCall
+from core.questions import Question
+from core.redact import redact
+from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from core.tools.files import planned_content, unified_diff
+from core.tools.results import OFFLOAD_TOKENS, Kept, keep
+from core.tools.shell import Sandbox, ShellArgs
+from core.tools.todo import TodoBoard, todo_state
+
+ApprovalPolicy = Literal["never", "ask", "always"]
+ALLOW_ONCE = "Allow once"
+ALLOW_CONVERSATION = "Allow for this conversation"
+DENY = "Deny"
+APPROVAL_CHOICES = (ALLOW_ONCE, ALLOW_CONVERSATION, DENY)
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    """A tool call began running (the card shows a spinner and the elapsed time)."""
+
+    call_id: str
+    name: str
+    key: str
+    started: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A call's finished log entry, to be persisted before the next request."""
+
+    entry: ConversationMessage
+
+
+RunnerEvent = ToolStarted | ToolResult | Question
+
+
+def allowed_for_conversation(history: Sequence[ConversationMessage]) -> set[str]:
+    """Tools the user allowed for the rest of the conversation (read from the log)."""
+    return {m.tool_name for m in history
+            if m.role == "tool" and m.approval == "conversation" and m.tool_name}
+
+
+def key_argument(tool: Tool | None, arguments: dict[str, Any]) -> str:
+    value = arguments.get(tool.key_arg) if tool is not None and tool.key_arg else None
+    if value is None:
+        value = next((v for v in arguments.values() if isinstance(v, str)), "")
+    text = " ".join(str(value).split())
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """The call's arguments as a JSON object; raises ToolError saying what is wrong."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as e:
+        raise ToolError(f"The arguments are not valid JSON ({e.msg} at character {e.pos}); "
+                        "nothing ran. Send them again as one JSON object.") from e
+    if not isinstance(value, dict):
+        raise ToolError("The arguments must be a JSON object; nothing ran.")
+    return value
+
+
+def _validation_text(tool: Tool, e: ValidationError) -> str:
+    problems = []
+    for err in e.errors()[:8]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return (f"Invalid arguments for {tool.name}: " + "; ".join(problems)
+            + ". Nothing ran.")
+
+
+@dataclass
+class ToolRunner:
+    """Runs calls for one conversation turn.
+
+    Attributes:
+        root: the project folder; state: its `.workbench`.
+        tools: the tools this turn offers (by mode and agent).
+        policy: never | ask | always for writes and commands.
+        sandbox: how commands are contained; network: commands may use the network.
+        counter: counts result tokens (for offloading).
+        mode: recorded on the entries.
+    """
+
+    root: Path
+    state: Path
+    tools: Sequence[Tool]
+    counter: TokenCounter
+    policy: ApprovalPolicy = "ask"
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox("none", why="not set up"))
+    network: bool = False
+    mode: Mode = "agent"
+    offload_tokens: int = OFFLOAD_TOKENS
+    env: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+        self._by_name = {t.name: t for t in self.tools}
+
+    async def run(self, conv_id: str, calls: Sequence[ToolCall],
+                  history: list[ConversationMessage]) -> AsyncIterator[RunnerEvent]:
+        """Yield ToolStarted, Question (an approval to answer) and ToolResult events, one
+        ToolResult per call, in the calls' order. Cancelling stops the running tools."""
+        allowed = allowed_for_conversation(history)
+        board = TodoBoard(todo_state(history))
+        i = 0
+        while i < len(calls):
+            group = [calls[i]]
+            if self._risk(calls[i]) == "read":
+                while i + len(group) < len(calls) and self._risk(calls[i + len(group)]) == "read":
+                    group.append(calls[i + len(group)])
+            i += len(group)
+            if len(group) > 1:
+                contexts = [self._context(conv_id, c, history, board) for c in group]
+                for c in group:
+                    yield ToolStarted(c.id, c.function.name, self._key(c))
+                entries = await asyncio.gather(*(self._execute(c, ctx, None)
+                                                 for c, ctx in zip(group, contexts, strict=True)))
+                for entry in entries:
+                    yield ToolResult(entry)
+                continue
+            call = group[0]
+            ctx = self._context(conv_id, call, history, board)
+            approval: str | None = None
+            problem = self._check(call)
+            if problem is None and self._risk(call) != "read":
+                decision = None
+                async for event in self._approve(call, allowed):
+                    if isinstance(event, Question):
+                        yield event
+                    else:
+                        decision = event
+                assert decision is not None
+                approval, denied_text = decision
+                if denied_text is not None:
+                    yield ToolResult(self._entry(call, ToolOutput(denied_text), 0, "denied",
+                                                 approval, ctx))
+                    continue
+                if approval == "conversation":
+                    allowed.add(call.function.name)
+            yield ToolStarted(call.id, call.function.name, self._key(call))
+            yield ToolResult(await self._execute(call, ctx, approval))
+
+    def aborted(self, call: ToolCall, why: str, started: float | None = None
+                ) -> ConversationMessage:
+        """The entry answering a call that never finished (Stop, a crash)."""
+        ms = int((time.monotonic() - started) * 1000) if started is not None else None
+        return self.counter.with_count(ConversationMessage(
+            role="tool", tool_call_id=call.id, content=why, tool_name=call.function.name,
+            status="aborted", duration_ms=ms, mode=self.mode))
+
+    # --- steps ---------------------------------------------------------------------------------
+
+    def _risk(self, call: ToolCall) -> str:
+        tool = self._by_name.get(call.function.name)
+        return tool.risk if tool is not None else "read"  # unknown: answered at once
+
+    def _key(self, call: ToolCall) -> str:
+        try:
+            args = parse_arguments(call.function.arguments)
+        except ToolError:
+            return ""
+        return key_argument(self._by_name.get(call.function.name), args)
+
+    def _context(self, conv_id: str, call: ToolCall, history: list[ConversationMessage],
+                 board: TodoBoard) -> ToolContext:
+        return ToolContext(self.root, self.state, conv_id, call.id, history, self.sandbox,
+                           self.network, self.env, board)
+
+    def _check(self, call: ToolCall) -> str | None:
+        """Why the call cannot run at all (it is answered without asking), or None."""
+        tool = self._by_name.get(call.function.name)
+        if tool is None:
+            offered = ", ".join(t.name for t in self.tools) or "none"
+            return (f"There is no tool named {call.function.name!r} in {self.mode} mode; the "
+                    f"tools available are: {offered}.")
+        try:
+            tool.args.model_validate(parse_arguments(call.function.arguments))
+        except ToolError as e:
+            return str(e)
+        except ValidationError as e:
+            return _validation_text(tool, e)
+        return None
+
+    async def _approve(self, call: ToolCall, allowed: set[str]
+                       ) -> AsyncIterator[Question | tuple[str, str | None]]:
+        """Yields the question to ask, if any, then (approval, denial text or None)."""
+        name = call.function.name
+        if self.policy == "always":
+            yield ("always", None)
+            return
+        if name in allowed:
+            yield ("remembered", None)
+            return
+        if self.policy == "never":
+            yield ("never", f"Not run: this session does not allow {name} (approval policy "
+                            "'never'); nothing was changed. Say what you would have done, or "
+                            "ask the user to allow it.")
+            return
+        question = Question(f"Allow {name}?", APPROVAL_CHOICES, self.describe(call),
+                            kind="approval")
+        yield question
+        choice = await question.wait()
+        if choice == DENY:
+            reason = f" Their reason: {question.note}" if question.note else ""
+            yield ("denied", f"The user denied this {name} call; nothing was changed.{reason}")
+            return
+        yield ("conversation" if choice == ALLOW_CONVERSATION else "once", None)
+
+    def describe(self, call: ToolCall) -> str:
+        """What the user approves: the diff of a write, the command and its sandbox."""
+        tool = self._by_name[call.function.name]
+        args = tool.args.model_validate(parse_arguments(call.function.arguments))
+        if isinstance(args, ShellArgs):
+            return (f"$ {args.command}\n\nin {self.root}, timeout {args.timeout} s\n"
+                    f"Protection: {self.sandbox.describe(self.network)}")
+        try:
+            path, old, new = planned_content(tool.name, args, self.root)
+        except ToolError as e:
+            return f"(this change will fail: {e})"
+        return unified_diff(self.root, path, old, new)
+
+    async def _execute(self, call: ToolCall, ctx: ToolContext, approval: str | None
+                       ) -> ConversationMessage:
+        started = time.monotonic()
+        problem = self._check(call)
+        if problem is not None:
+            return self._entry(call, ToolOutput(problem, "error"), 0, "error", approval, ctx)
+        tool = self._by_name[call.function.name]
+        args: ToolArgs = tool.args.model_validate(parse_arguments(call.function.arguments))
+        try:
+            output = await tool.run(args, ctx)
+        except ToolError as e:
+            output = ToolOutput(str(e), "error")
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - a tool's bug is a result the model reads
+            tail = "".join(traceback.format_exception_only(e)).strip()
+            output = ToolOutput(f"{tool.name} failed unexpectedly: {redact(tail)[:2000]}",
+                                "error")
+        ms = int((time.monotonic() - started) * 1000)
+        return self._entry(call, output, ms, output.status, approval, ctx)
+
+    def _entry(self, call: ToolCall, output: ToolOutput, ms: int, status: str,
+               approval: str | None, ctx: ToolContext) -> ConversationMessage:
+        try:
+            kept = keep(output, ctx, self.counter, self.offload_tokens)
+        except OSError as e:  # the output could not be kept on disk: say so, keep the rest
+            kept_text = output.text or f"{output.header}(the output could not be read: {e})"
+            kept = Kept(kept_text)
+        entry = ConversationMessage(
+            role="tool", tool_call_id=call.id, content=kept.content or "(no output)",
+            tool_name=call.function.name, duration_ms=ms, status=status,  # type: ignore[arg-type]
+            offload=kept.offload, exit_code=output.exit_code, approval=approval, mode=self.mode)
+        return self.counter.with_count(entry)
+

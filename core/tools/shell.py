@@ -1,0 +1,180 @@
+"""run_shell: a command in the project folder, inside an OS sandbox where one exists.
+
+On Linux the sandbox is bubblewrap, the way Codex contains commands: the whole file system is
+mounted read-only, the project folder writable (its `.workbench/` and `.git/` read-only), a
+private /tmp, no network unless the user allowed it for the conversation, and a PID namespace so
+killing the sandbox kills everything the command started. Where bubblewrap is missing or cannot
+create namespaces, commands run unconfined and approval is the only guard (the prompt says so).
+
+Output (stdout and stderr interleaved, as in a terminal) goes straight from the process to a file
+and is never held in memory; the runner keeps it, or a preview of it when it is large. The whole
+process group is killed on time-out, on runaway output and on Stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from core.tools.results import result_name
+
+DEFAULT_TIMEOUT = 120
+MAX_OUTPUT_BYTES = 256 * 2**20  # a command printing more is stopped
+POLL_S = 0.1
+ENV_SANDBOX = "WORKBENCH_SANDBOX"  # "none" turns the sandbox off (tests, odd kernels)
+SECRET_NAME = re.compile(r"(API_KEY|APIKEY|SECRET|TOKEN|PASSWORD)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Attributes:
+        kind: "bubblewrap" or "none".
+        bwrap: the bubblewrap executable.
+        why: for "none", why there is no sandbox, in one sentence.
+    """
+
+    kind: Literal["bubblewrap", "none"]
+    bwrap: str | None = None
+    why: str = ""
+
+    def describe(self, network: bool = False) -> str:
+        """What protects the user, for the approval prompt and Settings."""
+        if self.kind == "bubblewrap":
+            net = "network allowed" if network else "no network"
+            return (f"bubblewrap sandbox: only the project folder is writable (not .workbench/ "
+                    f"or .git/), the rest of the system read-only, {net}")
+        return (f"no sandbox ({self.why}): the command runs with your user's full rights; "
+                "your approval is the only guard")
+
+
+@cache
+def _probe(bwrap: str) -> str:
+    """'' when bubblewrap can create its namespaces here, else why not."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--unshare-net", "--die-with-parent", "true"],
+            capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap could not start: {e}"
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip().splitlines()
+        return "bubblewrap cannot create a sandbox here" + (f" ({err[-1]})" if err else "")
+    return ""
+
+
+def detect_sandbox(env: dict[str, str] | None = None) -> Sandbox:
+    """The sandbox commands get on this machine (probed once per process)."""
+    env = dict(os.environ) if env is None else env
+    if env.get(ENV_SANDBOX, "").lower() == "none":
+        return Sandbox("none", why=f"turned off by {ENV_SANDBOX}=none")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Sandbox("none", why="bubblewrap is not installed; apt-get install bubblewrap")
+    problem = _probe(bwrap)
+    return Sandbox("none", why=problem) if problem else Sandbox("bubblewrap", bwrap)
+
+
+def tool_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment commands get: the user's, without anything that looks like a secret
+    (API keys must never reach a command the model wrote, nor its output in the log)."""
+    env = dict(os.environ) if env is None else env
+    return {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
+
+
+def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool) -> list[str]:
+    shell = shutil.which("bash") or "/bin/sh"
+    inner = [shell, "-c", command]
+    if sandbox.kind != "bubblewrap" or sandbox.bwrap is None:
+        return inner
+    argv = [sandbox.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--bind", str(root), str(root)]
+    for name in (".workbench", ".git"):
+        if (root / name).exists():
+            argv += ["--ro-bind", str(root / name), str(root / name)]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+             "--new-session", "--chdir", str(root)]
+    if not network:
+        argv.append("--unshare-net")
+    return [*argv, "--", *inner]
+
+
+class ShellArgs(ToolArgs):
+    command: str = Field(description="A bash command line, run in the project folder.")
+    timeout: int = Field(default=DEFAULT_TIMEOUT, ge=1, le=3600,
+                         description="Seconds before the command is killed.")
+
+
+async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
+    sandbox = ctx.sandbox if isinstance(ctx.sandbox, Sandbox) else Sandbox("none", why="unset")
+    ctx.results_dir.mkdir(parents=True, exist_ok=True)
+    out_path = ctx.results_dir / f".running-{result_name(ctx.call_id)}"
+    argv = command_argv(sandbox, ctx.root, args.command, ctx.network)
+    with open(out_path, "wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
+            cwd=ctx.root, env=ctx.env if ctx.env is not None else tool_environment(),
+            start_new_session=True)
+    started = time.monotonic()
+    ended = ""
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(proc.wait(), POLL_S)
+                break
+            except TimeoutError:
+                pass
+            if time.monotonic() - started > args.timeout:
+                ended = f"timed out after {args.timeout} s; the command and everything it " \
+                        "started were killed"
+            elif out_path.stat().st_size > MAX_OUTPUT_BYTES:
+                ended = (f"stopped: it printed more than {MAX_OUTPUT_BYTES // 2**20} MB; the "
+                         "command and everything it started were killed")
+            if ended:
+                _kill(proc.pid)
+                await proc.wait()
+                break
+    except BaseException:  # Stop (cancelled) or anything else: nothing may outlive the turn
+        _kill(proc.pid)
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(proc.wait())
+        out_path.unlink(missing_ok=True)
+        raise
+    code = proc.returncode
+    if ended:
+        header = f"[{ended}]\n"
+    elif code is not None and code < 0:
+        header = f"[killed by signal {-code}]\n"
+    else:
+        header = f"[exit code {code}]\n"
+    if out_path.stat().st_size == 0:
+        header += "(no output)\n"
+    ok = not ended and code == 0
+    return ToolOutput(status="ok" if ok else "error", exit_code=code, file=out_path,
+                      header=header)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+RUN_SHELL = Tool(
+    "run_shell",
+    "Run a bash command in the project folder and get its output (stdout and stderr "
+    "interleaved) and exit code. Non-interactive: no input can be given. Long-running or "
+    "endless commands are killed at the timeout.",
+    ShellArgs, "execute", run_shell, key_arg="command")
