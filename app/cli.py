@@ -1,7 +1,8 @@
 """`workbench`: the command line, a thin front over the same core the window uses.
 
     workbench [PROJECT_DIR]                          open the window
-    workbench send PROJECT (--conversation ID | --new [--title T]) [--model M] TEXT
+    workbench send PROJECT (--conversation ID | --new [--title T]) [--model M] [--mode M]
+                   [--approve never|ask|always] [--agent NAME] [--allow-network] TEXT
     workbench continue PROJECT --conversation ID [--model M]    (resume an unfinished answer)
     workbench retry PROJECT --conversation ID [--model M]       (run the failed request again)
     workbench import PROJECT FILE
@@ -67,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--mode", choices=("chat", "agent", "run"), default=None,
                        help="system prompt to use (default: the conversation's mode)")
 
+    def agent_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--approve", choices=("never", "ask", "always"), default=None,
+                       help="writes and commands: ask first (on a terminal), always run, or "
+                            "never run (default: ask on a terminal, else never)")
+        p.add_argument("--agent", metavar="NAME",
+                       help="the agent (from .workbench/agents/) for this conversation")
+        p.add_argument("--allow-network", action="store_true",
+                       help="let commands in this conversation use the network")
+        p.add_argument("--step-limit", type=int, metavar="N",
+                       help="rounds of tool calls before the turn pauses (default 50)")
+
     p = sub.add_parser("send", help="send a message and print the answer as it streams")
     p.add_argument("project", type=Path)
     which = p.add_mutually_exclusive_group(required=True)
@@ -74,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--new", action="store_true", help="start a new conversation")
     p.add_argument("--title", help="title of the new conversation")
     model_flags(p)
+    agent_flags(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
 
     for name, what in (("continue", "resume the unfinished answer the conversation ends with"),
@@ -82,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("project", type=Path)
         p.add_argument("--conversation", "-c", metavar="ID", required=True)
         model_flags(p)
+        agent_flags(p)
 
     p = sub.add_parser("import", help="import an OpenAI-format conversation (JSON)")
     p.add_argument("project", type=Path)

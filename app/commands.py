@@ -16,7 +16,9 @@ from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
 
 if TYPE_CHECKING:
-    from core.engine import Engine  # litellm behind it: imported when a command needs it
+    from core.engine import Engine, QuestionAsked  # litellm behind it: imported when needed
+    from core.model import ConversationMessage
+    from core.tools.runner import ApprovalPolicy
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context")
@@ -64,13 +66,17 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
+    from core.agents import find_agent, load_agents
     from core.engine import (
+        EntryAppended,
         NothingToContinue,
         NothingToRetry,
+        QuestionAsked,
         Retrying,
         SaveFailed,
         StoreNotice,
         StreamText,
+        ToolStarted,
         TurnFinished,
         TurnOptions,
     )
@@ -99,25 +105,63 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         conv_id = _resolve(store, args.conversation)
 
     engine = _engine(project)
-    mode = args.mode or store.meta(conv_id).mode
-    if args.mode and args.mode != store.meta(conv_id).mode:
-        store.update_meta(conv_id, mode=args.mode)
+    meta = store.meta(conv_id)
+    mode = args.mode or meta.mode
+    agents, problems = load_agents(project.state)
+    for problem in problems:
+        print(f"workbench: warning: {problem}", file=sys.stderr)
+    agent_name = args.agent or meta.agent
+    agent = find_agent(agents, agent_name)
+    if args.agent and agent.name.casefold() != args.agent.casefold():
+        raise CliError(f"there is no agent {args.agent!r}; the project has: "
+                       + ", ".join(a.name for a in agents), EXIT_USAGE)
+    changes: dict[str, object] = {}
+    if args.mode and args.mode != meta.mode:
+        changes["mode"] = args.mode
+    if args.agent and agent.name != meta.agent:
+        changes["agent"] = agent.name
+    if args.allow_network and not meta.allow_network:
+        changes["allow_network"] = True
+    if changes:
+        store.update_meta(conv_id, **changes)
+    approve: ApprovalPolicy = args.approve or (
+        "ask" if sys.stdin.isatty() and sys.stderr.isatty() else "never")
+    if args.step_limit is not None and args.step_limit <= 0:
+        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
+    options = TurnOptions(mode=mode, agent=agent, approve=approve,
+                          **({"step_limit": args.step_limit} if args.step_limit else {}))
     if action == "send":
-        events = engine.send(conv_id, text, settings, TurnOptions(mode=mode))
+        events = engine.send(conv_id, text, settings, options)
     elif action == "continue":
-        events = engine.continue_(conv_id, settings, TurnOptions(mode=mode))
+        events = engine.continue_(conv_id, settings, options)
     else:
-        events = engine.retry(conv_id, settings, TurnOptions(mode=mode))
+        events = engine.retry(conv_id, settings, options)
 
     saved_ok = True
+    line_open = False  # the answer's text has no newline yet
+
+    def note(text: str) -> None:
+        nonlocal line_open
+        if line_open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            line_open = False
+        print(text, file=sys.stderr)
 
     async def run() -> int:
-        nonlocal saved_ok
+        nonlocal saved_ok, line_open
         status = "error"
         async for event in events:
             if isinstance(event, StreamText):
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
+                line_open = not event.text.endswith("\n")
+            elif isinstance(event, ToolStarted):
+                note(f"workbench: tool {event.name} {for_stream(event.key, sys.stderr)}")
+            elif isinstance(event, EntryAppended) and event.message.role == "tool":
+                note(f"workbench:   {tool_outcome(event.message)}")
+            elif isinstance(event, QuestionAsked):
+                await ask_on_terminal(event)
             elif isinstance(event, StoreNotice):
                 print(f"workbench: warning: {event.text}", file=sys.stderr)
             elif isinstance(event, SaveFailed):
@@ -134,7 +178,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
                       f"(attempt {event.attempt} of {event.of}; Ctrl+C stops)", file=sys.stderr)
             elif isinstance(event, TurnFinished):
                 status = event.status
-                if status == "ok":
+                if status == "ok" and (line_open or event.message.text()):
                     sys.stdout.write("\n")
                 elif event.message.error is not None and saved_ok:
                     if event.message.text():
@@ -150,6 +194,39 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         raise CliError(str(e)) from None
     finally:
         project.close()
+
+
+def tool_outcome(entry: ConversationMessage) -> str:
+    """One line for a finished tool call: status, duration, exit code, what happened."""
+    first = next((ln for ln in entry.text().splitlines() if ln.strip()), "")
+    first = first if len(first) <= 100 else first[:99] + "…"
+    bits: list[str] = [entry.status or "ok"]
+    if entry.duration_ms is not None:
+        bits.append(f"{entry.duration_ms} ms")
+    if entry.offload is not None:
+        bits.append(f"{entry.offload.size:,} bytes kept in .workbench/{entry.offload.path}")
+    return f"{entry.tool_name or 'tool'}: {', '.join(bits)}: {first}"
+
+
+async def ask_on_terminal(event: QuestionAsked) -> None:
+    """An approval on the terminal: what would happen, then once / conversation / deny."""
+    from core.tools.runner import ALLOW_CONVERSATION, ALLOW_ONCE, DENY
+
+    q = event.question
+    print(f"\n{q.text}\n{for_stream(q.detail, sys.stderr)}", file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    while True:
+        print("Allow? [o]nce, for this [c]onversation, [d]eny (d: reason): ", end="",
+              file=sys.stderr, flush=True)
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:  # end of input: nobody can answer
+            q.answer(DENY, "no answer (end of input)")
+            return
+        choice, _, reason = line.strip().partition(":")
+        picked = {"o": ALLOW_ONCE, "c": ALLOW_CONVERSATION, "d": DENY}.get(choice.strip()[:1])
+        if picked is not None:
+            q.answer(picked, reason.strip())
+            return
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -224,9 +301,14 @@ def cmd_context(args: argparse.Namespace) -> int:
         except SettingsError as e:
             raise CliError(str(e)) from None
         mode = args.mode or loaded.meta.mode
+        from core.agents import find_agent, load_agents
+
+        agent = find_agent(load_agents(project.state)[0], loaded.meta.agent)
+        if agent.model and not args.model:
+            settings = settings.model_copy(update={"model": agent.model})
         try:
             built = _engine(project).context.build(conv_id, loaded.messages, settings, mode,
-                                                   args.budget)
+                                                   args.budget, agent=agent)
         except BudgetError as e:
             raise CliError(str(e)) from None
     finally:

@@ -43,6 +43,8 @@ from core.tools import tools_for
 from core.tools.runner import ApprovalPolicy, ToolResult, ToolRunner, ToolStarted
 from core.tools.shell import Sandbox, detect_sandbox, tool_environment
 
+__all__ = ["ToolStarted"]  # re-exported: an engine event like the others
+
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3

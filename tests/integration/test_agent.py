@@ -1,0 +1,286 @@
+"""Agent mode end to end: litellm against the loopback server scripted to call tools, tools on
+a real project folder, every call and result in the log and back to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from core.engine import (
+    EntryAppended,
+    QuestionAsked,
+    ToolStarted,
+    TurnFinished,
+    TurnOptions,
+)
+from core.factory import build_engine
+from core.model import ConversationMessage, FunctionCall, ToolCall
+from core.settings import LLMSettings
+from core.store.project import Project
+from core.tools.runner import ALLOW_CONVERSATION, DENY
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def log(project: Path) -> list[ConversationMessage]:
+    with Project.open(project, read_only=True) as p:
+        conv = p.conversations.list()[0].id
+        return p.conversations.load(conv).messages
+
+
+def results(project: Path) -> dict[str, ConversationMessage]:
+    return {m.tool_call_id or "": m for m in log(project) if m.role == "tool"}
+
+
+def sent_results(server: FakeLLMServer, n: int) -> dict[str, str]:
+    """The tool results request `n` carried back to the model."""
+    return {m["tool_call_id"]: m["content"] for m in server.requests[n].body["messages"]
+            if m["role"] == "tool"}
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Path:
+    project_dir.mkdir(parents=True, exist_ok=True)
+    (project_dir / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (project_dir / "README.md").write_text("# Calc\nAdds numbers.\n")
+    return project_dir
+
+
+def agent_send(capsys, project: Path, server: FakeLLMServer, *extra: object,
+               text: str = "fix the add function") -> tuple[int, str, str]:
+    return cli(capsys, "send", project, "--new", "--mode", "agent", "--model", MODEL,
+               "--api-base", server.url, *extra, text)
+
+
+def test_agent_reads_lists_searches_edits_and_runs_in_the_project(capsys, project: Path,
+                                                                  llm_server) -> None:
+    llm_server.script(
+        ToolCalls([("c1", "list_dir", '{"path": "."}'),
+                   ("c2", "search_files", '{"pattern": "def add"}'),
+                   ("c3", "read_file", '{"path": "calc.py"}')], text="Looking around."),
+        ToolCalls([("c4", "edit_file", json.dumps({"path": "calc.py", "old": "return a - b",
+                                                   "new": "return a + b"}))]),
+        ToolCalls([("c5", "run_shell", json.dumps({
+            "command": "python3 -c 'import calc; print(calc.add(2, 3))'"}))]),
+        Answer("Fixed: add now returns 5 for 2 and 3."))
+    code, out, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 0, err
+    assert out.endswith("Fixed: add now returns 5 for 2 and 3.\n")
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    got = results(project)
+    assert set(got) == {"c1", "c2", "c3", "c4", "c5"}
+    assert all(m.status == "ok" and m.duration_ms is not None for m in got.values())
+    assert "calc.py" in got["c1"].text() and "calc.py:1: def add(a, b):" in got["c2"].text()
+    assert got["c5"].exit_code == 0 and "5" in got["c5"].text()
+    assert got["c4"].approval == "always"
+    # every result went back to the model, in the request right after its call
+    assert set(sent_results(llm_server, 1)) == {"c1", "c2", "c3"}
+    assert "return a - b" in sent_results(llm_server, 1)["c3"]
+    assert "+1 -1" in sent_results(llm_server, 2)["c4"]
+    assert "[exit code 0]" in sent_results(llm_server, 3)["c5"]
+    assert {t["function"]["name"] for t in llm_server.requests[0].body["tools"]} >= {
+        "read_file", "write_file", "edit_file", "run_shell", "manage_todo_list"}
+    assert "workbench: tool run_shell python3 -c" in err
+
+
+def test_escapes_are_refused_and_the_model_is_told(capsys, project: Path, llm_server,
+                                                   tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    (project / "link").symlink_to(outside)
+    llm_server.script(
+        ToolCalls([("c1", "read_file", '{"path": "../outside.txt"}'),
+                   ("c2", "read_file", '{"path": "link"}'),
+                   ("c3", "write_file", json.dumps({"path": str(outside), "content": "x"}))]),
+        Answer("I cannot reach that file."))
+    code, _, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 0, err
+    sent = sent_results(llm_server, 1)
+    assert all("outside the project folder" in sent[c] for c in ("c1", "c2", "c3"))
+    assert "secret" not in json.dumps(llm_server.requests[1].body)
+    assert outside.read_text() == "secret"
+
+
+def test_a_megabyte_of_output_is_offloaded_with_a_head_tail_preview(capsys, project: Path,
+                                                                    llm_server) -> None:
+    llm_server.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 170000"}')]),
+                      ToolCalls([("more", "read_tool_result",
+                                  '{"ref": "big", "offset": 75000, "limit": 1}')]),
+                      Answer("done"))
+    code, _, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 0, err
+    entry = results(project)["big"]
+    assert entry.offload is not None and entry.offload.size > 1_000_000
+    assert (project / ".workbench" / entry.offload.path).stat().st_size == entry.offload.size
+    preview = sent_results(llm_server, 1)["big"]
+    assert preview.startswith("[exit code 0]\n1\n2\n3\n") and preview.rstrip().endswith("170000")
+    assert 'read_tool_result("big")' in preview and len(preview) < 10_000
+    assert sent_results(llm_server, 2)["more"].strip() == "75000\t74999"
+
+
+def test_approve_never_writes_nothing_and_tells_the_model(capsys, project: Path,
+                                                          llm_server) -> None:
+    llm_server.script(
+        ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}'),
+                   ("s", "run_shell", '{"command": "touch ran.txt"}'),
+                   ("r", "read_file", '{"path": "README.md"}')]),
+        Answer("I was not allowed to write."))
+    code, out, err = agent_send(capsys, project, llm_server, "--approve", "never")
+    assert code == 0, err
+    assert not (project / "new.txt").exists() and not (project / "ran.txt").exists()
+    got = results(project)
+    assert got["w"].status == got["s"].status == "denied" and got["r"].status == "ok"
+    assert "approval policy 'never'" in sent_results(llm_server, 1)["w"]
+    assert "Adds numbers." in sent_results(llm_server, 1)["r"]
+
+
+def test_without_a_terminal_the_default_is_never(capsys, project: Path, llm_server) -> None:
+    llm_server.script(ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}')]),
+                      Answer("ok"))
+    code, _, err = agent_send(capsys, project, llm_server)
+    assert code == 0, err
+    assert not (project / "new.txt").exists() and results(project)["w"].approval == "never"
+
+
+def test_chat_mode_cannot_write_even_when_the_model_tries(capsys, project: Path,
+                                                          llm_server) -> None:
+    llm_server.script(ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}')]),
+                      Answer("ok"))
+    code, _, err = cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base",
+                       llm_server.url, "--approve", "always", "write it")
+    assert code == 0, err
+    assert not (project / "new.txt").exists()
+    assert "no tool named 'write_file' in chat mode" in sent_results(llm_server, 1)["w"]
+    assert {t["function"]["name"] for t in llm_server.requests[0].body["tools"]} == {
+        "read_file", "list_dir", "search_files", "read_tool_result"}
+
+
+def test_the_step_limit_pauses_visibly_and_continue_goes_on(capsys, project: Path,
+                                                            llm_server) -> None:
+    llm_server.script(*[ToolCalls([(f"c{n}", "read_file", '{"path": "README.md"}')])
+                        for n in range(2)])
+    code, _, err = agent_send(capsys, project, llm_server, "--step-limit", "2")
+    assert code == 2 and "paused after 2 rounds" in err
+    conv = err.split()[1]
+    last = log(project)[-1]
+    assert last.error is not None and last.error.type == "step_limit"
+    llm_server.script(Answer("All read."))
+    code, out, err = cli(capsys, "continue", project, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url)
+    assert code == 0 and out == "All read.\n", err
+    sent = llm_server.requests[-1].body["messages"]
+    assert sent[-1]["role"] == "tool" and "LLM_ERROR" not in json.dumps(sent)
+
+
+# --- through the engine: approvals, Stop, crash ------------------------------------------------
+
+
+def engine_turn(project: Path, server: FakeLLMServer, text: str, answers: list[tuple[str, str]],
+                stop_after: float | None = None, mode: str = "agent"
+                ) -> tuple[list[object], list[ConversationMessage]]:
+    """Run one agent turn, answering approval questions from `answers` (choice, note);
+    cancel the turn `stop_after` seconds after the first tool starts."""
+    events: list[object] = []
+    settings = LLMSettings(model=MODEL, api_base=server.url, auto_retries=0)
+    with Project.open(project) as p:
+        engine = build_engine(p)
+        conv = p.conversations.create("t").id
+
+        async def consume() -> None:
+            async for ev in engine.send(conv, text, settings, TurnOptions(mode=mode)):  # type: ignore[arg-type]
+                events.append(ev)
+                if isinstance(ev, QuestionAsked):
+                    choice, note = answers.pop(0)
+                    ev.question.answer(choice, note)
+
+        async def go() -> None:
+            task = asyncio.create_task(consume())
+            if stop_after is not None:
+                deadline = time.monotonic() + 30
+                while not any(isinstance(e, ToolStarted) for e in events):
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(stop_after)
+                task.cancel()
+            await asyncio.wait_for(task, 60)
+
+        asyncio.run(go())
+        return events, p.conversations.load(conv).messages
+
+
+def test_a_denied_write_carries_the_users_reason_and_allow_for_conversation_sticks(
+        project: Path, llm_server) -> None:
+    llm_server.script(
+        ToolCalls([("w1", "write_file", '{"path": "a.txt", "content": "a"}')]),
+        ToolCalls([("w2", "write_file", '{"path": "b.txt", "content": "b"}')]),
+        ToolCalls([("w3", "write_file", '{"path": "c.txt", "content": "c"}')]),
+        Answer("done"))
+    events, history = engine_turn(project, llm_server, "write files",
+                                  [(DENY, "use b.txt instead"), (ALLOW_CONVERSATION, "")])
+    questions = [e.question for e in events if isinstance(e, QuestionAsked)]
+    assert len(questions) == 2  # the third write was allowed by the second answer
+    assert questions[0].kind == "approval" and "+++ b/a.txt" in questions[0].detail
+    assert not (project / "a.txt").exists()
+    assert (project / "b.txt").read_text() == "b" and (project / "c.txt").read_text() == "c"
+    by_id = {m.tool_call_id: m for m in history if m.role == "tool"}
+    assert by_id["w1"].status == "denied" and "use b.txt instead" in by_id["w1"].text()
+    assert [by_id[c].approval for c in ("w1", "w2", "w3")] == ["denied", "conversation",
+                                                               "remembered"]
+    assert "use b.txt instead" in sent_results(llm_server, 1)["w1"]
+
+
+def test_the_approval_prompt_names_the_sandbox_for_a_command(project: Path, llm_server) -> None:
+    llm_server.script(ToolCalls([("s", "run_shell", '{"command": "ls"}')]), Answer("ok"))
+    events, _ = engine_turn(project, llm_server, "list", [(DENY, "")])
+    detail = next(e.question.detail for e in events if isinstance(e, QuestionAsked))
+    assert "$ ls" in detail and "Protection:" in detail
+
+
+def test_stop_during_a_command_kills_it_and_records_aborted(project: Path, llm_server) -> None:
+    llm_server.script(ToolCalls([
+        ("s", "run_shell", '{"command": "sleep 30; touch late.txt", "timeout": 60}'),
+        ("r", "read_file", '{"path": "README.md"}')]))
+    events, history = engine_turn(project, llm_server, "wait", [(ALLOW_CONVERSATION, "")],
+                                  stop_after=0.3)
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "stopped"
+    tools = [m for m in history if m.role == "tool"]
+    assert [(m.tool_call_id, m.status) for m in tools] == [("s", "aborted"), ("r", "aborted")]
+    assert "killed" in tools[0].text() and "Not run" in tools[1].text()
+    time.sleep(0.5)
+    assert not (project / "late.txt").exists()
+    assert len(llm_server.requests) == 1  # nothing more was sent after Stop
+
+
+def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Path,
+                                                                    llm_server) -> None:
+    with Project.open(project) as p:
+        conv = p.conversations.create("t").id
+        p.conversations.append(conv, ConversationMessage(role="user", content="go"))
+        p.conversations.append(conv, ConversationMessage(role="assistant", tool_calls=[
+            ToolCall(id="lost", function=FunctionCall(name="run_shell",
+                                                      arguments='{"command": "make"}'))]))
+    llm_server.script(Answer("Understood."))
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, auto_retries=0)
+    with Project.open(project) as p:
+        engine = build_engine(p)
+
+        async def go() -> list[object]:
+            return [e async for e in engine.send(conv, "what happened?", settings,
+                                                 TurnOptions(mode="agent"))]
+        events = asyncio.run(go())
+        history = p.conversations.load(conv).messages
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user", "assistant"]
+    assert history[2].tool_call_id == "lost" and history[2].status == "aborted"
+    assert isinstance(events[0], EntryAppended) and events[0].message.status == "aborted"
+    sent = llm_server.requests[0].body["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
