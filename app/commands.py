@@ -16,8 +16,7 @@ from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
 
 if TYPE_CHECKING:
-    from core.engine import Engine, QuestionAsked  # litellm behind it: imported when needed
-    from core.model import ConversationMessage
+    from core.engine import Engine  # litellm behind it: imported when needed
     from core.tools.runner import ApprovalPolicy
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
@@ -66,6 +65,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
+    from app.cli_agent import ask_on_terminal, tool_outcome
     from core.agents import find_agent, load_agents
     from core.engine import (
         EntryAppended,
@@ -194,39 +194,6 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         raise CliError(str(e)) from None
     finally:
         project.close()
-
-
-def tool_outcome(entry: ConversationMessage) -> str:
-    """One line for a finished tool call: status, duration, exit code, what happened."""
-    first = next((ln for ln in entry.text().splitlines() if ln.strip()), "")
-    first = first if len(first) <= 100 else first[:99] + "…"
-    bits: list[str] = [entry.status or "ok"]
-    if entry.duration_ms is not None:
-        bits.append(f"{entry.duration_ms} ms")
-    if entry.offload is not None:
-        bits.append(f"{entry.offload.size:,} bytes kept in .workbench/{entry.offload.path}")
-    return f"{entry.tool_name or 'tool'}: {', '.join(bits)}: {first}"
-
-
-async def ask_on_terminal(event: QuestionAsked) -> None:
-    """An approval on the terminal: what would happen, then once / conversation / deny."""
-    from core.tools.runner import ALLOW_CONVERSATION, ALLOW_ONCE, DENY
-
-    q = event.question
-    print(f"\n{q.text}\n{for_stream(q.detail, sys.stderr)}", file=sys.stderr)
-    loop = asyncio.get_running_loop()
-    while True:
-        print("Allow? [o]nce, for this [c]onversation, [d]eny (d: reason): ", end="",
-              file=sys.stderr, flush=True)
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:  # end of input: nobody can answer
-            q.answer(DENY, "no answer (end of input)")
-            return
-        choice, _, reason = line.strip().partition(":")
-        picked = {"o": ALLOW_ONCE, "c": ALLOW_CONVERSATION, "d": DENY}.get(choice.strip()[:1])
-        if picked is not None:
-            q.answer(picked, reason.strip())
-            return
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -14,9 +14,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.agent_flow import AgentFlow
 from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
+from core.agents import Agent
 from core.context.calibration import Calibration
 from core.engine import Engine
 from core.factory import build_engine, context_service
@@ -73,7 +75,9 @@ class Controller(QObject):
             window, settings_store, self.calibration,
             lambda: self.project.overrides if self.project is not None else {})
         self.settings_flow.changed.connect(self._on_settings_flow_changed)
-        self.meter = UsageMeter(window, self.settings_flow, self.mode)
+        self.agent_flow = AgentFlow(window)
+        self.meter = UsageMeter(window, self.settings_flow, self.mode, self.agent_flow.agent)
+        window.mode_switcher.agent_changed.connect(lambda _name: self.refresh_usage())
         self._usage_timer.timeout.connect(self.meter.show)
         self.turns = TurnRunner(window, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
@@ -137,6 +141,7 @@ class Controller(QObject):
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
         self.window.set_welcome(self.settings_flow.provider_configured())
+        agent_problems = self.agent_flow.project_opened(project)
         state = project.ui_state()
         self._drafts = dict(state.get("drafts") or {})
         rows = project.conversations.list()
@@ -152,6 +157,8 @@ class Controller(QObject):
         else:
             self.window.transcript_model.set_messages([])
         self._refresh_status()  # the project's own settings may name another model
+        if agent_problems:
+            self.window.set_notice("Agents: " + " ".join(agent_problems))
         if not project.read_only:
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
@@ -190,6 +197,11 @@ class Controller(QObject):
             return
         if self.current_id is not None and self.current_id != conv_id:
             self._drafts[self.current_id] = self.window.composer.text()
+        if self.engine is not None and not self.busy():
+            # Tool calls a crash left without results are closed as aborted, so the cards
+            # say what happened and the next request is complete.
+            for _ in self.engine.close_interrupted(conv_id):
+                pass
         loaded = self.project.conversations.load(conv_id)
         self.current_id = conv_id
         shown = loaded.messages
@@ -206,6 +218,7 @@ class Controller(QObject):
         gc.freeze()
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
+        self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages)
         self.refresh_usage()
         self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
                                if loaded.problems else None)
@@ -272,6 +285,9 @@ class Controller(QObject):
 
     def mode(self) -> Mode:
         return self.window.mode_switcher.mode()
+
+    def agent(self) -> Agent:
+        return self.agent_flow.agent()
 
     # --- the usage meter -------------------------------------------------------------------------
 

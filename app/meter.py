@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.settings_flow import SettingsFlow
+from core.agents import Agent
 from core.context.builder import BudgetError, BuildReport
 from core.context.report_text import tooltip_lines, usage_state
 from core.context.service import ContextService
@@ -28,10 +29,12 @@ class UsageMeter:
     """
 
     def __init__(self, window: MainWindow, settings: SettingsFlow,
-                 mode: Callable[[], Mode]) -> None:
+                 mode: Callable[[], Mode], agent: Callable[[], Agent | None] = lambda: None
+                 ) -> None:
         self.window = window
         self.settings = settings
         self.mode = mode
+        self.agent = agent
         self.context: ContextService | None = None
         self.report: BuildReport | None = None
         self._problem: tuple[str, str] | None = None  # (meter text, why)
@@ -47,7 +50,11 @@ class UsageMeter:
             return
         try:
             settings = self.settings.llm_settings()
-            self.report = self.context.build(conv_id, history(), settings, self.mode()).report
+            agent = self.agent()
+            if agent is not None and agent.model:
+                settings = settings.model_copy(update={"model": agent.model})
+            self.report = self.context.build(conv_id, history(), settings, self.mode(),
+                                             agent=agent).report
         except BudgetError as e:
             self._problem = ("context: does not fit", self.context.budget_message(e, settings))
         except SettingsError as e:

@@ -103,6 +103,9 @@ class SettingsFlow(QObject):
             keys_present=keys, remembered_windows=self.calibration.remembered_windows(),
             context_window=s.context_window if s.sources.get("context_window") == "global"
             else None)
+        from core.tools.shell import detect_sandbox
+
+        self.dialog.set_protection(detect_sandbox().describe())
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.forget_window_requested.connect(self._on_dialog_forget_window_requested)
         self.dialog.open()

@@ -14,9 +14,11 @@ from typing import Any, Protocol
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox
 
+from app.agent_flow import AgentFlow
 from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
+from core.agents import Agent
 from core.engine import (
     Engine,
     EntryAppended,
@@ -27,6 +29,7 @@ from core.engine import (
     SaveFailed,
     StoreNotice,
     StreamText,
+    ToolStarted,
     TurnFinished,
     TurnOptions,
 )
@@ -35,9 +38,11 @@ from core.questions import Question
 from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from core.store.project import Project
+from ui.approval_dialog import ApprovalDialog
 from ui.main_window import MainWindow
 
 STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
+TOOL_TICK_MS = 250  # a running tool card's spinner and elapsed time
 
 
 class TurnHost(Protocol):
@@ -46,8 +51,10 @@ class TurnHost(Protocol):
     project: Project | None
     engine: Engine | None
     current_id: str | None
+    agent_flow: AgentFlow
 
     def mode(self) -> Mode: ...
+    def agent(self) -> Agent: ...
     def refresh_usage(self) -> None: ...
     def refresh_list(self) -> None: ...
     def forget_draft(self, conv_id: str) -> None: ...
@@ -85,7 +92,10 @@ class TurnRunner(QObject):
         self._unsaved: dict[str, list[ConversationMessage]] = {}
         self._turn_notices: list[str] = []  # what the store repaired during the running turn
         self._question: Question | None = None  # asked by the running turn, not yet answered
-        self._question_box: QMessageBox | None = None
+        self._question_box: QMessageBox | ApprovalDialog | None = None
+        self._tool_timer = QTimer(self)
+        self._tool_timer.setInterval(TOOL_TICK_MS)
+        self._tool_timer.timeout.connect(self._tick_tools)
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STREAM_FLUSH_MS)
         self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
@@ -136,7 +146,7 @@ class TurnRunner(QObject):
         self._start(self.host.engine.retry(self.host.current_id, settings, self._options()))
 
     def _options(self) -> TurnOptions:
-        return TurnOptions(mode=self.host.mode())
+        return TurnOptions(mode=self.host.mode(), agent=self.host.agent(), approve="ask")
 
     def stop(self) -> None:
         if self._busy and self._turn is not None:
@@ -177,6 +187,13 @@ class TurnRunner(QObject):
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
             model.append_message(event.message)
+            self.host.agent_flow.entry_appended(event.message)
+        elif isinstance(event, ToolStarted):
+            model.end_streaming()
+            model.tool_started(event.call_id, event.started)
+            self.window.set_status(self._turn_model, f"Running {event.name}…")
+            if not self._tool_timer.isActive():
+                self._tool_timer.start()
         elif isinstance(event, StoreNotice):
             self._turn_notices.append(event.text)
             self.window.set_notice("While saving: " + "; ".join(self._turn_notices) + ".")
@@ -187,9 +204,18 @@ class TurnRunner(QObject):
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
 
+    def _tick_tools(self) -> None:
+        if not self.window.transcript_model.tick_running():
+            self._tool_timer.stop()
+
     def _ask(self, question: Question) -> None:
         self._close_question()
         self._question = question
+        if question.kind == "approval":
+            self.window.set_status(self._turn_model, "Waiting for your approval…")
+            self._question_box = self.window.ask_approval(
+                question.text, question.detail, question.choices, question.answer)
+            return
         self._question_box = self.window.ask(question.text, question.detail, question.choices,
                                              question.answer)
 
@@ -197,7 +223,9 @@ class TurnRunner(QObject):
         """The turn ended or moved on: a question still open is withdrawn and its box closed."""
         if self._question is not None and not self._question.answered:
             self._question.withdraw()
-        if self._question_box is not None:
+        if isinstance(self._question_box, ApprovalDialog):
+            self._question_box.withdraw()
+        elif self._question_box is not None:
             self._question_box.close()
         self._question, self._question_box = None, None
 
@@ -240,6 +268,8 @@ class TurnRunner(QObject):
         elif outcome == "failed":
             status = "error"
         self._flush_timer.stop()
+        self._tool_timer.stop()
+        self.window.transcript_model.stop_running()
         self._close_question()
         self.window.transcript_model.end_streaming()
         self.window.composer.set_busy(False)
@@ -259,6 +289,11 @@ class TurnRunner(QObject):
         """An error row's action: Open settings, Retry or Continue."""
         if action == "settings":
             self.settings_flow.open()
+            return
+        if action == "open_output":
+            result = self.window.transcript_model.row(row).result
+            if result is not None:
+                self.host.agent_flow.open_output(result)
             return
         if row != self.window.transcript_model.rowCount() - 1:
             self.window.set_status(self.settings_flow.model_label(),

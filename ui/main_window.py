@@ -24,9 +24,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.approval_dialog import ApprovalDialog
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
 from ui.mode_switcher import ModeSwitcher
+from ui.output_viewer import OutputViewer
+from ui.todo_panel import TodoPanel
 from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
 from ui.usage_indicator import UsageIndicator
@@ -75,6 +78,7 @@ class MainWindow(QMainWindow):
         self.transcript.set_transcript_model(self.transcript_model)
         self.composer = Composer(self)
         self.mode_switcher = ModeSwitcher(self)
+        self.todo = TodoPanel(self)
 
         self.banner = QLabel(self)
         self.banner.setWordWrap(True)
@@ -122,6 +126,7 @@ class MainWindow(QMainWindow):
         rl.addWidget(self.banner)
         rl.addWidget(self.notice)
         rl.addWidget(self.stack, 1)
+        rl.addWidget(self.todo)
         rl.addWidget(self.mode_switcher)
         rl.addWidget(self.composer)
         self.splitter = QSplitter(self)
@@ -231,6 +236,20 @@ class MainWindow(QMainWindow):
         box.setWindowModality(Qt.WindowModality.NonModal)
         box.show()
         return box
+
+    def ask_approval(self, text: str, detail: str, choices: tuple[str, ...],
+                     on_answer: Callable[[str, str], None]) -> ApprovalDialog:
+        """The approval prompt for a tool call: the diff or command, Allow / Deny with a reason.
+        Non-modal; returns the dialog, to withdraw if the turn is stopped."""
+        dialog = ApprovalDialog(self, text, detail, choices, on_answer)
+        dialog.show()
+        dialog.raise_()
+        return dialog
+
+    def show_output(self, title: str, note: str, text: str) -> OutputViewer:
+        viewer = OutputViewer(self, title, note, text)
+        viewer.show()
+        return viewer
 
     def show_error(self, title: str, text: str) -> None:
         QMessageBox.critical(self, title, text)

@@ -1,10 +1,11 @@
-"""Chat | Agent | Run: which system prompt the next request gets. History never changes."""
+"""Chat | Agent | Run: which system prompt the next request gets (history never changes), and
+the agent picker beside it: whose persona and which tools."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QToolButton, QWidget
+from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from core.model import Mode
 
@@ -15,9 +16,11 @@ MODES: tuple[tuple[Mode, str, str], ...] = (
 class ModeSwitcher(QWidget):
     """Signals:
         mode_changed(str): the user picked another mode.
+        agent_changed(str): the user picked another agent.
     """
 
     mode_changed = Signal(str)
+    agent_changed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -40,7 +43,22 @@ class ModeSwitcher(QWidget):
             self.buttons[mode] = b
             layout.addWidget(b)
             b.clicked.connect(lambda _=False, m=mode: self.mode_changed.emit(m))
+        layout.addSpacing(16)
+        self.agent_label = QLabel("Agent:", self)
+        self.agent_box = QComboBox(self)
+        self.agent_box.setObjectName("agent_picker")
+        self.agent_box.setToolTip("The agent: its instructions (the persona of the system "
+                                  "prompt) and the tools it may use. Define more in "
+                                  ".workbench/agents/.")
+        self.agent_label.setBuddy(self.agent_box)
+        layout.addWidget(self.agent_label)
+        layout.addWidget(self.agent_box)
+        self.agent_box.activated.connect(
+            lambda i: self.agent_changed.emit(self.agent_box.itemText(i)))
         layout.addStretch(1)
+        self.protection = QLabel(self)
+        self.protection.setStyleSheet("color: #71717a;")
+        layout.addWidget(self.protection)
         self.buttons["chat"].setChecked(True)
 
     def mode(self) -> Mode:
@@ -50,3 +68,24 @@ class ModeSwitcher(QWidget):
         """Show `mode` without emitting mode_changed."""
         if mode in self.buttons:
             self.buttons[mode].setChecked(True)
+
+    def set_agents(self, names: list[str], current: str, tips: dict[str, str] | None = None
+                   ) -> None:
+        """Fill the picker (without emitting agent_changed)."""
+        self.agent_box.blockSignals(True)
+        self.agent_box.clear()
+        for name in names:
+            self.agent_box.addItem(name)
+            if tips and name in tips:
+                self.agent_box.setItemData(self.agent_box.count() - 1, tips[name],
+                                           Qt.ItemDataRole.ToolTipRole)
+        self.agent_box.setCurrentIndex(max(0, self.agent_box.findText(current)))
+        self.agent_box.blockSignals(False)
+
+    def agent(self) -> str:
+        return self.agent_box.currentText()
+
+    def set_protection(self, short: str, full: str) -> None:
+        """What contains the agent's commands (bubblewrap, or none), shown beside the picker."""
+        self.protection.setText(short)
+        self.protection.setToolTip(full)

@@ -119,6 +119,11 @@ class SettingsDialog(QDialog):
         form.addRow("Context window", self.context_window)
         form.addRow("API key", self.api_key)
         form.addRow("", self.key_note)
+        self.protection = QLabel(self)
+        self.protection.setObjectName("protection")
+        self.protection.setWordWrap(True)
+        self.protection.setStyleSheet("color: #52525b;")
+        form.addRow("Agent commands", self.protection)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
         buttons.accepted.connect(self.accept)
@@ -206,3 +211,7 @@ class SettingsDialog(QDialog):
             note = (f"No system keyring works here, so a key typed here cannot be saved. Set the "
                     f"environment variable {p.key_env} before starting Context Workbench.")
         self.key_note.setText(note)
+
+    def set_protection(self, text: str) -> None:
+        """What contains the commands the agent runs (bubblewrap, or none and why)."""
+        self.protection.setText(text[:1].upper() + text[1:] + ".")

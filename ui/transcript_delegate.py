@@ -205,6 +205,8 @@ class TranscriptDelegate(QStyledItemDelegate):
                 actions.append(("settings", "Open settings"))
         elif row.kind is RowKind.ASSISTANT and continuable(row.message):
             actions.append(("continue", "Continue (the answer hit the output limit)"))
+        if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
+            actions.append(("open_output", "Open full output"))
         fm = QFontMetrics(font)
         line_h = fm.lineSpacing()
         height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())

@@ -47,6 +47,7 @@ class Row:
     resumed: bool = False  # the row joins an answer and its continuation(s)
     superseded: bool = False  # rows came after it: its Continue / Retry no longer apply
     version: int = 0  # bumped on every change: part of the delegate's layout cache key
+    running_since: float | None = None  # a tool card whose call is running (time.time())
 
     def copy_text(self) -> str:
         """What Copy puts on the clipboard."""
@@ -106,6 +107,7 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
                           if (call := rows[i].call) is not None and call.id == call_id), None)
         if index is not None and rows[index].result is None:
             rows[index].result = m
+            rows[index].running_since = None
             rows[index].version += 1
             return [index]
         rows.append(Row(RowKind.TOOL, m.id, message=m, result=m, text=m.text()))
@@ -255,6 +257,35 @@ class TranscriptModel(QAbstractListModel):
         self._rows.pop()
         self.endRemoveRows()
         return True
+
+    # --- running tools -------------------------------------------------------------------------
+
+    def tool_started(self, call_id: str, since: float) -> None:
+        """The card of `call_id` shows a spinner and its elapsed time until its result."""
+        i = self._cards.get(call_id)
+        if i is not None and i < len(self._rows) and self._rows[i].result is None:
+            self._rows[i].running_since = since
+            self._changed(i)
+
+    def tick_running(self) -> bool:
+        """Advance the running cards' spinners; False when none is running."""
+        running = [i for i, r in enumerate(self._rows) if r.running_since is not None]
+        for i in running:
+            self._changed(i)
+        return bool(running)
+
+    def stop_running(self) -> None:
+        """The turn ended: no card is running any more (a result that never came reads as
+        waiting, and the log closes it as aborted)."""
+        for i, r in enumerate(self._rows):
+            if r.running_since is not None:
+                r.running_since = None
+                self._changed(i)
+
+    def _changed(self, i: int) -> None:
+        self._rows[i].version += 1
+        idx = self.index(i)
+        self.dataChanged.emit(idx, idx)
 
     # --- expansion -------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 from ui.transcript_model import Row, RowKind, main_argument
@@ -17,7 +18,9 @@ def body_text(row: Row) -> str:
     if row.kind is RowKind.TOOL:
         result = row.result.text() if row.result is not None else ""
         if not row.expanded:
-            return result if row.result is not None else "(waiting for the result)"
+            if row.result is not None:
+                return result
+            return "(running…)" if row.running_since is not None else "(waiting for the result)"
         args = row.call.function.arguments if row.call else ""
         try:
             args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
@@ -81,14 +84,41 @@ def header_line(row: Row) -> tuple[str, str]:
     # tool card
     if row.call is None:
         return f"⚙ tool result {m.tool_call_id if m else ''}", when
-    status = "running…"
+    status = "waiting"
+    if row.running_since is not None:
+        elapsed = max(0.0, time.time() - row.running_since)
+        status = f"{SPINNER[int(elapsed * 4) % len(SPINNER)]} running {elapsed:.0f} s"
     if row.result is not None:
-        st = row.result.status or "ok"
-        status = {"ok": "✓ done", "error": "✗ failed", "aborted": "⊘ aborted"}.get(st, st)
-        if row.result.duration_ms is not None:
-            status += f" · {row.result.duration_ms} ms"
+        r = row.result
+        st = r.status or "ok"
+        status = {"ok": "✓ done", "error": "✗ failed", "aborted": "⊘ aborted",
+                  "denied": "✋ denied"}.get(st, st)
+        if r.exit_code is not None:
+            status += f" · exit {r.exit_code}"
+        if r.duration_ms is not None:
+            status += f" · {_duration(r.duration_ms)}"
+        if r.offload is not None:
+            status += f" · {_size(r.offload.size)} on disk"
     arg = main_argument(row.call)
     return f"⚙ {row.call.function.name}  {arg}", status
+
+
+SPINNER = "◐◓◑◒"
+
+
+def _duration(ms: int) -> str:
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n:,} bytes"
+    value = float(n)
+    for unit in ("KB", "MB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} GB"
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:

@@ -1,0 +1,108 @@
+"""Agent mode in the window: the agent picker, the sandbox note, the todo list, full outputs.
+
+The project's agents are read when it opens (problems with an agent file go to the notice);
+the chosen agent is the conversation's (kept in its conversation.json). The todo list is the
+replay of the log (core.tools.todo), refreshed when a todo call's result arrives. An offloaded
+output is read from `.workbench/tool-results/` here and shown in a viewer, the first part of a
+huge one only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject
+
+from core.agents import DEFAULT, Agent, find_agent, load_agents
+from core.model import ConversationMessage
+from core.store.errors import StoreError
+from core.tools.shell import Sandbox, detect_sandbox
+from core.tools.todo import TODO_TOOL, todo_state
+from ui.main_window import MainWindow
+
+if TYPE_CHECKING:
+    from core.store.project import Project
+
+VIEW_BYTES = 4 * 2**20  # the viewer shows at most this much of an output
+
+
+class AgentFlow(QObject):
+    """Attributes:
+        agents: the open project's agents (the default first).
+        sandbox: what contains commands on this machine.
+    """
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.agents: list[Agent] = [DEFAULT]
+        self.sandbox: Sandbox | None = None
+        self._project: Project | None = None
+        self._conv: str | None = None
+        window.mode_switcher.agent_changed.connect(self._on_agent_changed)
+
+    def project_opened(self, project: Project) -> list[str]:
+        """Read the project's agents; returns the problems found (one sentence each)."""
+        self._project = project
+        self.agents, problems = load_agents(project.state)
+        if self.sandbox is None:
+            self.sandbox = detect_sandbox()
+        short = ("commands: bubblewrap sandbox" if self.sandbox.kind == "bubblewrap"
+                 else "commands: no sandbox")
+        self.window.mode_switcher.set_protection(short, self.sandbox.describe())
+        self.window.mode_switcher.set_agents(
+            [a.name for a in self.agents], DEFAULT.name,
+            {a.name: a.description or a.instructions[:200] for a in self.agents})
+        return problems
+
+    def conversation_shown(self, conv_id: str, agent_name: str | None,
+                           messages: list[ConversationMessage]) -> None:
+        self._conv = conv_id
+        agent = find_agent(self.agents, agent_name)
+        self.window.mode_switcher.set_agents([a.name for a in self.agents], agent.name)
+        self.show_todo(messages)
+
+    def agent(self) -> Agent:
+        return find_agent(self.agents, self.window.mode_switcher.agent())
+
+    def _on_agent_changed(self, name: str) -> None:
+        project, conv = self._project, self._conv
+        if project is None or conv is None or project.read_only:
+            return
+        agent = find_agent(self.agents, name)
+        try:
+            project.conversations.update_meta(conv, agent=None if agent is DEFAULT
+                                              else agent.name)
+        except StoreError as e:
+            self.window.set_notice(f"The agent choice could not be saved: {e}")
+
+    # --- the todo list ---------------------------------------------------------------------------
+
+    def show_todo(self, messages: list[ConversationMessage]) -> None:
+        self.window.todo.set_items([(i.text, i.status) for i in todo_state(messages)])
+
+    def entry_appended(self, entry: ConversationMessage) -> None:
+        """A todo call's result: the list changed."""
+        if entry.role == "tool" and entry.tool_name == TODO_TOOL and self._project and self._conv:
+            self.show_todo(self._project.conversations.load(self._conv).messages)
+
+    # --- full outputs ----------------------------------------------------------------------------
+
+    def open_output(self, entry: ConversationMessage) -> None:
+        if self._project is None or entry.offload is None:
+            return
+        path = self._project.state / entry.offload.path
+        try:
+            with open(path, "rb") as f:
+                data = f.read(VIEW_BYTES)
+            size = path.stat().st_size
+        except OSError as e:
+            self.window.show_warning("Output not available",
+                                     f"The full output is no longer readable ({e.strerror or e}): "
+                                     f"{path}. The conversation keeps its preview.")
+            return
+        note = f"{path} · {size:,} bytes"
+        if size > len(data):
+            note += f" · showing the first {len(data):,} bytes (open the file for the rest)"
+        self.window.show_output(f"{entry.tool_name or 'tool'} output", note,
+                                data.decode("utf-8", errors="replace"))

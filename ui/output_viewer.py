@@ -1,0 +1,25 @@
+"""A window on a tool's full output (read from disk by the app, shown here)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import QDialog, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+
+
+class OutputViewer(QDialog):
+    def __init__(self, parent: QWidget | None, title: str, note: str, text: str) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setObjectName("output_viewer")
+        layout = QVBoxLayout(self)
+        self.note = QLabel(note, self)
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #52525b;")
+        layout.addWidget(self.note)
+        self.view = QPlainTextEdit(self)
+        self.view.setReadOnly(True)
+        self.view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.view.setPlainText(text)
+        layout.addWidget(self.view, 1)
+        self.resize(900, 600)
