@@ -71,12 +71,12 @@ class ApprovalDialog(QDialog):
         self._deny = deny
         self._answered = False
         layout = QVBoxLayout(self)
-        title = QLabel(text, self)
-        bold = title.font()
+        self.title = QLabel(text, self)
+        bold = self.title.font()
         bold.setBold(True)
         bold.setPointSizeF(bold.pointSizeF() * 1.15)
-        title.setFont(bold)
-        layout.addWidget(title)
+        self.title.setFont(bold)
+        layout.addWidget(self.title)
         self.detail = QPlainTextEdit(self)
         self.detail.setReadOnly(True)
         self.detail.setPlainText(detail)

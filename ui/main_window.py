@@ -243,7 +243,6 @@ class MainWindow(QMainWindow):
         Non-modal; returns the dialog, to withdraw if the turn is stopped."""
         dialog = ApprovalDialog(self, text, detail, choices, on_answer)
         dialog.show()
-        dialog.raise_()
         return dialog
 
     def show_output(self, title: str, note: str, text: str) -> OutputViewer:

@@ -1,0 +1,190 @@
+"""Agent mode in the window: live tool cards, the approval prompt, the todo list, the agent
+picker, full outputs. Real engine thread, real loopback server, real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.store.project import Project
+from core.tools.runner import ALLOW_CONVERSATION, ALLOW_ONCE, DENY
+from tests.helpers.fake_llm import Answer, FakeLLMServer, ToolCalls
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from ui.approval_dialog import ApprovalDialog
+from ui.output_viewer import OutputViewer
+from ui.transcript_model import RowKind
+from ui.transcript_text import header_line
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    return use_fake_provider(monkeypatch, llm_server)
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Path:
+    project_dir.mkdir(parents=True, exist_ok=True)
+    (project_dir / "notes.md").write_text("# Notes\n")
+    return project_dir
+
+
+def approval(window) -> ApprovalDialog | None:  # noqa: ANN001
+    found = [d for d in window.findChildren(ApprovalDialog) if d.isVisible()]
+    return found[0] if found else None
+
+
+def cards(window):  # noqa: ANN001, ANN201
+    return [r for r in window.transcript_model.rows() if r.kind is RowKind.TOOL]
+
+
+def agent_window(qtbot, project: Path):  # noqa: ANN001, ANN201
+    window, controller = open_window(qtbot, project)
+    qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
+    assert window.mode_switcher.mode() == "agent"
+    return window, controller
+
+
+def test_escape_in_the_prompt_denies(qtbot, qloop, project, provider) -> None:
+    provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]),
+                    Answer("ok"))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "write x")
+    run_until(qloop, lambda: approval(window) is not None)
+    qtbot.keyClick(approval(window), Qt.Key.Key_Escape)
+    run_until(qloop, lambda: not controller.busy())
+    assert not (project / "x.txt").exists() and cards(window)[0].result.status == "denied"
+
+
+def test_a_write_asks_with_its_diff_and_runs_once_allowed(qtbot, qloop, project, provider) -> None:
+    provider.script(ToolCalls([("w", "edit_file", json.dumps(
+        {"path": "notes.md", "old": "# Notes\n", "new": "# Notes\nShip it.\n"}))]),
+        Answer("Added the line."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "add a line")
+    run_until(qloop, lambda: approval(window) is not None)
+    dialog = approval(window)
+    assert dialog is not None and dialog.title.text() == "Allow edit_file?"
+    diff = dialog.detail.toPlainText()
+    assert "+Ship it." in diff and "--- a/notes.md" in diff
+    assert (project / "notes.md").read_text() == "# Notes\n"  # nothing before the answer
+    assert window.transcript_model.rows()[-1].kind is RowKind.TOOL  # the card is on screen
+    qtbot.mouseClick(dialog.buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    assert (project / "notes.md").read_text() == "# Notes\nShip it.\n"
+    card = cards(window)[0]
+    assert card.result is not None and card.result.approval == "once"
+    assert header_line(card)[1].startswith("✓ done")
+    assert window.transcript_model.rows()[-1].text == "Added the line."
+
+
+def test_deny_with_a_reason_reaches_the_model_and_writes_nothing(qtbot, qloop, project,
+                                                                 provider) -> None:
+    provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]),
+                    Answer("Understood, I will not."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "write x")
+    run_until(qloop, lambda: approval(window) is not None)
+    dialog = approval(window)
+    assert dialog is not None
+    qtbot.keyClicks(dialog.reason, "not in this folder")
+    qtbot.mouseClick(dialog.buttons[DENY], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    assert not (project / "x.txt").exists()
+    sent = [m for m in provider.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "not in this folder" in sent[0]["content"]
+    assert header_line(cards(window)[0])[1].startswith("✋ denied")
+
+
+def test_a_running_command_shows_a_live_card_and_the_window_stays_responsive(
+        qtbot, qloop, project, provider) -> None:
+    provider.script(ToolCalls([("s", "run_shell", '{"command": "sleep 1.5; echo finished"}')]),
+                    Answer("It finished."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "wait a bit")
+    run_until(qloop, lambda: approval(window) is not None)
+    dialog = approval(window)
+    assert dialog is not None and "$ sleep 1.5; echo finished" in dialog.detail.toPlainText()
+    assert "Protection:" in dialog.detail.toPlainText()
+    qtbot.mouseClick(dialog.buttons[ALLOW_CONVERSATION], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: bool(cards(window)) and cards(window)[0].running_since is not None)
+    assert "running" in header_line(cards(window)[0])[1]
+    window.composer.editor.setFocus()  # typing while the tool runs
+    qtbot.keyClicks(window.composer.editor, "next question")
+    assert window.composer.text() == "next question"
+    run_until(qloop, lambda: not controller.busy())
+    card = cards(window)[0]
+    assert card.running_since is None and "exit 0" in header_line(card)[1]
+    assert "finished" in card.result.text()
+
+
+def test_stop_while_approval_is_pending_closes_the_prompt_and_records_aborted(
+        qtbot, qloop, project, provider) -> None:
+    provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "write x")
+    run_until(qloop, lambda: approval(window) is not None)
+    assert window.composer.stop_button.isVisible()
+    qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    assert approval(window) is None and not (project / "x.txt").exists()
+    assert cards(window)[0].result is not None and cards(window)[0].result.status == "aborted"
+
+
+def test_the_todo_list_shows_while_the_agent_works(qtbot, qloop, project, provider) -> None:
+    provider.script(
+        ToolCalls([("t1", "manage_todo_list",
+                    '{"action": "set", "items": ["Read notes", "Write summary"]}')]),
+        ToolCalls([("t2", "manage_todo_list", '{"action": "complete", "number": 1}')]),
+        Answer("Half done."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "plan it")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.todo.isVisible()
+    assert "1 of 2 done" in window.todo.text() and "Write summary" in window.todo.text()
+    controller.new_conversation()  # another conversation has no plan
+    assert not window.todo.isVisible()
+
+
+def test_an_offloaded_output_opens_from_disk(qtbot, qloop, project, provider) -> None:
+    provider.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 100000"}')]),
+                    Answer("Long."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "count")
+    run_until(qloop, lambda: approval(window) is not None)
+    qtbot.mouseClick(approval(window).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    index = next(i for i, r in enumerate(window.transcript_model.rows())
+                 if r.kind is RowKind.TOOL)
+    assert "on disk" in header_line(cards(window)[0])[1]
+    controller.turns.on_action(index, "open_output")
+    viewers = [v for v in window.findChildren(OutputViewer) if v.isVisible()]
+    assert viewers and viewers[0].view.toPlainText().splitlines()[-1] == "100000"
+
+
+def test_the_agent_picker_lists_project_agents_and_shapes_the_request(
+        qtbot, qloop, project, provider) -> None:
+    agents = project / ".workbench" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.json").write_text(json.dumps({
+        "name": "Reviewer", "instructions": "You review; you never change files.",
+        "tools": ["read_file", "search_files"]}))
+    (agents / "broken.json").write_text("{ not json")
+    provider.script(Answer("Looks fine."))
+    window, controller = agent_window(qtbot, project)
+    box = window.mode_switcher.agent_box
+    assert [box.itemText(i) for i in range(box.count())] == ["Default", "Reviewer"]
+    assert "broken.json" in window.notice_label.text()
+    box.setCurrentIndex(1)
+    box.activated.emit(1)
+    type_and_send(qtbot, window, "review notes")
+    run_until(qloop, lambda: not controller.busy())
+    body = provider.requests[0].body
+    assert "You review; you never change files." in body["messages"][0]["content"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "search_files"]
+    with Project.open(project, read_only=True) as p:
+        assert p.conversations.meta(controller.current_id).agent == "Reviewer"
