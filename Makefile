@@ -24,6 +24,8 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 # to install.
 XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxkbcommon-x11-0 libxcb-image0 \
 	libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0 libxcb-xkb1
+# bubblewrap contains the commands the agent runs (without it, approval is the only guard).
+SYSTEM_PACKAGES := $(XCB_PACKAGES) bubblewrap
 system-deps:
 	@if [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then \
 	  missing=""; \
@@ -33,9 +35,9 @@ system-deps:
 	  done; \
 	  if [ -z "$$missing" ]; then :; \
 	  elif [ "$$(id -u)" != 0 ]; then \
-	    echo "the window needs:$$missing (sudo apt-get install$$missing)"; \
+	    echo "missing system packages:$$missing (sudo apt-get install$$missing)"; \
 	  else \
-	    echo "installing the X11 libraries Qt needs:$$missing"; \
+	    echo "installing system packages (Qt's X11 libraries, bubblewrap):$$missing"; \
 	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || \
 	     (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null)) \
 	    || echo "could not install them; the app will say what is missing"; \
@@ -45,7 +47,7 @@ system-deps:
 run: $(VENV)/.run-deps system-deps
 	$(BIN)/workbench $(ARGS)
 
-test: $(VENV)/.test-deps
+test: $(VENV)/.test-deps system-deps
 	$(BIN)/python -m ruff check core app ui
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -136,6 +136,7 @@ class TranscriptModel(QAbstractListModel):
         self._rows: list[Row] = []
         self._cards: dict[str, int] = {}
         self._expanded: set[str] = set()
+        self._stream_dirty = False  # text arrived since the last flush
 
     # --- Qt model interface ----------------------------------------------------------------------
 
@@ -231,16 +232,21 @@ class TranscriptModel(QAbstractListModel):
         row = self.streaming_row()
         if row is not None:
             row.text += text
+            self._stream_dirty = True
 
     def set_stream_note(self, note: str) -> None:
         row = self.streaming_row()
         if row is not None:
             row.note = note
+            self._stream_dirty = True
             self.flush_stream()
 
     def flush_stream(self) -> None:
+        """Tell the view the streaming row changed, when it did (a flush with nothing new
+        would repaint the visible rows for nothing, 30 times a second)."""
         row = self.streaming_row()
-        if row is not None:
+        if row is not None and self._stream_dirty:
+            self._stream_dirty = False
             row.version += 1
             idx = self.index(len(self._rows) - 1)
             self.dataChanged.emit(idx, idx)

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,10 @@ class LLMClient:
         finish: str | None = None
         try:
             async for chunk in response:
+                # A fast stream keeps this thread busy parsing chunks: hand the GIL to the
+                # window's thread between them, or each of its Qt calls waits a whole switch
+                # interval for it (stalls of 100 ms and more while tool calls stream in).
+                time.sleep(0)
                 usage = getattr(chunk, "usage", None)
                 if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
                     yield Usage(

@@ -330,3 +330,35 @@ def _usage(body: dict[str, Any], text: str, given: tuple[int, int] | None) -> di
         given = (max(1, len(json.dumps(body.get("messages", []))) // 4), max(1, len(text) // 4))
     return {"prompt_tokens": given[0], "completion_tokens": given[1],
             "total_tokens": given[0] + given[1]}
+
+
+class ServerProcess:
+    """The loopback server in a process of its own, for benchmarks: a real provider's work
+    (serializing chunks) does not run in our process, so it must not compete with the window
+    for our interpreter. Scripted once, up front: `ServerProcess(Answer(...), ...)`."""
+
+    def __init__(self, *replies: Reply) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, list(replies)), daemon=True)
+        self._proc.start()
+        self.url: str = self._parent.recv()
+
+    def close(self) -> None:
+        self._parent.send("stop")
+        self._proc.join(10)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _serve(conn: Any, replies: list[Reply]) -> None:
+    with FakeLLMServer() as server:
+        server.script(*replies)
+        conn.send(server.url)
+        conn.recv()  # until told to stop
