@@ -81,7 +81,10 @@ class ApprovalDialog(QDialog):
         self.detail.setReadOnly(True)
         self.detail.setPlainText(detail)
         self.detail.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.detail.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # A diff keeps its lines (columns matter); a command and its note wrap to be read whole.
+        self.detail.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth
+                                    if detail.startswith("$ ")
+                                    else QPlainTextEdit.LineWrapMode.NoWrap)
         self._highlighter = DiffHighlighter(self.detail.document())
         layout.addWidget(self.detail, 1)
         self.reason = QLineEdit(self)
