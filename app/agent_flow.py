@@ -40,6 +40,7 @@ class AgentFlow(QObject):
         self._project: Project | None = None
         self._conv: str | None = None
         window.mode_switcher.agent_changed.connect(self._on_agent_changed)
+        window.mode_switcher.network_changed.connect(self._on_network_changed)
 
     def project_opened(self, project: Project) -> list[str]:
         """Read the project's agents; returns the problems found (one sentence each)."""
@@ -49,15 +50,17 @@ class AgentFlow(QObject):
             self.sandbox = detect_sandbox()
         short = ("commands: bubblewrap sandbox" if self.sandbox.kind == "bubblewrap"
                  else "commands: no sandbox")
-        self.window.mode_switcher.set_protection(short, self.sandbox.describe())
+        self.window.mode_switcher.set_protection(short, self.sandbox.describe(),
+                                                 self.sandbox.kind == "bubblewrap")
         self.window.mode_switcher.set_agents(
             [a.name for a in self.agents], DEFAULT.name,
             {a.name: a.description or a.instructions[:200] for a in self.agents})
         return problems
 
     def conversation_shown(self, conv_id: str, agent_name: str | None,
-                           messages: list[ConversationMessage]) -> None:
+                           messages: list[ConversationMessage], network: bool = False) -> None:
         self._conv = conv_id
+        self.window.mode_switcher.set_network(network)
         agent = find_agent(self.agents, agent_name)
         self.window.mode_switcher.set_agents([a.name for a in self.agents], agent.name)
         self.show_todo(messages)
@@ -75,6 +78,15 @@ class AgentFlow(QObject):
                                               else agent.name)
         except StoreError as e:
             self.window.set_notice(f"The agent choice could not be saved: {e}")
+
+    def _on_network_changed(self, allowed: bool) -> None:
+        project, conv = self._project, self._conv
+        if project is None or conv is None or project.read_only:
+            return
+        try:
+            project.conversations.update_meta(conv, allow_network=allowed)
+        except StoreError as e:
+            self.window.set_notice(f"The network choice could not be saved: {e}")
 
     # --- the todo list ---------------------------------------------------------------------------
 

@@ -218,7 +218,8 @@ class Controller(QObject):
         gc.freeze()
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
-        self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages)
+        self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,
+                                           loaded.meta.allow_network)
         self.refresh_usage()
         self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
                                if loaded.problems else None)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QWidget,
+)
 
 from core.model import Mode
 
@@ -17,10 +25,12 @@ class ModeSwitcher(QWidget):
     """Signals:
         mode_changed(str): the user picked another mode.
         agent_changed(str): the user picked another agent.
+        network_changed(bool): the user allowed (or took back) the network for commands.
     """
 
     mode_changed = Signal(str)
     agent_changed = Signal(str)
+    network_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -59,6 +69,12 @@ class ModeSwitcher(QWidget):
         self.protection = QLabel(self)
         self.protection.setStyleSheet("color: #71717a;")
         layout.addWidget(self.protection)
+        self.network = QCheckBox("network", self)
+        self.network.setObjectName("network")
+        self.network.setToolTip("Let the commands the agent runs in this conversation use the "
+                                "network (the sandbox cuts it off otherwise)")
+        self.network.toggled.connect(self.network_changed)
+        layout.addWidget(self.network)
         self.buttons["chat"].setChecked(True)
 
     def mode(self) -> Mode:
@@ -85,7 +101,15 @@ class ModeSwitcher(QWidget):
     def agent(self) -> str:
         return self.agent_box.currentText()
 
-    def set_protection(self, short: str, full: str) -> None:
-        """What contains the agent's commands (bubblewrap, or none), shown beside the picker."""
+    def set_protection(self, short: str, full: str, sandboxed: bool) -> None:
+        """What contains the agent's commands (bubblewrap, or none), shown beside the picker;
+        the network switch only means something inside a sandbox."""
         self.protection.setText(short)
         self.protection.setToolTip(full)
+        self.network.setVisible(sandboxed)
+
+    def set_network(self, allowed: bool) -> None:
+        """Show the conversation's choice (without emitting network_changed)."""
+        self.network.blockSignals(True)
+        self.network.setChecked(allowed)
+        self.network.blockSignals(False)

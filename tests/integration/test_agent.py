@@ -285,3 +285,32 @@ def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Pat
     assert isinstance(events[0], EntryAppended) and events[0].message.status == "aborted"
     sent = llm_server.requests[0].body["messages"]
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
+
+
+def test_bad_input_from_the_model_gives_clear_results_and_the_turn_goes_on(
+        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("core.tools.shell.MAX_OUTPUT_BYTES", 1 * 2**20)
+    (project / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with open(project / "huge.log", "wb") as f:
+        f.truncate(500 * 2**20)
+    llm_server.script(
+        ToolCalls([("bin", "read_file", '{"path": "logo.png"}'),
+                   ("huge", "read_file", '{"path": "huge.log"}'),
+                   ("json", "read_file", '{"path": "README.md"'),
+                   ("made", "teleport", '{"to": "mars"}'),
+                   ("args", "read_file", '{"path": "README.md", "lines": 3}'),
+                   ("ok", "read_file", '{"path": "README.md"}')]),
+        ToolCalls([("never", "run_shell", '{"command": "sleep 600", "timeout": 1}'),
+                   ("endless", "run_shell", '{"command": "yes y", "timeout": 60}')]),
+        Answer("Done despite the trouble."))
+    code, out, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 0 and out.endswith("Done despite the trouble.\n"), err
+    first, second = sent_results(llm_server, 1), sent_results(llm_server, 2)
+    assert "PNG image" in first["bin"] and "524,288,000 bytes" in first["huge"]
+    assert "not valid JSON" in first["json"] and "no tool named 'teleport'" in first["made"]
+    assert "lines" in first["args"] and "Adds numbers." in first["ok"]
+    assert "timed out after 1 s" in second["never"]
+    assert "printed more than 1 MB" in second["endless"]
+    statuses = {k: m.status for k, m in results(project).items()}
+    assert statuses == {"bin": "error", "huge": "error", "json": "error", "made": "error",
+                        "args": "error", "ok": "ok", "never": "error", "endless": "error"}

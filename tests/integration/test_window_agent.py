@@ -188,3 +188,19 @@ def test_the_agent_picker_lists_project_agents_and_shapes_the_request(
     assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "search_files"]
     with Project.open(project, read_only=True) as p:
         assert p.conversations.meta(controller.current_id).agent == "Reviewer"
+
+
+def test_the_network_switch_is_kept_per_conversation(qtbot, qloop, project, provider) -> None:
+    window, controller = agent_window(qtbot, project)
+    switch = window.mode_switcher.network
+    if not switch.isVisibleTo(window):
+        pytest.skip("no sandbox here: commands have the network anyway")
+    first = controller.current_id
+    qtbot.mouseClick(switch, Qt.MouseButton.LeftButton)
+    assert switch.isChecked()
+    controller.new_conversation()
+    assert not switch.isChecked()  # a new conversation starts offline
+    controller.show_conversation(first)
+    assert switch.isChecked()
+    with Project.open(project, read_only=True) as p:
+        assert p.conversations.meta(first).allow_network

@@ -269,3 +269,15 @@ def test_the_todo_list_is_replayed_from_the_log(root: Path) -> None:
     history = [ConversationMessage(role="assistant", tool_calls=[first, second]), *entries]
     assert [(i.text, i.status) for i in todo_state(history)] == [
         ("read", "done"), ("fix", "pending"), ("test", "pending")]
+
+
+def test_the_network_is_cut_off_unless_allowed_for_the_conversation(root: Path) -> None:
+    from core.tools.shell import command_argv
+
+    sandbox = Sandbox("bubblewrap", bwrap="/usr/bin/bwrap")
+    assert "--unshare-net" in command_argv(sandbox, root, "true", network=False)
+    assert "--unshare-net" not in command_argv(sandbox, root, "true", network=True)
+    argv = command_argv(sandbox, root, "true", network=False)
+    assert argv[argv.index("--bind") + 1] == str(root)
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"] == [
+        "/", str(root / ".workbench"), str(root / ".git")]
