@@ -314,3 +314,23 @@ def test_bad_input_from_the_model_gives_clear_results_and_the_turn_goes_on(
     statuses = {k: m.status for k, m in results(project).items()}
     assert statuses == {"bin": "error", "huge": "error", "json": "error", "made": "error",
                         "args": "error", "ok": "ok", "never": "error", "endless": "error"}
+
+
+def test_approve_ask_reads_the_answer_from_the_terminal(project: Path, llm_server) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    llm_server.script(ToolCalls([("w", "write_file", '{"path": "a.txt", "content": "a"}')]),
+                      ToolCalls([("s", "run_shell", '{"command": "touch b.txt"}')]),
+                      Answer("ok"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "send", str(project), "--new", "--mode", "agent",
+         "--model", MODEL, "--api-base", llm_server.url, "--approve", "ask", "go"],
+        input="o\nd: not now\n", capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "+++ b/a.txt" in proc.stderr and "$ touch b.txt" in proc.stderr
+    assert (project / "a.txt").read_text() == "a" and not (project / "b.txt").exists()
+    assert "not now" in sent_results(llm_server, 2)["s"]

@@ -204,3 +204,22 @@ def test_the_network_switch_is_kept_per_conversation(qtbot, qloop, project, prov
     assert switch.isChecked()
     with Project.open(project, read_only=True) as p:
         assert p.conversations.meta(first).allow_network
+
+
+def test_a_call_left_running_by_a_crash_reopens_as_aborted(qtbot, qloop, project) -> None:
+    from core.model import ConversationMessage, FunctionCall, ToolCall
+
+    with Project.open(project) as p:
+        conv = p.conversations.create("crashed").id
+        p.conversations.append(conv, ConversationMessage(role="user", content="build it"))
+        p.conversations.append(conv, ConversationMessage(role="assistant", tool_calls=[
+            ToolCall(id="make", function=FunctionCall(name="run_shell",
+                                                      arguments='{"command": "make"}'))]))
+    window, controller = open_window(qtbot, project)
+    controller.show_conversation(conv)
+    card = cards(window)[0]
+    assert card.result is not None and card.result.status == "aborted"
+    assert header_line(card)[1].startswith("⊘ aborted") and "app closed" in card.result.text()
+    with Project.open(project, read_only=True) as p:  # written once, in the log
+        assert [m.role for m in p.conversations.load(conv).messages] == [
+            "user", "assistant", "tool"]
