@@ -74,6 +74,7 @@ class ModeSwitcher(QWidget):
         self.network.setToolTip("Let the commands the agent runs in this conversation use the "
                                 "network (the sandbox cuts it off otherwise)")
         self.network.toggled.connect(self.network_changed)
+        layout.addSpacing(8)
         layout.addWidget(self.network)
         self.buttons["chat"].setChecked(True)
 
