@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from core.model import ConversationMessage
+
+if TYPE_CHECKING:
+    from core.tools.shell import Sandbox
+    from core.tools.todo import TodoBoard
 
 Risk = Literal["read", "write", "execute"]
 
@@ -70,10 +74,10 @@ class ToolContext:
     conv_id: str
     call_id: str
     history: list[ConversationMessage] = field(default_factory=list)
-    sandbox: Any = None
+    sandbox: Sandbox | None = None
     network: bool = False
     env: dict[str, str] | None = None
-    todo: Any = None  # the todo list shared by one batch of calls (core.tools.todo.TodoBoard)
+    todo: TodoBoard | None = None  # the todo list shared by one batch of calls
 
     @property
     def results_dir(self) -> Path:

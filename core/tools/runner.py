@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from core.llm.tokens import TokenCounter
-from core.model import ConversationMessage, Mode, ToolCall
+from core.model import ConversationMessage, Mode, Status, ToolCall
 from core.questions import Question
 from core.redact import redact
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
@@ -264,7 +264,7 @@ class ToolRunner:
         ms = int((time.monotonic() - started) * 1000)
         return self._entry(call, output, ms, output.status, approval, ctx)
 
-    def _entry(self, call: ToolCall, output: ToolOutput, ms: int, status: str,
+    def _entry(self, call: ToolCall, output: ToolOutput, ms: int, status: Status,
                approval: str | None, ctx: ToolContext) -> ConversationMessage:
         try:
             kept = keep(output, ctx, self.counter, self.offload_tokens)
@@ -273,7 +273,7 @@ class ToolRunner:
             kept = Kept(kept_text)
         entry = ConversationMessage(
             role="tool", tool_call_id=call.id, content=kept.content or "(no output)",
-            tool_name=call.function.name, duration_ms=ms, status=status,  # type: ignore[arg-type]
+            tool_name=call.function.name, duration_ms=ms, status=status,
             offload=kept.offload, exit_code=output.exit_code, approval=approval, mode=self.mode)
         return self.counter.with_count(entry)
 

@@ -119,7 +119,7 @@ class ShellArgs(ToolArgs):
 
 
 async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
-    sandbox = ctx.sandbox if isinstance(ctx.sandbox, Sandbox) else Sandbox("none", why="unset")
+    sandbox = ctx.sandbox or Sandbox("none", why="unset")
     ctx.results_dir.mkdir(parents=True, exist_ok=True)
     out_path = ctx.results_dir / f".running-{result_name(ctx.call_id)}"
     argv = command_argv(sandbox, ctx.root, args.command, ctx.network)

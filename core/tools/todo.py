@@ -93,7 +93,7 @@ class TodoBoard:
 
 
 async def manage_todo_list(args: TodoArgs, ctx: ToolContext) -> ToolOutput:
-    board = ctx.todo if isinstance(ctx.todo, TodoBoard) else TodoBoard(todo_state(ctx.history))
+    board = ctx.todo if ctx.todo is not None else TodoBoard(todo_state(ctx.history))
     board.items = apply(board.items, args)
     return ToolOutput(render(board.items))
 
