@@ -245,13 +245,28 @@ def planned_content(tool: str, args: ToolArgs, root: Path) -> tuple[Path, str | 
     return path, text, text.replace(args.old, args.new, 1)
 
 
+MAX_DIFF_INPUT = 2 * 2**20  # larger files are described, not diffed (difflib is quadratic)
+MAX_DIFF_SHOWN = 200_000  # characters of a diff shown for approval
+
+
 def unified_diff(root: Path, path: Path, old: str | None, new: str) -> str:
+    """The change as a unified diff, for the user to approve; a huge one is cut, and files too
+    large to compare are described in a sentence."""
     name = display(root, path)
+    if len(new) + len(old or "") > MAX_DIFF_INPUT:
+        before = f"replaces {len((old or '').encode()):,} bytes" if old is not None \
+            else "creates the file with"
+        return (f"{name}: {before} {len(new.encode()):,} bytes ({new.count(chr(10)):,} lines); "
+                "too large to show as a diff.")
     diff = difflib.unified_diff((old or "").splitlines(keepends=True),
                                 new.splitlines(keepends=True),
                                 "/dev/null" if old is None else f"a/{name}", f"b/{name}")
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in diff)
+    if len(text) > MAX_DIFF_SHOWN:
+        cut = text.rfind("\n", 0, MAX_DIFF_SHOWN) + 1
+        rest = text[cut:].count("\n")
+        text = text[:cut] + f"… {rest:,} more lines of the diff not shown\n"
     return text or f"(no change to {name})"
 
 
@@ -279,6 +294,9 @@ def _write(root: Path, path: Path, old: str | None, new: str) -> str:
     lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
     if old is None:
         return f"Created {display(root, path)} ({len(new.encode()):,} bytes, {lines:,} lines)."
+    if len(new) + len(old) > MAX_DIFF_INPUT:
+        return (f"Updated {display(root, path)} (now {lines:,} lines, "
+                f"{len(new.encode()):,} bytes).")
     diff = unified_diff(root, path, old, new)
     added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
     removed = sum(1 for ln in diff.splitlines()

@@ -281,3 +281,14 @@ def test_the_network_is_cut_off_unless_allowed_for_the_conversation(root: Path) 
     assert argv[argv.index("--bind") + 1] == str(root)
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"] == [
         "/", str(root / ".workbench"), str(root / ".git")]
+
+
+def test_a_huge_write_is_described_for_approval_not_diffed(root: Path) -> None:
+    from core.tools.files import MAX_DIFF_SHOWN, unified_diff
+
+    big = "x\n" * 2_000_000
+    text = unified_diff(root, root / "big.txt", None, big)
+    assert "too large to show as a diff" in text and "4,000,000 bytes" in text
+    medium = "".join(f"line {n}\n" for n in range(40_000))
+    text = unified_diff(root, root / "m.txt", None, medium)
+    assert len(text) < MAX_DIFF_SHOWN + 100 and "more lines of the diff not shown" in text
