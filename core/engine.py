@@ -40,6 +40,7 @@ from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
 from core.store.requests import save_request
 from core.tools import tools_for
+from core.tools.results import RESULTS_DIR, result_name
 from core.tools.runner import ApprovalPolicy, ToolResult, ToolRunner, ToolStarted
 from core.tools.shell import Sandbox, detect_sandbox, tool_environment
 
@@ -643,6 +644,10 @@ class Engine:
             self.store.append_many(conv_id, entries)
         except (StoreError, OSError):
             return
+        if self.tools is not None:  # what a killed command had printed: nobody will read it
+            for c in calls:
+                partial = self.tools.state / RESULTS_DIR / f".running-{result_name(c.id)}"
+                partial.unlink(missing_ok=True)
         for entry in entries:
             yield EntryAppended(entry)
 

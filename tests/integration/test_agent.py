@@ -270,6 +270,9 @@ def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Pat
         p.conversations.append(conv, ConversationMessage(role="assistant", tool_calls=[
             ToolCall(id="lost", function=FunctionCall(name="run_shell",
                                                       arguments='{"command": "make"}'))]))
+    leftover = project / ".workbench" / "tool-results" / ".running-lost.txt"
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.write_text("half of what make printed")
     llm_server.script(Answer("Understood."))
     settings = LLMSettings(model=MODEL, api_base=llm_server.url, auto_retries=0)
     with Project.open(project) as p:
@@ -282,6 +285,7 @@ def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Pat
         history = p.conversations.load(conv).messages
     assert [m.role for m in history] == ["user", "assistant", "tool", "user", "assistant"]
     assert history[2].tool_call_id == "lost" and history[2].status == "aborted"
+    assert not leftover.exists()
     assert isinstance(events[0], EntryAppended) and events[0].message.status == "aborted"
     sent = llm_server.requests[0].body["messages"]
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "user"]
