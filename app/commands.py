@@ -85,8 +85,11 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     project = _open(args.project, create=(action == "send"))
     if args.timeout is not None and args.timeout <= 0:
         raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
+    if args.step_limit is not None and args.step_limit <= 0:
+        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
     cli_values = {"model": args.model, "api_base": args.api_base,
-                  "max_output_tokens": args.max_tokens, "request_timeout": args.timeout}
+                  "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                  "step_limit": args.step_limit}
     try:
         settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
                                         global_settings=SettingsStore().load())
@@ -126,10 +129,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         store.update_meta(conv_id, **changes)
     approve: ApprovalPolicy = args.approve or (
         "ask" if sys.stdin.isatty() and sys.stderr.isatty() else "never")
-    if args.step_limit is not None and args.step_limit <= 0:
-        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
-    options = TurnOptions(mode=mode, agent=agent, approve=approve,
-                          **({"step_limit": args.step_limit} if args.step_limit else {}))
+    options = TurnOptions(mode=mode, agent=agent, approve=approve)
     if action == "send":
         events = engine.send(conv_id, text, settings, options)
     elif action == "continue":

@@ -49,7 +49,6 @@ __all__ = ["ToolStarted"]  # re-exported: an engine event like the others
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3
-DEFAULT_STEP_LIMIT = 50  # tool rounds in one turn before the agent pauses (continuable)
 PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
@@ -150,7 +149,8 @@ class TurnOptions:
         run_context: in run mode, the workflow's directive and the active step's brief.
         agent: the persona and the tools it may use (None: the default agent).
         approve: writes and commands: ask the user, always run, or never run.
-        step_limit: tool rounds before the turn pauses with a continuable entry.
+        step_limit: tool rounds before the turn pauses with a continuable entry (None: the
+            settings' step_limit).
         network: commands may use the network (None: as the conversation says).
     """
 
@@ -158,7 +158,7 @@ class TurnOptions:
     run_context: RunContext | None = None
     agent: Agent | None = None
     approve: ApprovalPolicy = "ask"
-    step_limit: int = DEFAULT_STEP_LIMIT
+    step_limit: int | None = None
     network: bool | None = None
 
 
@@ -179,13 +179,12 @@ class ToolSetup:
     Attributes:
         root: the project folder; state: its `.workbench`.
         sandbox: detected once (bubblewrap, or none and why).
-        offload_tokens: results over this many tokens go to `.workbench/tool-results/`.
+        env: the environment commands get (without secrets).
     """
 
     root: Path
     state: Path
     sandbox: Sandbox
-    offload_tokens: int = 4000
     env: dict[str, str] | None = None
 
     @classmethod
@@ -551,11 +550,12 @@ class Engine:
                 yield outcome[0]
                 return
             steps += 1
-            if steps >= options.step_limit:
+            if steps >= (options.step_limit or settings.step_limit):
                 info = ErrorInfo(
                     type="step_limit", retryable=False,
-                    message=f"The agent paused after {steps} rounds of tool calls (the step "
-                            "limit for one turn). Continue lets it go on.")
+                    message=f"The agent paused after {steps} round{'s' if steps != 1 else ''} "
+                            "of tool calls (the step limit for one turn). Continue lets it go "
+                            "on.")
                 entry = self._error_entry(info, [], settings, options.mode, 0,
                                           self.counter(settings.model))
                 for event in self._persist(conv_id, entry, "the step-limit notice"):
@@ -574,7 +574,7 @@ class Engine:
         return ToolRunner(setup.root, setup.state,
                           tools_for(options.mode, agent.tools if agent is not None else None),
                           self.counter(settings.model), options.approve, setup.sandbox,
-                          network, options.mode, setup.offload_tokens, setup.env)
+                          network, options.mode, settings.tool_output_tokens, setup.env)
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

@@ -47,6 +47,10 @@ ENV_API_KEY = "WORKBENCH_API_KEY"
 ENV_CONTEXT_WINDOW = "WORKBENCH_CONTEXT_WINDOW"
 ENV_AUTO_RETRIES = "WORKBENCH_AUTO_RETRIES"
 ENV_REQUEST_TIMEOUT = "WORKBENCH_REQUEST_TIMEOUT"
+ENV_STEP_LIMIT = "WORKBENCH_STEP_LIMIT"
+ENV_TOOL_OUTPUT_TOKENS = "WORKBENCH_TOOL_OUTPUT_TOKENS"
+DEFAULT_STEP_LIMIT = 50  # rounds of tool calls in one turn before the agent pauses
+DEFAULT_TOOL_OUTPUT_TOKENS = 4000  # a larger tool result is offloaded with a preview
 DEFAULT_AUTO_RETRIES = 3
 DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds without an answer before a request is given up
 
@@ -90,6 +94,8 @@ class LLMSettings(BaseModel):
     context_window: int | None = None  # overrides litellm's figure for the model
     auto_retries: int = DEFAULT_AUTO_RETRIES  # transient failures retried before giving up
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds
+    step_limit: int = DEFAULT_STEP_LIMIT
+    tool_output_tokens: int = DEFAULT_TOOL_OUTPUT_TOKENS
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -173,9 +179,9 @@ def resolve_llm_settings(
     global_layer: dict[str, Any] = {}
     if provider is not None:
         global_layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
-    global_layer.update({k: getattr(g, k) for k in ("model", "api_base", "max_output_tokens",
-                                                    "request_timeout")
-                         if getattr(g, k) is not None})
+    global_layer.update({k: getattr(g, k, None) for k in (
+        "model", "api_base", "max_output_tokens", "request_timeout", "step_limit",
+        "tool_output_tokens") if getattr(g, k, None) is not None})
     env_layer = {
         "model": env.get(ENV_MODEL),
         "api_base": env.get(ENV_API_BASE),
@@ -183,6 +189,8 @@ def resolve_llm_settings(
         "context_window": env.get(ENV_CONTEXT_WINDOW),
         "auto_retries": env.get(ENV_AUTO_RETRIES),
         "request_timeout": env.get(ENV_REQUEST_TIMEOUT),
+        "step_limit": env.get(ENV_STEP_LIMIT),
+        "tool_output_tokens": env.get(ENV_TOOL_OUTPUT_TOKENS),
     }
     layers = [
         ("cli", dict(cli or {})),
@@ -193,7 +201,7 @@ def resolve_llm_settings(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
-                "request_timeout"):
+                "request_timeout", "step_limit", "tool_output_tokens"):
         for source, layer in layers:
             value = layer.get(key)
             if value not in (None, ""):
@@ -207,7 +215,9 @@ def resolve_llm_settings(
                 f"the {key.replace('_', ' ')} from the {sources[key]} settings must be text, "
                 f"not {values[key]!r}")
     for key, label in (("max_output_tokens", "max output tokens"),
-                       ("context_window", "the context window")):
+                       ("context_window", "the context window"),
+                       ("step_limit", "the step limit"),
+                       ("tool_output_tokens", "the tool output limit")):
         if key in values:
             try:
                 values[key] = int(values[key])

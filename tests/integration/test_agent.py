@@ -338,3 +338,18 @@ def test_approve_ask_reads_the_answer_from_the_terminal(project: Path, llm_serve
     assert "+++ b/a.txt" in proc.stderr and "$ touch b.txt" in proc.stderr
     assert (project / "a.txt").read_text() == "a" and not (project / "b.txt").exists()
     assert "not now" in sent_results(llm_server, 2)["s"]
+
+
+def test_the_offload_threshold_and_step_limit_come_from_the_settings(
+        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "100")
+    (project / ".workbench").mkdir(exist_ok=True)
+    (project / ".workbench" / "project.json").write_text(json.dumps(
+        {"schema_version": 1, "settings": {"step_limit": 1}}))
+    llm_server.script(ToolCalls([("seq", "run_shell", '{"command": "seq 1 300"}')]))
+    code, _, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 2 and "paused after 1 round of tool calls" in err
+    assert results(project)["seq"].offload is not None  # 300 lines > 100 tokens
+    monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "lots")
+    code, _, err = agent_send(capsys, project, llm_server)
+    assert code == 1 and "the tool output limit from the environment" in err

@@ -30,7 +30,8 @@ def test_precedence_cli_env_project_global_default() -> None:
     d = resolve_llm_settings(env={})
     assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default",
                          "context_window": "default", "auto_retries": "default",
-                         "request_timeout": "default"}
+                         "request_timeout": "default", "step_limit": "default",
+                         "tool_output_tokens": "default"}
 
 
 def test_bad_max_tokens_names_its_source() -> None:
