@@ -1,4 +1,5 @@
-"""A window on a tool's full output (read from disk by the app, shown here)."""
+"""A window on text to read and select freely: a tool's full output (read from disk by the
+app), or one message of the transcript ("Select text…")."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from PySide6.QtWidgets import QDialog, QLabel, QPlainTextEdit, QVBoxLayout, QWid
 
 
 class OutputViewer(QDialog):
-    def __init__(self, parent: QWidget | None, title: str, note: str, text: str) -> None:
+    def __init__(self, parent: QWidget | None, title: str, note: str, text: str,
+                 wrap: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
         self.setObjectName("output_viewer")
@@ -19,7 +21,8 @@ class OutputViewer(QDialog):
         self.view = QPlainTextEdit(self)
         self.view.setReadOnly(True)
         self.view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth if wrap
+                                  else QPlainTextEdit.LineWrapMode.NoWrap)
         self.view.setPlainText(text)
         layout.addWidget(self.view, 1)
         self.resize(900, 600)

@@ -21,6 +21,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QKeySequence, QWheelEvent
 from PySide6.QtWidgets import QAbstractItemView, QAbstractSlider, QListView, QMenu, QWidget
 
+from ui.output_viewer import OutputViewer
 from ui.transcript_delegate import TranscriptDelegate
 from ui.transcript_model import Row, RowKind, TranscriptModel
 from ui.transcript_text import code_blocks
@@ -221,9 +222,20 @@ class TranscriptView(QListView):
         row = self.transcript_model().row(index.row())
         for label, code in self.code_copy_actions(row):
             menu.addAction(label, partial(QGuiApplication.clipboard().setText, code))
+        menu.addAction("Select text…", lambda: self.open_text(index.row()))
         menu.addAction("Collapse" if row.expanded else "Expand",
                        lambda: self.transcript_model().toggle_expanded(index.row()))
         menu.exec(self.viewport().mapToGlobal(pos))
+
+    def open_text(self, i: int) -> OutputViewer:
+        """The row's whole text in a window where any part can be selected and copied."""
+        row = self.transcript_model().row(i)
+        viewer = OutputViewer(self.window(), "Message text",
+                              "Select any part and copy it (Ctrl+C); Esc closes.",
+                              row.copy_text(), wrap=row.kind is not RowKind.TOOL)
+        viewer.setObjectName("message_text")
+        viewer.show()
+        return viewer
 
     @staticmethod
     def code_copy_actions(row: Row) -> list[tuple[str, str]]:

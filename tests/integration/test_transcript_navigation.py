@@ -79,3 +79,19 @@ def test_a_point_inside_a_row_taller_than_the_window_finds_that_row(qtbot, windo
     view.verticalScrollBar().setValue(rect.top() + rect.height() // 2 - 50)
     middle = view.viewport().rect().center()
     assert view.indexAt(middle).row() == tall
+
+
+def test_any_part_of_a_message_can_be_selected_and_copied(qtbot, window) -> None:
+    from PySide6.QtGui import QGuiApplication, QTextCursor
+
+    model = window.transcript_model
+    i = next(n for n, r in enumerate(model.rows()) if r.text == TALL)
+    viewer = window.transcript.open_text(i)
+    qtbot.addWidget(viewer)
+    assert viewer.isVisible() and viewer.view.toPlainText() == TALL
+    cursor = viewer.view.textCursor()
+    cursor.setPosition(2)
+    cursor.setPosition(16, QTextCursor.MoveMode.KeepAnchor)  # "long paragraph"
+    viewer.view.setTextCursor(cursor)
+    viewer.view.copy()
+    assert QGuiApplication.clipboard().text() == "long paragraph"
