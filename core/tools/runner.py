@@ -26,7 +26,7 @@ from core.questions import Question
 from core.redact import redact
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from core.tools.files import planned_content, unified_diff
-from core.tools.results import OFFLOAD_TOKENS, Kept, keep
+from core.tools.results import OFFLOAD_TOKENS, READ_TOOL_RESULT, Kept, keep
 from core.tools.shell import Sandbox, ShellArgs
 from core.tools.todo import TodoBoard, todo_state
 
@@ -145,7 +145,7 @@ class ToolRunner:
             call = group[0]
             ctx = self._context(conv_id, call, history, board)
             approval: str | None = None
-            problem = self._check(call)
+            problem = self._check(call) or self._will_fail(call)
             if problem is None and self._risk(call) != "read":
                 decision = None
                 async for event in self._approve(call, allowed):
@@ -203,6 +203,19 @@ class ToolRunner:
             return str(e)
         except ValidationError as e:
             return _validation_text(tool, e)
+        return None
+
+    def _will_fail(self, call: ToolCall) -> str | None:
+        """Why a write cannot succeed (a snippet that is not there, a path outside): answered
+        at once, without asking the user to approve a change that would fail anyway."""
+        tool = self._by_name[call.function.name]
+        if tool.risk != "write":
+            return None
+        try:
+            planned_content(tool.name, tool.args.model_validate(
+                parse_arguments(call.function.arguments)), self.root)
+        except ToolError as e:
+            return str(e)
         return None
 
     async def _approve(self, call: ToolCall, allowed: set[str]
@@ -266,8 +279,10 @@ class ToolRunner:
 
     def _entry(self, call: ToolCall, output: ToolOutput, ms: int, status: Status,
                approval: str | None, ctx: ToolContext) -> ConversationMessage:
+        # A page of an offloaded output is already a view of the whole: never offloaded again.
+        threshold = 10**9 if call.function.name == READ_TOOL_RESULT.name else self.offload_tokens
         try:
-            kept = keep(output, ctx, self.counter, self.offload_tokens)
+            kept = keep(output, ctx, self.counter, threshold)
         except OSError as e:  # the output could not be kept on disk: say so, keep the rest
             kept_text = output.text or f"{output.header}(the output could not be read: {e})"
             kept = Kept(kept_text)

@@ -353,3 +353,25 @@ def test_the_offload_threshold_and_step_limit_come_from_the_settings(
     monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "lots")
     code, _, err = agent_send(capsys, project, llm_server)
     assert code == 1 and "the tool output limit from the environment" in err
+
+
+def test_an_edit_that_cannot_apply_is_answered_without_asking(project: Path, llm_server) -> None:
+    llm_server.script(ToolCalls([("e", "edit_file", json.dumps(
+        {"path": "calc.py", "old": "return a * b", "new": "return a + b"}))]), Answer("ok"))
+    events, history = engine_turn(project, llm_server, "edit", [])
+    assert not any(isinstance(e, QuestionAsked) for e in events)
+    result = next(m for m in history if m.role == "tool")
+    assert result.status == "error" and "not found in calc.py" in result.text()
+
+
+def test_a_page_of_an_offloaded_output_is_never_offloaded_again(
+        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "100")
+    llm_server.script(ToolCalls([("seq", "run_shell", '{"command": "seq 1 300"}')]),
+                      ToolCalls([("page", "read_tool_result", '{"ref": "seq", "limit": 300}')]),
+                      Answer("read it all"))
+    code, _, err = agent_send(capsys, project, llm_server, "--approve", "always")
+    assert code == 0, err
+    got = results(project)
+    assert got["seq"].offload is not None and got["page"].offload is None
+    assert "300\t299" in sent_results(llm_server, 2)["page"]
