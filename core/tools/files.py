@@ -168,6 +168,8 @@ def _search(root: Path, top: Path, regex: re.Pattern[str], glob: str | None) -> 
     skipped = 0
     for path in _files(top, glob):
         try:
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                continue  # a link out of the project: never read through it
             if path.stat().st_size > MAX_SEARCH_FILE:
                 skipped += 1
                 continue

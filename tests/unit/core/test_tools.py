@@ -74,6 +74,16 @@ def test_a_symlink_pointing_outside_is_refused_and_says_so(root: Path, tmp_path:
     assert write.status == "error" and secret.read_text() == "top secret"
 
 
+def test_search_never_reads_through_a_link_out_of_the_project(root: Path,
+                                                               tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password=hunter2\n")
+    (root / "src" / "innocent.txt").symlink_to(secret)
+    (root / "src" / "inside.txt").symlink_to(root / "notes.md")
+    text = one(root, "search_files", {"pattern": "hunter2|Friday"}).text()
+    assert "hunter2" not in text and "src/inside.txt:2: Must ship by Friday." in text
+
+
 def test_workbench_and_git_are_read_only_to_tools(root: Path) -> None:
     for path in (".workbench/project.json", ".git/HEAD"):
         entry = one(root, "write_file", {"path": path, "content": "x"})
