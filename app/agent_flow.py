@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject
 from core.agents import DEFAULT, Agent, find_agent, load_agents
 from core.model import ConversationMessage
 from core.store.errors import StoreError
+from core.tools.results import offload_file
 from core.tools.shell import Sandbox, detect_sandbox
 from core.tools.todo import TODO_TOOL, todo_state
 from ui.main_window import MainWindow
@@ -103,7 +104,12 @@ class AgentFlow(QObject):
     def open_output(self, entry: ConversationMessage) -> None:
         if self._project is None or entry.offload is None:
             return
-        path = self._project.state / entry.offload.path
+        path = offload_file(self._project.state, entry.offload)
+        if path is None:
+            self.window.show_warning("Output not available",
+                                     f"This entry names {entry.offload.path}, outside "
+                                     ".workbench/tool-results/; it is not opened.")
+            return
         try:
             with open(path, "rb") as f:
                 data = f.read(VIEW_BYTES)

@@ -29,6 +29,14 @@ LINE_CHARS = 2000  # a longer line is cut in a page
 RESULTS_DIR = "tool-results"
 
 
+def offload_file(state: Path, offload: Offload) -> Path | None:
+    """Where an offloaded output is, or None when the entry names a place outside
+    `.workbench/tool-results/` (an imported or edited log must not point tools elsewhere)."""
+    folder = (state / RESULTS_DIR).resolve()
+    path = (state / offload.path).resolve()
+    return path if path.is_relative_to(folder) else None
+
+
 def result_name(call_id: str) -> str:
     """The file name for a call's full output (ids from providers may hold any character)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call_id).strip(".") or "call"
@@ -205,7 +213,10 @@ async def read_tool_result(args: ReadResultArgs, ctx: ToolContext) -> ToolOutput
         raise ToolError(f"No tool output is known as {args.ref!r}; use the id from the "
                         "omitted-output marker.")
     if entry.offload is not None:
-        full = ctx.state / entry.offload.path
+        full = offload_file(ctx.state, entry.offload)
+        if full is None:
+            raise ToolError(f"The output of {args.ref!r} names a file outside "
+                            ".workbench/tool-results/; it is not read.")
         if full.is_file():
             return ToolOutput(page(file_lines(full), args.offset, args.limit, "that output"))
         raise ToolError(f"The full output of {args.ref!r} is no longer on disk "

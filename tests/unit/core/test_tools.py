@@ -302,3 +302,15 @@ def test_a_huge_write_is_described_for_approval_not_diffed(root: Path) -> None:
     medium = "".join(f"line {n}\n" for n in range(40_000))
     text = unified_diff(root, root / "m.txt", None, medium)
     assert len(text) < MAX_DIFF_SHOWN + 100 and "more lines of the diff not shown" in text
+
+
+def test_an_offload_pointing_out_of_tool_results_is_not_read(root: Path, tmp_path: Path) -> None:
+    from core.model import Offload
+
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    forged = ConversationMessage(role="tool", tool_call_id="x", content="preview",
+                                 offload=Offload(path=f"../../{secret.name}", size=11))
+    entry = one(root, "read_tool_result", {"ref": forged.id}, history=[forged])
+    assert entry.status == "error" and "outside" in entry.text()
+    assert "PRIVATE KEY" not in entry.text()
