@@ -12,9 +12,12 @@ from core.model import ConversationMessage
 
 def tool_outcome(entry: ConversationMessage) -> str:
     """One line for a finished tool call: status, duration, exit code, what happened."""
-    first = next((ln for ln in entry.text().splitlines() if ln.strip()), "")
+    first = next((ln for ln in entry.text().splitlines()
+                  if ln.strip() and not ln.startswith("[exit code")), "")
     first = first if len(first) <= 100 else first[:99] + "…"
     bits: list[str] = [entry.status or "ok"]
+    if entry.exit_code is not None:
+        bits.append(f"exit {entry.exit_code}")
     if entry.duration_ms is not None:
         bits.append(f"{entry.duration_ms} ms")
     if entry.offload is not None:
