@@ -9,6 +9,7 @@ the engine keeps the partial answer.
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class Controller(QObject):
 
     turn_finished = Signal(str)
     conversation_loaded = Signal(str)
+    _search_done = Signal(int, object)  # generation, the ids found (None: the search failed)
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class Controller(QObject):
         self.engine: Engine | None = None
         self.current_id: str | None = None
         self._drafts: dict[str, str] = {}
+        self._search_generation = 0
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
 
         self._draft_timer = QTimer(self)
@@ -91,6 +94,7 @@ class Controller(QObject):
         c.rename_requested.connect(self._on_conversations_rename_requested)
         c.delete_requested.connect(self._on_conversations_delete_requested)
         c.search_changed.connect(self._on_conversations_search_changed)
+        self._search_done.connect(self._on_search_done)
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
@@ -263,17 +267,42 @@ class Controller(QObject):
         self.window.conversations.set_rows(rows, self.current_id)
 
     def _on_conversations_search_changed(self, text: str) -> None:
+        """Search on a thread of its own: reading every log of a big project takes a while, and
+        the window must not wait for it. Only the newest search's result is shown."""
         if self.project is None:
             return
+        self._search_generation += 1
+        if not text.strip():
+            self.window.conversations.set_rows(self.project.conversations.list(),
+                                               self.current_id)
+            return
+        generation, store = self._search_generation, self.project.conversations
+
+        def search() -> None:
+            try:
+                hits: set[str] | None = store.search(text)
+            except (StoreError, OSError):
+                hits = None
+            self._search_done.emit(generation, hits)
+
+        threading.Thread(target=search, name="search", daemon=True).start()
+
+    def _on_search_done(self, generation: int, hits: set[str] | None) -> None:
+        if generation != self._search_generation or self.project is None:
+            return  # a newer search (or another project) replaced it
         rows = self.project.conversations.list()
-        if text.strip():
-            hits = self.project.conversations.search(text)
-            rows = [r for r in rows if r.id in hits]
-        self.window.conversations.set_rows(rows, self.current_id)
+        if hits is None:
+            self.window.set_notice("The search could not read every conversation.")
+            hits = {r.id for r in rows}
+        self.window.conversations.set_rows([r for r in rows if r.id in hits], self.current_id)
 
     def _refresh_list(self) -> None:
-        if self.project is not None:
-            self.window.conversations.set_rows(self.project.conversations.list(), self.current_id)
+        if self.project is None:
+            return
+        if self.window.conversations.search.text().strip():  # keep the list filtered
+            self._on_conversations_search_changed(self.window.conversations.search.text())
+            return
+        self.window.conversations.set_rows(self.project.conversations.list(), self.current_id)
 
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()

@@ -281,3 +281,35 @@ def test_stop_during_a_retry_wait_keeps_the_message(
     rows = window.transcript_model.rows()
     assert rows[-2].text == "are you there?" and rows[-1].message.error.type == "stopped"
     assert len(llm_server.requests) == 1
+
+
+def test_search_runs_beside_the_window_and_only_the_newest_result_shows(
+        qtbot, qloop, project_dir, monkeypatch) -> None:
+    import time as _time
+
+    window, controller = open_window(qtbot, project_dir)
+    store = controller.project.conversations
+    first = controller.current_id
+    controller.new_conversation()
+    second = controller.current_id
+    real = store.search
+
+    def search(text: str) -> set[str]:
+        if text == "slow":
+            _time.sleep(1.0)  # a big project: every log read
+            return {first}
+        return real(text) | {second}
+
+    monkeypatch.setattr(store, "search", search)
+    controller._on_conversations_search_changed("slow")
+    ticks = []
+    started = _time.monotonic()
+    run_until(qloop, lambda: ticks.append(1) or _time.monotonic() - started > 0.3)
+    assert len(ticks) > 10  # the window's loop kept turning while the search ran
+    controller._on_conversations_search_changed("fast")
+    run_until(qloop, lambda: _time.monotonic() - started > 1.5)  # the slow one has ended too
+    from ui.conversation_list import ID_ROLE
+
+    shown = [window.conversations.list.item(i).data(ID_ROLE)
+             for i in range(window.conversations.list.count())]
+    assert shown == [second]  # the slow search's late answer ({first}) was dropped
