@@ -6,7 +6,10 @@ only the draft is recounted on a keystroke, debounced, with the model of the las
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
 
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
@@ -19,6 +22,13 @@ from core.settings import SettingsError
 from ui.main_window import MainWindow
 
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
+COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
+
+
+class _Relay(QObject):
+    """Brings a background count's result back to the window's thread."""
+
+    done = Signal(object)
 
 
 class UsageMeter:
@@ -38,28 +48,70 @@ class UsageMeter:
         self.context: ContextService | None = None
         self.report: BuildReport | None = None
         self._problem: tuple[str, str] | None = None  # (meter text, why)
+        self._relay = _Relay()
+        self._relay.done.connect(lambda apply: apply())
+        self._counting = False  # a build runs on a thread of its own
+        self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
 
     def refresh(self, conv_id: str | None,
                 history: Callable[[], list[ConversationMessage]]) -> None:
-        """Rebuild the request the next turn would send (cheap: incremental) and show it."""
+        """Rebuild the request the next turn would send (cheap: incremental) and show it.
+
+        A build that must first tokenize thousands of entries (a large conversation opened
+        with another model) runs on a thread of its own while the meter says so."""
+        if self._counting:  # the running count is for an older state: go again after it
+            self._again = (conv_id, history)
+            return
         self.report, self._problem = None, None
-        if conv_id is None or self.context is None:
+        context = self.context
+        if conv_id is None or context is None:
             return
         if not runtime.is_loaded():
             self.window.usage.set_pending("context: waiting for the model library…")
             return
         try:
             settings = self.settings.llm_settings()
-            agent = self.agent()
-            if agent is not None and agent.model:
-                settings = settings.model_copy(update={"model": agent.model})
-            self.report = self.context.build(conv_id, history(), settings, self.mode(),
-                                             agent=agent).report
-        except BudgetError as e:
-            self._problem = ("context: does not fit", self.context.budget_message(e, settings))
         except SettingsError as e:
             self._problem = ("context: settings problem", str(e))
+            self.show()
+            return
+        agent = self.agent()
+        if agent is not None and agent.model:
+            settings = settings.model_copy(update={"model": agent.model})
+        messages = history()
+        mode = self.mode()
+
+        def build() -> Callable[[], None]:
+            try:
+                report = context.build(conv_id, messages, settings, mode, agent=agent).report
+            except BudgetError as e:
+                problem = ("context: does not fit", context.budget_message(e, settings))
+                return lambda: self._apply(None, problem)
+            return lambda: self._apply(report, None)
+
+        if context.uncounted(conv_id, messages, settings.model) <= COUNT_ASIDE:
+            build()()
+            return
+        def aside() -> None:
+            try:
+                apply = build()
+            except Exception as e:  # noqa: BLE001 - the meter must not stay "counting"
+                problem = ("context: not available", f"The request could not be built: {e}")
+                apply = lambda: self._apply(None, problem)  # noqa: E731
+            self._relay.done.emit(apply)
+
+        self._counting = True
+        self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
+        threading.Thread(target=aside, name="meter", daemon=True).start()
+
+    def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None) -> None:
+        self.report, self._problem = report, problem
         self.show()
+        if self._counting:
+            self._counting = False
+            again, self._again = self._again, None
+            if again is not None:
+                self.refresh(*again)
 
     def draft_tokens(self) -> int:
         text = self.window.composer.text()

@@ -119,6 +119,19 @@ class ContextService:
         history = self.store.load(conv_id).messages
         return self.build(conv_id, history, settings, mode, usable_override, agent=agent)
 
+    def uncounted(self, conv_id: str, history: list[ConversationMessage], model: str) -> int:
+        """How many entries the next build of `conv_id` would have to tokenize: those past
+        what its cache already holds, without a stored count in the model's encoding (after a
+        model change, every entry of the log)."""
+        enc = self.counter(model).encoding_name
+        cache = self._caches.get(conv_id)
+        start = 0
+        if cache is not None and cache.encoding == enc and cache.history and \
+                len(history) >= len(cache.history) and \
+                history[len(cache.history) - 1] is cache.history[-1]:
+            start = len(cache.history)
+        return sum(1 for m in history[start:] if enc not in m.token_counts)
+
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         """Why nothing fits, with the way out when a remembered provider limit is the cause."""
         remembered = self.calibration.window(settings.model) if self.calibration else None

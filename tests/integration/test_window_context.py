@@ -87,3 +87,27 @@ def test_a_huge_paste_is_held_aside_and_the_window_stays_responsive(qtbot, qloop
     assert window.composer.text().startswith("see below:\n\nlog line\n")
     qtbot.mouseClick(window.composer.held_remove, Qt.MouseButton.LeftButton)
     assert window.composer.text() == "see below:"
+
+
+def test_a_large_conversation_counted_for_another_model_is_counted_beside_the_window(
+        qtbot, qloop, project_dir, monkeypatch) -> None:
+    """Entries counted for another encoding must all be tokenized again: that happens on a
+    thread of its own while the meter says so, and the window keeps working."""
+    from core.llm.tokens import TokenCounter
+    from core.model import ConversationMessage
+    from core.store.project import Project
+    from tests.helpers.gui import open_window, run_until
+
+    monkeypatch.setenv("WORKBENCH_MODEL", "gpt-4o-mini")  # o200k
+    other = TokenCounter.for_model("gpt-4")  # cl100k: the counts on disk are for this one
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("big").id
+        p.conversations.append_many(conv, [other.with_count(ConversationMessage(
+            role="user" if n % 2 == 0 else "assistant", content=f"message {n} " * 20))
+            for n in range(3000)])
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    assert "counting 3,000 entries" in window.usage.text()
+    run_until(qloop, lambda: window.usage.state != "pending")
+    assert "tokens" in window.usage.text() and controller.meter.report is not None
+    assert controller.meter.report.model == "gpt-4o-mini"
