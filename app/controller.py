@@ -9,7 +9,7 @@ the engine keeps the partial answer.
 from __future__ import annotations
 
 import gc
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class Controller(QObject):
         self.current_id: str | None = None
         self._drafts: dict[str, str] = {}
         self._search_generation = 0
+        self._searcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
 
         self._draft_timer = QTimer(self)
@@ -285,7 +286,7 @@ class Controller(QObject):
                 hits = None
             self._search_done.emit(generation, hits)
 
-        threading.Thread(target=search, name="search", daemon=True).start()
+        self._searcher.submit(search)
 
     def _on_search_done(self, generation: int, hits: set[str] | None) -> None:
         if generation != self._search_generation or self.project is None:

@@ -6,8 +6,8 @@ only the draft is recounted on a keystroke, debounced, with the model of the las
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from PySide6.QtCore import QObject, Signal
 
@@ -50,7 +50,10 @@ class UsageMeter:
         self._problem: tuple[str, str] | None = None  # (meter text, why)
         self._relay = _Relay()
         self._relay.done.connect(lambda apply: apply())
-        self._counting = False  # a build runs on a thread of its own
+        self._counting = False  # a build runs on the meter's own thread
+        # One long-lived thread, not one per count: each new thread gets its own malloc arena,
+        # and a big build's memory would stay spread over them.
+        self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
 
     def refresh(self, conv_id: str | None,
@@ -102,7 +105,7 @@ class UsageMeter:
 
         self._counting = True
         self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
-        threading.Thread(target=aside, name="meter", daemon=True).start()
+        self._aside.submit(aside)
 
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None) -> None:
         self.report, self._problem = report, problem
