@@ -8,6 +8,7 @@
     workbench import PROJECT FILE
     workbench export PROJECT --conversation ID [--format openai|jsonl|markdown]
     workbench list PROJECT
+    workbench agents PROJECT                          (the project's agents and the sandbox)
     workbench context PROJECT --conversation ID [--mode M] [--model M] [--budget N] [--json]
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
@@ -31,6 +32,7 @@ from app.commands import (
     EXIT_TURN_ERROR,
     EXIT_USAGE,
     CliError,
+    cmd_agents,
     cmd_context,
     cmd_continue,
     cmd_export,
@@ -110,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the conversations of a project")
     p.add_argument("project", type=Path)
 
+    p = sub.add_parser("agents", help="list the project's agents (.workbench/agents/)")
+    p.add_argument("project", type=Path)
+
     p = sub.add_parser("context", help="show the request the next turn would send, and why")
     p.add_argument("project", type=Path)
     p.add_argument("--conversation", "-c", metavar="ID", required=True)
@@ -147,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_export(args)
         if args.command == "context":
             return cmd_context(args)
+        if args.command == "agents":
+            return cmd_agents(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from core.tools.runner import ApprovalPolicy
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
-COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context")
+COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents")
 
 
 class CliError(Exception):
@@ -309,6 +309,32 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(for_stream(
             f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}{flag}",
             sys.stdout))
+    return EXIT_OK
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """The project's agents (the default first), and what contains their commands."""
+    from core.agents import load_agents
+    from core.tools import tools_for
+    from core.tools.shell import detect_sandbox
+
+    project = _open(args.project, create=False, read_only=True)
+    try:
+        agents, problems = load_agents(project.state)
+    finally:
+        project.close()
+    for problem in problems:
+        print(f"workbench: warning: {problem}", file=sys.stderr)
+    every = [t.name for t in tools_for("agent")]
+    for agent in agents:
+        tools = ", ".join(agent.tools) if agent.tools is not None else "every tool of the mode"
+        model = f"  model {agent.model}" if agent.model else ""
+        print(for_stream(f"{agent.name}{model}\n  tools: {tools}", sys.stdout))
+        about = agent.description or agent.instructions
+        if about:
+            print(for_stream(f"  {' '.join(about.split())[:200]}", sys.stdout))
+    print(f"tools in agent mode: {', '.join(every)}", file=sys.stderr)
+    print(f"commands run with: {detect_sandbox().describe()}", file=sys.stderr)
     return EXIT_OK
 
 

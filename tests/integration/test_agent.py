@@ -375,3 +375,20 @@ def test_a_page_of_an_offloaded_output_is_never_offloaded_again(
     got = results(project)
     assert got["seq"].offload is not None and got["page"].offload is None
     assert "300\t299" in sent_results(llm_server, 2)["page"]
+
+
+def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys, project: Path) -> None:
+    agents = project / ".workbench" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.json").write_text(json.dumps({
+        "name": "Reviewer", "instructions": "You review code; you never change files.",
+        "tools": ["read_file", "search_files"], "model": "gpt-4o"}))
+    (agents / "bad.json").write_text(json.dumps({"name": "Bad", "tools": ["teleport"]}))
+    with Project.open(project):
+        pass  # a project folder
+    code, out, err = cli(capsys, "agents", project)
+    assert code == 0
+    assert out.splitlines()[0] == "Default" and "every tool of the mode" in out
+    assert "Reviewer  model gpt-4o\n  tools: read_file, search_files" in out
+    assert "bad.json: tools: " in err and "teleport" in err
+    assert "commands run with:" in err
