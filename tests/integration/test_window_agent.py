@@ -223,3 +223,24 @@ def test_a_call_left_running_by_a_crash_reopens_as_aborted(qtbot, qloop, project
     with Project.open(project, read_only=True) as p:  # written once, in the log
         assert [m.role for m in p.conversations.load(conv).messages] == [
             "user", "assistant", "tool"]
+
+
+def test_the_step_limit_pauses_with_continue_and_continue_goes_on(
+        qtbot, qloop, project, provider, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_STEP_LIMIT", "1")
+    provider.script(ToolCalls([("r", "read_file", '{"path": "notes.md"}')]))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "read the notes")
+    run_until(qloop, lambda: not controller.busy())
+    rows = window.transcript_model.rows()
+    last = rows[-1]
+    assert last.kind is RowKind.ERROR and "paused after 1 round" in last.message.error.message
+    layout = window.transcript.delegate.layout(last, window.transcript.viewport().width(),
+                                               window.transcript.font())
+    assert ("continue", "Continue") in layout.actions
+    provider.script(Answer("The notes are empty."))
+    controller.turns.on_action(len(rows) - 1, "continue")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text == "The notes are empty."
+    sent = provider.requests[-1].body["messages"]
+    assert sent[-1]["role"] == "tool" and "# Notes" in sent[-1]["content"]
