@@ -30,7 +30,7 @@ from core.llm.adapter import (
     Usage,
     keys_in_use,
 )
-from core.llm.errors import ContextOverflow, LLMError
+from core.llm.errors import ContextOverflow, LLMError, ToolsUnsupported
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.questions import Question
@@ -422,6 +422,22 @@ class Engine:
                     yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
                                    f"The request was too long for the model (limit "
                                    f"{window:,} tokens); rebuilt it smaller.")
+                except ToolsUnsupported as e:
+                    # A model without tool support: the same request without tools (chat
+                    # offers read-only tools to every model), remembered for the model.
+                    if parts or not request.tools:
+                        raise
+                    self.context.no_tools.add(settings.model)
+                    built = self.context.build(conv_id, history, settings, mode,
+                                               run_context=options.run_context,
+                                               agent=options.agent)
+                    copies.add(built)
+                    yield RequestBuilt(built)
+                    messages = built.messages + ([{"role": "user", "content": instruction}]
+                                                 if instruction else [])
+                    request = replace(request, messages=messages, tools=None)
+                    yield StoreNotice(f"{e.message} The conversation goes on without tools; "
+                                      "Agent mode needs a model that supports them.")
                 except LLMError as e:
                     # Safe to repeat only while nothing has been shown: afterwards the partial
                     # answer is kept and Continue or Retry is the user's call.

@@ -59,6 +59,7 @@ class ContextService:
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
         self._caches: OrderedDict[str, BuildCache] = OrderedDict()
+        self.no_tools: set[str] = set()  # models whose server refused a request with tools
 
     def counter(self, model: str | None) -> TokenCounter:
         enc = encoding_for_model(model)
@@ -102,7 +103,8 @@ class ContextService:
         return build_request(history, mode, model=settings.model, budget=budget,
                              counter=self.counter(settings.model), composer=self.composer,
                              cache=self._cache(conv_id), run_context=run_context,
-                             tools=self.tool_schemas(mode, agent),
+                             tools=[] if settings.model in self.no_tools
+                             else self.tool_schemas(mode, agent),
                              persona=agent.instructions if agent is not None else None)
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from core.llm.errors import (
     ProviderError,
     RateLimited,
     StreamInterrupted,
+    ToolsUnsupported,
     UnknownModel,
 )
 from core.llm.runtime import load_litellm
@@ -302,6 +303,9 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
             details=raw,
         )
     code = int(status) if isinstance(status, int) else None
+    if code == 400 and _TOOLS_REFUSED.search(raw):
+        return ToolsUnsupported(
+            f"{model} does not accept tools (its server said so).", details=raw, status=code)
     return ProviderError(
         f"The provider returned an error{f' (HTTP {code})' if code else ''}. "
         + ("It may be temporary; retry in a moment." if code is None or code >= 500
@@ -311,6 +315,13 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+# How servers refuse a request that offers tools: Ollama ("does not support tools"), vLLM
+# ("auto" tool choice requires --enable-auto-tool-choice), others ("tools are not supported").
+_TOOLS_REFUSED = re.compile(
+    r"(does not support tools|tools? (?:are|is) not supported|tool[_ ]?(?:use|calls?|choice)"
+    r"[^.]{0,40}not supported|enable-auto-tool-choice|unsupported[^.]{0,20}tools?)",
+    re.IGNORECASE)
 
 
 def _merge_tool_delta(calls: dict[int, dict[str, str]], tc: Any) -> None:

@@ -85,3 +85,7 @@ class ProviderError(LLMError):
         super().__init__(message, details=details)
         self.status = status
         self.retryable = status is None or status >= 500
+
+
+class ToolsUnsupported(ProviderError):
+    """The model (or its server) refuses requests that offer tools."""

@@ -392,3 +392,16 @@ def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys, project: Pat
     assert "Reviewer  model gpt-4o\n  tools: read_file, search_files" in out
     assert "bad.json: tools: " in err and "teleport" in err
     assert "commands run with:" in err
+
+
+def test_a_model_without_tool_support_still_chats(capsys, project: Path, llm_server) -> None:
+    from tests.helpers.fake_llm import HttpError
+
+    llm_server.script(HttpError(400, "registry.ollama.ai/library/gemma:2b does not support "
+                                     "tools", type="invalid_request_error"),
+                      Answer("Hello without tools."), Answer("Still fine."))
+    code, out, err = cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base",
+                         llm_server.url, "hi")
+    assert code == 0 and out == "Hello without tools.\n", err
+    assert "does not accept tools" in err
+    assert "tools" in llm_server.requests[0].body and "tools" not in llm_server.requests[1].body
