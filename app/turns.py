@@ -160,6 +160,7 @@ class TurnRunner(QObject):
         self._turn_conv = self.host.current_id
         self._turn_status = "error"
         self._turn_started = time.monotonic()
+        self.window.transcript.delegate.turn_running = True
         self.window.composer.set_busy(True)
         self._turn = self.worker.submit(events, self.bridge.engine_event.emit,
                                         self.bridge.finished.emit)
@@ -269,7 +270,9 @@ class TurnRunner(QObject):
             status = "error"
         self._flush_timer.stop()
         self._tool_timer.stop()
+        self.window.transcript.delegate.turn_running = False
         self.window.transcript_model.stop_running()
+        self.window.transcript_model.touch_last()
         self._close_question()
         self.window.transcript_model.end_streaming()
         self.window.composer.set_busy(False)

@@ -98,6 +98,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._pending: set[int] = set()
         self._stream_height = 0
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
+        self.turn_running = False  # no "Continue" on a tool card while its turn goes on
         self.stream_text_height = 0  # how much of its reserved height the text fills
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)
@@ -205,6 +206,9 @@ class TranscriptDelegate(QStyledItemDelegate):
                 actions.append(("settings", "Open settings"))
         elif row.kind is RowKind.ASSISTANT and continuable(row.message):
             actions.append(("continue", "Continue (the answer hit the output limit)"))
+        elif row.kind is RowKind.TOOL and row.result is not None and not self.turn_running:
+            # The turn ended on a tool's result (Stop, a crash): the model has not seen it yet.
+            actions.append(("continue", "Continue the agent"))
         if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
             actions.append(("open_output", "Open full output"))
         fm = QFontMetrics(font)

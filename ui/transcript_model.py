@@ -288,6 +288,11 @@ class TranscriptModel(QAbstractListModel):
                 r.running_since = None
                 self._changed(i)
 
+    def touch_last(self) -> None:
+        """Lay the last row out again (its actions depend on whether a turn runs)."""
+        if self._rows:
+            self._changed(len(self._rows) - 1)
+
     def _changed(self, i: int) -> None:
         self._rows[i].version += 1
         idx = self.index(i)

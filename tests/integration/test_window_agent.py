@@ -244,3 +244,28 @@ def test_the_step_limit_pauses_with_continue_and_continue_goes_on(
     assert window.transcript_model.rows()[-1].text == "The notes are empty."
     sent = provider.requests[-1].body["messages"]
     assert sent[-1]["role"] == "tool" and "# Notes" in sent[-1]["content"]
+
+
+def test_after_stop_during_a_tool_the_last_card_offers_continue(qtbot, qloop, project,
+                                                                provider) -> None:
+    provider.script(ToolCalls([("s", "run_shell", '{"command": "sleep 30", "timeout": 60}')]))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "wait")
+    run_until(qloop, lambda: approval(window) is not None)
+    dialog = approval(window)
+    assert dialog is not None
+    lay = lambda r: window.transcript.delegate.layout(  # noqa: E731
+        r, window.transcript.viewport().width(), window.transcript.font())
+    qtbot.mouseClick(dialog.buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: bool(cards(window)) and cards(window)[0].running_since is not None)
+    assert ("continue", "Continue the agent") not in lay(cards(window)[0]).actions
+    qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    rows = window.transcript_model.rows()
+    assert rows[-1].kind is RowKind.TOOL and rows[-1].result.status == "aborted"
+    assert ("continue", "Continue the agent") in lay(rows[-1]).actions
+    provider.script(Answer("The command was stopped; nothing else to do."))
+    controller.turns.on_action(len(rows) - 1, "continue")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text.startswith("The command was stopped")
+    assert provider.requests[-1].body["messages"][-1]["role"] == "tool"
