@@ -217,7 +217,7 @@ def _read_text(path: Path, name: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def planned_content(tool: str, args: ToolArgs, root: Path) -> tuple[Path, str | None, str]:
+def planned_content(args: ToolArgs, root: Path) -> tuple[Path, str | None, str]:
     """(path, current text or None when new, text after the change); raises ToolError."""
     if isinstance(args, WriteFileArgs):
         path = resolve(root, args.path, write=True)
@@ -272,13 +272,10 @@ def unified_diff(root: Path, path: Path, old: str | None, new: str) -> str:
     return text or f"(no change to {name})"
 
 
-async def write_file(args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
-    path, old, new = planned_content("write_file", args, ctx.root)
-    return ToolOutput(_write(ctx.root, path, old, new))
-
-
-async def edit_file(args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
-    path, old, new = planned_content("edit_file", args, ctx.root)
+async def apply_change(args: WriteFileArgs | EditFileArgs, ctx: ToolContext) -> ToolOutput:
+    """write_file and edit_file: the change planned again from the file as it is now (it may
+    have changed while the user looked at the diff), then written atomically."""
+    path, old, new = planned_content(args, ctx.root)
     return ToolOutput(_write(ctx.root, path, old, new))
 
 
@@ -321,9 +318,9 @@ SEARCH_FILES = Tool(
     SearchArgs, "read", search_files, key_arg="pattern")
 WRITE_FILE = Tool(
     "write_file", "Create a file, or replace a file's whole content.",
-    WriteFileArgs, "write", write_file, key_arg="path")
+    WriteFileArgs, "write", apply_change, key_arg="path")
 EDIT_FILE = Tool(
     "edit_file",
     "Replace one exact snippet of a text file by new text. The snippet must occur exactly once; "
     "read the file first and copy it exactly, with enough lines to be unique.",
-    EditFileArgs, "write", edit_file, key_arg="path")
+    EditFileArgs, "write", apply_change, key_arg="path")

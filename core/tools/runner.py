@@ -92,6 +92,18 @@ def _validation_text(tool: Tool, e: ValidationError) -> str:
             + ". Nothing ran.")
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One call, checked: its tool and validated arguments, or the problem the model reads;
+    the key argument its card shows; for a write, (path, text now, text after)."""
+
+    tool: Tool | None
+    args: ToolArgs | None
+    problem: str | None
+    key: str = ""
+    change: tuple[Path, str | None, str] | None = None
+
+
 @dataclass
 class ToolRunner:
     """Runs calls for one conversation turn.
@@ -134,21 +146,22 @@ class ToolRunner:
                     group.append(calls[i + len(group)])
             i += len(group)
             if len(group) > 1:
-                contexts = [self._context(conv_id, c, history, board) for c in group]
-                for c in group:
-                    yield ToolStarted(c.id, c.function.name, self._key(c))
-                entries = await asyncio.gather(*(self._execute(c, ctx, None)
-                                                 for c, ctx in zip(group, contexts, strict=True)))
+                plans = [self._plan(c) for c in group]
+                for c, plan in zip(group, plans, strict=True):
+                    yield ToolStarted(c.id, c.function.name, plan.key)
+                entries = await asyncio.gather(*(
+                    self._execute(c, plan, self._context(conv_id, c, history, board), None)
+                    for c, plan in zip(group, plans, strict=True)))
                 for entry in entries:
                     yield ToolResult(entry)
                 continue
             call = group[0]
+            plan = self._plan(call)
             ctx = self._context(conv_id, call, history, board)
             approval: str | None = None
-            problem = self._check(call) or self._will_fail(call)
-            if problem is None and self._risk(call) != "read":
+            if plan.problem is None and self._risk(call) != "read":
                 decision = None
-                async for event in self._approve(call, allowed):
+                async for event in self._approve(call, allowed, plan):
                     if isinstance(event, Question):
                         yield event
                     else:
@@ -161,8 +174,8 @@ class ToolRunner:
                     continue
                 if approval == "conversation":
                     allowed.add(call.function.name)
-            yield ToolStarted(call.id, call.function.name, self._key(call))
-            yield ToolResult(await self._execute(call, ctx, approval))
+            yield ToolStarted(call.id, call.function.name, plan.key)
+            yield ToolResult(await self._execute(call, plan, ctx, approval))
 
     def aborted(self, call: ToolCall, why: str, started: float | None = None
                 ) -> ConversationMessage:
@@ -178,47 +191,38 @@ class ToolRunner:
         tool = self._by_name.get(call.function.name)
         return tool.risk if tool is not None else "read"  # unknown: answered at once
 
-    def _key(self, call: ToolCall) -> str:
-        try:
-            args = parse_arguments(call.function.arguments)
-        except ToolError:
-            return ""
-        return key_argument(self._by_name.get(call.function.name), args)
-
     def _context(self, conv_id: str, call: ToolCall, history: list[ConversationMessage],
                  board: TodoBoard) -> ToolContext:
         return ToolContext(self.root, self.state, conv_id, call.id, history, self.sandbox,
                            self.network, self.env, board)
 
-    def _check(self, call: ToolCall) -> str | None:
-        """Why the call cannot run at all (it is answered without asking), or None."""
+    def _plan(self, call: ToolCall) -> _Plan:
+        """The call checked once: its tool and arguments, or why it cannot run at all (it is
+        answered without asking), and for a write the change it would make."""
         tool = self._by_name.get(call.function.name)
+        try:
+            raw = parse_arguments(call.function.arguments)
+        except ToolError as e:
+            return _Plan(tool, None, str(e))
+        key = key_argument(tool, raw)
         if tool is None:
             offered = ", ".join(t.name for t in self.tools) or "none"
-            return (f"There is no tool named {call.function.name!r} in {self.mode} mode; the "
-                    f"tools available are: {offered}.")
+            return _Plan(None, None, f"There is no tool named {call.function.name!r} in "
+                                     f"{self.mode} mode; the tools available are: {offered}.",
+                         key)
         try:
-            tool.args.model_validate(parse_arguments(call.function.arguments))
-        except ToolError as e:
-            return str(e)
+            args = tool.args.model_validate(raw)
         except ValidationError as e:
-            return _validation_text(tool, e)
-        return None
-
-    def _will_fail(self, call: ToolCall) -> str | None:
-        """Why a write cannot succeed (a snippet that is not there, a path outside): answered
-        at once, without asking the user to approve a change that would fail anyway."""
-        tool = self._by_name[call.function.name]
+            return _Plan(tool, None, _validation_text(tool, e), key)
         if tool.risk != "write":
-            return None
-        try:
-            planned_content(tool.name, tool.args.model_validate(
-                parse_arguments(call.function.arguments)), self.root)
+            return _Plan(tool, args, None, key)
+        try:  # a change that cannot apply is answered at once, never put up for approval
+            change = planned_content(args, self.root)
         except ToolError as e:
-            return str(e)
-        return None
+            return _Plan(tool, args, str(e), key)
+        return _Plan(tool, args, None, key, change)
 
-    async def _approve(self, call: ToolCall, allowed: set[str]
+    async def _approve(self, call: ToolCall, allowed: set[str], plan: _Plan
                        ) -> AsyncIterator[Question | tuple[str, str | None]]:
         """Yields the question to ask, if any, then (approval, denial text or None)."""
         name = call.function.name
@@ -233,7 +237,7 @@ class ToolRunner:
                             "'never'); nothing was changed. Say what you would have done, or "
                             "ask the user to allow it.")
             return
-        question = Question(f"Allow {name}?", APPROVAL_CHOICES, self.describe(call),
+        question = Question(f"Allow {name}?", APPROVAL_CHOICES, self._describe(plan),
                             kind="approval")
         yield question
         choice = await question.wait()
@@ -243,29 +247,24 @@ class ToolRunner:
             return
         yield ("conversation" if choice == ALLOW_CONVERSATION else "once", None)
 
-    def describe(self, call: ToolCall) -> str:
+    def _describe(self, plan: _Plan) -> str:
         """What the user approves: the diff of a write, the command and its sandbox."""
-        tool = self._by_name[call.function.name]
-        args = tool.args.model_validate(parse_arguments(call.function.arguments))
-        if isinstance(args, ShellArgs):
-            return (f"$ {args.command}\n\nin {self.root}, timeout {args.timeout} s\n"
+        if isinstance(plan.args, ShellArgs):
+            return (f"$ {plan.args.command}\n\nin {self.root}, timeout {plan.args.timeout} s\n"
                     f"Protection: {self.sandbox.describe(self.network)}")
-        try:
-            path, old, new = planned_content(tool.name, args, self.root)
-        except ToolError as e:
-            return f"(this change will fail: {e})"
-        return unified_diff(self.root, path, old, new)
+        if plan.change is None:
+            return ""
+        return unified_diff(self.root, *plan.change)
 
-    async def _execute(self, call: ToolCall, ctx: ToolContext, approval: str | None
-                       ) -> ConversationMessage:
+    async def _execute(self, call: ToolCall, plan: _Plan, ctx: ToolContext,
+                       approval: str | None) -> ConversationMessage:
         started = time.monotonic()
-        problem = self._check(call)
-        if problem is not None:
-            return self._entry(call, ToolOutput(problem, "error"), 0, "error", approval, ctx)
-        tool = self._by_name[call.function.name]
-        args: ToolArgs = tool.args.model_validate(parse_arguments(call.function.arguments))
+        if plan.problem is not None or plan.tool is None or plan.args is None:
+            return self._entry(call, ToolOutput(plan.problem or "", "error"), 0, "error",
+                               approval, ctx)
+        tool = plan.tool
         try:
-            output = await tool.run(args, ctx)
+            output = await tool.run(plan.args, ctx)
         except ToolError as e:
             output = ToolOutput(str(e), "error")
         except (asyncio.CancelledError, KeyboardInterrupt):
