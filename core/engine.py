@@ -12,14 +12,13 @@ import asyncio
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from core.agents import Agent
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
-from core.context.prompts import PromptComposer, RunContext
+from core.context.prompts import PromptComposer
 from core.context.service import ContextService
 from core.llm.adapter import (
     Finished,
@@ -41,10 +40,29 @@ from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, descri
 from core.store.requests import save_request
 from core.tools import tools_for
 from core.tools.results import RESULTS_DIR, result_name
-from core.tools.runner import ApprovalPolicy, ToolResult, ToolRunner, ToolStarted
-from core.tools.shell import Sandbox, detect_sandbox, tool_environment
+from core.tools.runner import ToolResult, ToolRunner
+from core.turn_events import (
+    DEFAULT_TURN,
+    EngineEvent,
+    EntryAppended,
+    QuestionAsked,
+    RequestBuilt,
+    RequestStarted,
+    Retrying,
+    SaveFailed,
+    StoreNotice,
+    StreamText,
+    ToolSetup,
+    ToolStarted,
+    TurnFinished,
+    TurnOptions,
+)
 
-__all__ = ["ToolStarted"]  # re-exported: an engine event like the others
+# The events and options are re-exported: callers import everything about a turn from here.
+__all__ = ["DEFAULT_TURN", "Engine", "EngineEvent", "EntryAppended", "NothingToContinue",
+           "NothingToRetry", "QuestionAsked", "RequestBuilt", "RequestStarted", "Retrying",
+           "SaveFailed", "StoreNotice", "StreamText", "ToolSetup", "ToolStarted", "TurnFinished",
+           "TurnOptions", "unanswered_calls"]
 
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 MAX_RETRY_WAIT = 120.0
@@ -68,131 +86,6 @@ SAVE_FAILED = ("Could not save {what} ({cause}): it is kept in memory, shown her
                "space (or fix the folder's permissions), then press Save.")
 
 
-# --- events ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EntryAppended:
-    """A log entry is on disk (user, assistant or error)."""
-
-    message: ConversationMessage
-
-
-@dataclass(frozen=True)
-class StreamText:
-    """Text of the answer being streamed (not yet persisted as an entry)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class RequestStarted:
-    model: str
-    message_count: int
-
-
-@dataclass(frozen=True)
-class Retrying:
-    """A transient failure before any text arrived: the same request goes again after
-    `delay` seconds (the provider's Retry-After, or backoff)."""
-
-    attempt: int
-    of: int
-    delay: float
-    cause: str
-
-
-@dataclass(frozen=True)
-class StoreNotice:
-    """Something the store found and repaired on the way (a torn line quarantined, an answer
-    recovered from a crash), in one sentence for the user."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class SaveFailed:
-    """Entries that could not be written (a full disk): kept in memory by whoever shows them,
-    to be saved again with `ConversationStore.append_many` once the cause is fixed.
-
-    Attributes:
-        message: one sentence for a window (it offers Save).
-        what, cause: "the answer", "the disk is full": for other fronts to word their own.
-    """
-
-    message: str
-    unsaved: list[ConversationMessage]
-    what: str = ""
-    cause: str = ""
-
-
-@dataclass(frozen=True)
-class RequestBuilt:
-    """The request about to be sent, with its build report (again after an overflow rebuild)."""
-
-    request: BuiltRequest
-
-
-@dataclass(frozen=True)
-class QuestionAsked:
-    """The turn waits for the user: answer with `question.answer(choice)` from any thread."""
-
-    question: Question
-
-
-@dataclass(frozen=True)
-class TurnOptions:
-    """How a turn runs, beyond the conversation and the settings.
-
-    Attributes:
-        mode: the system prefix (chat, agent, run); the history is the same in every mode.
-        run_context: in run mode, the workflow's directive and the active step's brief.
-        agent: the persona and the tools it may use (None: the default agent).
-        approve: writes and commands: ask the user, always run, or never run.
-        step_limit: tool rounds before the turn pauses with a continuable entry (None: the
-            settings' step_limit).
-        network: commands may use the network (None: as the conversation says).
-    """
-
-    mode: Mode = "chat"
-    run_context: RunContext | None = None
-    agent: Agent | None = None
-    approve: ApprovalPolicy = "ask"
-    step_limit: int | None = None
-    network: bool | None = None
-
-
-@dataclass(frozen=True)
-class TurnFinished:
-    status: Literal["ok", "error", "stopped"]
-    message: ConversationMessage
-
-
-EngineEvent = (EntryAppended | StreamText | RequestBuilt | RequestStarted | Retrying | StoreNotice
-               | SaveFailed | QuestionAsked | ToolStarted | TurnFinished)
-
-
-@dataclass(frozen=True)
-class ToolSetup:
-    """What running tools needs: the project folder and how commands are contained.
-
-    Attributes:
-        root: the project folder; state: its `.workbench`.
-        sandbox: detected once (bubblewrap, or none and why).
-        env: the environment commands get (without secrets).
-    """
-
-    root: Path
-    state: Path
-    sandbox: Sandbox
-    env: dict[str, str] | None = None
-
-    @classmethod
-    def for_folder(cls, root: Path, state: Path) -> ToolSetup:
-        return cls(root.resolve(), state, detect_sandbox(), env=tool_environment())
-
-
-DEFAULT_TURN = TurnOptions()
 
 
 class Engine:
