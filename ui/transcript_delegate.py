@@ -36,7 +36,7 @@ from PySide6.QtGui import (
     QTextDocument,
 )
 from PySide6.QtWidgets import (
-    QListView,
+    QAbstractItemView,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -47,9 +47,6 @@ from core.model import continuable
 from ui.highlight import highlight_code_blocks
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
-    CARD_PREVIEW_LINES,
-    COLLAPSED_LINES,
-    MAX_SHOWN_CHARS,
     body_text,
     clip,
     header_line,
@@ -111,17 +108,21 @@ class TranscriptDelegate(QStyledItemDelegate):
                  index: QModelIndex | QPersistentModelIndex) -> QSize:
         row = self._row(index)
         width = max(200, option.rect.width() or self._view_width())
+        return QSize(width, self.height_of(row, width, option.fontMetrics))
+
+    def height_of(self, row: Row, width: int, fm: QFontMetrics) -> int:
+        """The row's height at `width`: exact once it was painted, estimated before."""
         if row.kind is RowKind.STREAMING:
             if self._stream_height == 0:
-                self._stream_height = self._estimate(row, width, option.fontMetrics)
-            return QSize(width, self._stream_height)
+                self._stream_height = self._estimate(row, width, fm)
+            return self._stream_height
         key = (row.key, row.version)
         known = self._heights.get(key)
         if known is not None and known[0] == width:
-            return QSize(width, known[1])
-        height = self._estimate(row, width, option.fontMetrics)
+            return known[1]
+        height = self._estimate(row, width, fm)
         self._heights[key] = (width, height)  # one entry per row: resizing never piles up
-        return QSize(width, height)
+        return height
 
     def _row(self, index: QModelIndex | QPersistentModelIndex) -> Row:
         # A relayout asks every row for its size: reading our own model's list directly skips
@@ -134,30 +135,21 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     def _view_height(self) -> int:
         view = self.parent()
-        return view.viewport().height() if isinstance(view, QListView) else 400
+        return view.viewport().height() if isinstance(view, QAbstractItemView) else 400
 
     def _view_width(self) -> int:
         view = self.parent()
-        return view.viewport().width() if isinstance(view, QListView) else 600
+        return view.viewport().width() if isinstance(view, QAbstractItemView) else 600
 
     def _estimate(self, row: Row, width: int, fm: QFontMetrics) -> int:
         text_w = max(50, width - 2 * SIDE - 2 * PAD)
         line_h = fm.lineSpacing()
         chars_per_line = max(10, text_w // max(1, fm.averageCharWidth()))
         body = body_text(row)
-        unclipped = row.expanded or row.kind is RowKind.STREAMING
-        limit = COLLAPSED_LINES if not unclipped else 10**9
-        if row.kind is RowKind.TOOL and not row.expanded:
-            limit = CARD_PREVIEW_LINES
-        if row.kind is RowKind.SYSTEM and not row.expanded:
-            limit = 2
-        lines = 0
-        for part in body[: MAX_SHOWN_CHARS].split("\n"):
-            lines += max(1, math.ceil(len(part) / chars_per_line))
-            if lines >= limit:
-                lines = limit
-                break
-        extra = line_h if (row.kind is RowKind.ERROR or truncated(row, body)) else 0
+        shown, hidden = clip(row, body)  # the same lines the layout will show, so it agrees
+        lines = sum(max(1, -(-len(part) // chars_per_line)) for part in shown.split("\n"))
+        footer = row.kind is RowKind.ERROR or hidden > 0 or (row.expanded and truncated(row, body))
+        extra = line_h if footer else 0
         return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + extra + GAP
 
     # --- layout ----------------------------------------------------------------------------------
@@ -291,7 +283,7 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     def _emit_pending(self) -> None:
         view = self.parent()
-        if not isinstance(view, QListView) or view.model() is None:
+        if not isinstance(view, QAbstractItemView) or view.model() is None:
             self._pending.clear()
             return
         model = view.model()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from core.model import ConversationMessage
 from tests.helpers.trajectories import make_conversation
@@ -14,9 +16,9 @@ pytestmark = pytest.mark.gui
 TALL = ("A long paragraph that wraps over several lines of the transcript. " * 12 + "\n") * 40
 
 
-def long_conversation() -> list[ConversationMessage]:
+def long_conversation(n: int = 120) -> list[ConversationMessage]:
     raw = []
-    for m in make_conversation(120, seed=3, tool_output_chars=2000):
+    for m in make_conversation(n, seed=3, tool_output_chars=2000):
         raw.append(m)
         if m["role"] == "user" and len(raw) % 5 == 0:
             raw.append({"role": "assistant", "content": TALL})  # taller than the window
@@ -73,7 +75,6 @@ def test_a_point_inside_a_row_taller_than_the_window_finds_that_row(qtbot, windo
     model = window.transcript_model
     tall = next(r for r in range(model.rowCount()) if model.row(r).text == TALL.rstrip("\n")
                 or model.row(r).text == TALL)
-    view.executeDelayedItemsLayout()
     rect = view.rectForIndex(model.index(tall, 0))
     assert rect.height() > view.viewport().height()
     view.verticalScrollBar().setValue(rect.top() + rect.height() // 2 - 50)
@@ -95,3 +96,107 @@ def test_any_part_of_a_message_can_be_selected_and_copied(qtbot, window) -> None
     viewer.view.setTextCursor(cursor)
     viewer.view.copy()
     assert QGuiApplication.clipboard().text() == "long paragraph"
+
+
+@pytest.fixture
+def shorter(qtbot) -> MainWindow:
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.resize(900, 600)
+    w.show()
+    w.transcript_model.set_messages(long_conversation(40))
+    return w
+
+
+def visible_rows(window: MainWindow) -> tuple[int, int]:
+    view = window.transcript
+    top = view.row_at(view.verticalOffset()).row()
+    bottom = view.row_at(view.verticalOffset() + view.viewport().height() - 1).row()
+    return top, bottom
+
+
+def wheel(window: MainWindow, notches: int) -> None:
+    viewport = window.transcript.viewport()
+    at = viewport.rect().center()
+    QApplication.sendEvent(viewport, QWheelEvent(
+        QPointF(at), QPointF(viewport.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120 * notches),
+        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
+        False))
+    QApplication.processEvents()  # rows painted for the first time report their real height
+
+
+def travel(window: MainWindow, step: object, done: object, limit: int = 3000) -> list[tuple]:
+    """Call `step` until `done()`; the rows on screen after each call."""
+    seen = [visible_rows(window)]
+    for _ in range(limit):
+        step()
+        seen.append(visible_rows(window))
+        if done():
+            return seen
+    raise AssertionError(f"did not get there in {limit} steps; on screen: {seen[-1]}")
+
+
+def assert_every_row_in_order(seen: list[tuple], rows: int, upward: bool) -> None:
+    tops = [top for top, _ in seen]
+    order = tops[::-1] if upward else tops
+    assert order == sorted(order), "the view jumped against the direction of scrolling"
+    covered = set()
+    for top, bottom in seen:
+        covered.update(range(top, bottom + 1))
+    assert covered == set(range(rows)), f"never shown: {sorted(set(range(rows)) - covered)[:10]}"
+
+
+def test_the_wheel_reaches_every_row_in_order_both_ways(qtbot, shorter) -> None:
+    # The list used to jump back hundreds of rows on the 4th notch as rows got laid out.
+    bar = shorter.transcript.verticalScrollBar()
+    rows = shorter.transcript_model.rowCount()
+    assert shorter.transcript.at_bottom()
+    up = travel(shorter, lambda: wheel(shorter, 3), lambda: bar.value() == 0)
+    assert_every_row_in_order(up, rows, upward=True)
+    down = travel(shorter, lambda: wheel(shorter, -3), lambda: bar.value() == bar.maximum())
+    assert_every_row_in_order(down, rows, upward=False)
+    assert shorter.transcript.at_bottom()
+
+
+def test_dragging_the_thumb_reaches_every_row_and_stays_where_it_is_let_go(qtbot,
+                                                                           shorter) -> None:
+    bar = shorter.transcript.verticalScrollBar()
+    rows = shorter.transcript_model.rowCount()
+    bar.setSliderDown(True)  # as a mouse drag does: rows measured meanwhile must not move it
+
+    def drag() -> None:
+        bar.setSliderPosition(max(0, bar.sliderPosition() - bar.pageStep() // 2))
+        QApplication.processEvents()
+
+    up = travel(shorter, drag, lambda: bar.value() == 0)
+    assert_every_row_in_order(up, rows, upward=True)
+    bar.setSliderPosition(bar.maximum() // 2)
+    QApplication.processEvents()
+    view = shorter.transcript
+    held = visible_rows(shorter)
+    below = shorter.transcript_model.index(held[0] + 1, 0)  # the first row starting on screen
+    at = view.visualRect(below).top()
+    bar.setSliderDown(False)
+    bar.sliderReleased.emit()  # what letting go of the mouse button sends
+    qtbot.wait(50)
+    # No snapping back once let go: the rows measured during the drag take their real height
+    # without moving what is on screen.
+    assert visible_rows(shorter)[0] == held[0] and 0 < held[0] < rows - 1
+    assert view.visualRect(below).top() == at
+
+
+def test_a_click_selects_the_row_under_the_mouse_and_ctrl_c_copies_it(qtbot, shorter) -> None:
+    from PySide6.QtGui import QGuiApplication
+
+    view = shorter.transcript
+    view.verticalScrollBar().setValue(view.verticalScrollBar().maximum() // 3)
+    QApplication.processEvents()
+    top, _ = visible_rows(shorter)
+    target = shorter.transcript_model.index(top + 1, 0)
+    rect = view.visualRect(target)
+    point = QPoint(rect.center().x(), min(rect.bottom() - 2, rect.top() + 30))
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert view.currentIndex().row() == top + 1
+    assert [i.row() for i in view.selectionModel().selectedIndexes()] == [top + 1]
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QGuiApplication.clipboard().text() == shorter.transcript_model.row(top + 1).copy_text()

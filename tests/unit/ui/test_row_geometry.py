@@ -1,0 +1,29 @@
+"""Row positions as running sums of heights: what the transcript's scrolling stands on."""
+
+from __future__ import annotations
+
+from ui.row_geometry import RowGeometry
+
+
+def test_rows_are_found_by_the_pixels_they_cover_after_every_kind_of_change() -> None:
+    g = RowGeometry()
+    assert g.row_at(0) == -1 and g.total() == 0
+    g.reset([10, 20, 30])
+    assert [g.top(r) for r in range(3)] == [0, 10, 30] and g.total() == 60
+    assert [g.row_at(y) for y in (0, 9, 10, 29, 30, 59)] == [0, 0, 1, 1, 2, 2]
+    assert g.row_at(-5) == 0 and g.row_at(10_000) == 2  # clamped to the first and last row
+    assert g.set_height(1, 5) == -15 and g.top(2) == 15 and g.row_at(14) == 1
+    g.insert(1, [100, 100])
+    assert len(g) == 5 and g.top(1) == 10 and g.top(3) == 210 and g.row_at(150) == 2
+    g.remove(1, 2)
+    assert [g.top(r) for r in range(3)] == [0, 10, 15] and g.total() == 45
+    g.set_height(0, 0)  # a row never collapses to nothing: it could not be clicked or reached
+    assert g.height(0) == 1
+
+
+def test_ten_thousand_rows_answer_from_one_pass() -> None:
+    g = RowGeometry()
+    g.reset([r % 7 + 20 for r in range(10_000)])
+    g.set_height(5_000, 500)
+    want = sum(r % 7 + 20 for r in range(5_000))
+    assert g.top(5_000) == want and g.row_at(want + 499) == 5_000 and g.row_at(want + 500) == 5_001
