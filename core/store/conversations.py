@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 import shutil
 import threading
@@ -45,6 +46,7 @@ from core.store.log import (
     read_log,
     without_lone_surrogates,
 )
+from core.store.search_index import SearchIndex, searchable
 
 DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
@@ -98,6 +100,8 @@ class LoadedConversation:
     pending_partial: str | None = None
 
 
+log = logging.getLogger(__name__)
+
 class ConversationStore:
     """All conversations of one project.
 
@@ -120,6 +124,7 @@ class ConversationStore:
         # What was repaired or skipped, for whoever shows it (see drain_problems); bounded so
         # a process that never drains does not grow.
         self._problems: deque[tuple[str, str]] = deque(maxlen=PROBLEMS_KEPT)
+        self._index = SearchIndex()
 
     # --- problems found on the way -------------------------------------------------------------
 
@@ -333,13 +338,22 @@ class ConversationStore:
         case in every script (str.casefold). Only what a user reads is searched (message text,
         tool-call arguments, errors), never the JSON around it."""
         needle = text.strip().casefold()
+        rows = self.list()
         if not needle:
-            return {r.id for r in self.list()}
-        hits: set[str] = set()
-        for row in self.list():
-            if needle in row.title.casefold() or self._log_mentions(row.id, needle):
+            return {r.id for r in rows}
+        hits = {r.id for r in rows if needle in r.title.casefold()}
+        for row in rows:
+            if row.id not in hits and self._mentions(row.id, needle):
                 hits.add(row.id)
         return hits
+
+    def _mentions(self, conv_id: str, needle: str) -> bool:
+        if self.writable:
+            try:
+                return self._index.mentions(self.root / conv_id, needle)
+            except OSError as e:
+                log.warning("search index of %s unusable (%s); reading its log", conv_id, e)
+        return self._log_mentions(conv_id, needle)
 
     def _log_mentions(self, conv_id: str, needle: str) -> bool:
         try:
@@ -358,7 +372,7 @@ class ConversationStore:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(entry, dict) and needle in _searchable(entry).casefold():
+            if isinstance(entry, dict) and needle in searchable(entry).casefold():
                 return True
         return False
 
@@ -600,25 +614,6 @@ def _sidecar_text(state: dict[str, Any]) -> str:
     if text is None:
         return ""
     return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
-
-
-def _searchable(entry: dict[str, Any]) -> str:
-    """The text of a raw log line a user could search for."""
-    out: builtins.list[str] = []
-    content = entry.get("content")
-    if isinstance(content, str):
-        out.append(content)
-    elif isinstance(content, builtins.list):
-        out += [str(p.get("text") or p.get("refusal") or "") for p in content
-                if isinstance(p, dict)]
-    for call in entry.get("tool_calls") or []:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict):
-            out += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
-    error = entry.get("error")
-    if isinstance(error, dict):
-        out.append(str(error.get("message", "")))
-    return "\n".join(out)
 
 
 def _short(value: Any) -> str:

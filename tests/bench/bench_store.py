@@ -43,3 +43,39 @@ def run() -> None:
         total = counter.messages(loaded)
         report(f"count tokens of all of them from cached counts ({total:,} tokens)",
                (time.perf_counter() - t) * 1000, "ms")
+
+        search(Path(tmp) / "big", conv_id, msgs)
+
+
+def search(root: Path, conv_id: str, msgs: list[ConversationMessage]) -> None:
+    """Search across five 10,000-message conversations: by reading every log (what the store
+    falls back to) and through the index (first search builds it, later ones only read what
+    was appended)."""
+    for n in range(4):
+        project_with(root, msgs, title=f"copy {n}")
+    with Project.open(root) as p:
+        store = p.conversations
+        ids = [r.id for r in store.list()]
+        t = time.perf_counter()
+        scanned = {c for c in ids if store._log_mentions(c, "needle-not-there")}
+        report(f"search {len(ids)} x {len(msgs):,} messages by reading every log",
+               (time.perf_counter() - t) * 1000, "ms")
+        t = time.perf_counter()
+        for c in ids:
+            store._log_mentions(c, "straße")
+        report("  the same, a word the raw bytes cannot rule out (non-ASCII)",
+               (time.perf_counter() - t) * 1000, "ms")
+        t = time.perf_counter()
+        store.search("needle-not-there")
+        report("  first indexed search (builds the index)", (time.perf_counter() - t) * 1000, "ms")
+        times = []
+        for word in ("word", "tool", "qzx", "ab", "straße"):
+            t = time.perf_counter()
+            store.search(word)
+            times.append((time.perf_counter() - t) * 1000)
+        report("  indexed search, median of 5 words", median(times), "ms")
+        store.append(ids[0], ConversationMessage(role="user", content="needle-not-there now"))
+        t = time.perf_counter()
+        found = store.search("needle-not-there")
+        report("  indexed search after an append", (time.perf_counter() - t) * 1000, "ms")
+        assert found == {ids[0]} and not scanned

@@ -313,9 +313,15 @@ def test_sigkill_mid_stream_keeps_the_text_received_and_continue_resumes_it(
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     sidecar = project_dir / ".workbench" / "conversations" / conv / "streaming.partial.json"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not sidecar.exists():
+
+    def saved() -> int:  # characters of the answer on disk so far
+        try:
+            return sidecar.read_text().count("word")
+        except OSError:
+            return 0
+
+    while time.monotonic() < deadline and saved() < 5:  # a few flushes, however slow the machine
         time.sleep(0.05)
-    time.sleep(1.2)  # at least one more flush
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     shown = proc.stdout.read().decode()

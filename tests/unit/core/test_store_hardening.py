@@ -287,3 +287,47 @@ def test_search_matches_what_users_read_in_any_script(project: Project) -> None:
     assert store.search("straße") == {a.id}  # ß and ẞ fold together
     assert store.search("σίσυφος") == {b.id}  # Greek final sigma folds too
     assert store.search("plans") == {a.id}
+
+
+def test_search_keeps_up_with_appends_deletions_and_short_words_through_its_index(
+        project: Project) -> None:
+    store = project.conversations
+    a = store.create("First")
+    store.append(a.id, ConversationMessage(role="user", content="the quick brown fox"))
+    b = store.create("Second")
+    store.append(b.id, ConversationMessage(role="user", content="nothing here"))
+    assert store.search("brown") == {a.id}
+    index = store.root / a.id / "search.txt"
+    assert "the quick brown fox" in index.read_text()  # later searches read this, not the log
+    store.append(b.id, ConversationMessage(role="assistant", content="a brown bear appears"))
+    assert store.search("brown") == {a.id, b.id}  # only the appended line was read
+    assert store.search("ox") == {a.id}  # under three characters: no trigram, still found
+    assert store.search('"') == set()
+    store.delete(a.id)
+    assert store.search("brown") == {b.id}
+
+
+def test_a_damaged_index_is_rebuilt_and_a_rewritten_log_indexed_again(project: Project) -> None:
+    store = project.conversations
+    a = store.create("Notes")
+    store.append(a.id, ConversationMessage(role="user", content="remember the milk"))
+    assert store.search("milk") == {a.id}
+    (store.root / a.id / "search.json").write_text("{not json")
+    (store.root / a.id / "search.txt").write_bytes(b"\xff\xfe garbage")
+    assert store.search("milk") == {a.id} and store.search("garbage") == set()
+    # A log rewritten from its start (a restore from backup): what it no longer says is gone.
+    log = store.root / a.id / "messages.jsonl"
+    line = json.loads(log.read_text().splitlines()[0])
+    line["content"] = "remember the bread and the cheese, twice"
+    log.write_text(json.dumps(line) + "\n")
+    assert store.search("milk") == set() and store.search("cheese") == {a.id}
+
+
+def test_a_read_only_project_is_searched_without_writing_an_index(project_dir: Path) -> None:
+    with Project.open(project_dir) as p:
+        a = p.conversations.create("Kept")
+        p.conversations.append(a.id, ConversationMessage(role="user", content="find me later"))
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.search("me later") == {a.id}
+        assert p.conversations.search("later") == {a.id}
+        assert not (p.conversations.root / a.id / "search.txt").exists()
