@@ -17,10 +17,23 @@ import json
 import operator
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from core.context.budget import Budget
+from core.context.compaction import (
+    DIGEST_SHARE,
+    PROTECTED_TOOLS,
+    Compaction,
+    CompactionMemo,
+    digest,
+    fold_units,
+    horizon,
+    protected_units,
+    select,
+    tail_start,
+    tool_outputs,
+)
 from core.context.normalize import ABORTED_RESULT, normalize
 from core.context.prompts import PromptComposer, RunContext
 from core.context.stages import TARGET, TRIGGER, CompressionStage
@@ -125,8 +138,12 @@ class _Decisions:
                  cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
                  keep: list[bool], reasons: dict[int, str], kept_items: list[int],
                  counter: TokenCounter, synthetic: list[Any],
-                 staged: dict[str, tuple[str, str, str, int]] | None = None) -> None:
+                 staged: dict[str, tuple[str, str, str, int]] | None = None,
+                 digested: set[int] | None = None, digest: tuple[str, int] | None = None
+                 ) -> None:
         self.staged = staged or {}  # id -> (decision, reason, stage, tokens before)
+        self.digested = digested or set()  # units the digest stands for
+        self.digest = digest  # (reason, tokens) of the digest message, when there is one
         self.excluded = list(excluded)
         self.cands = cands[:]
         self.units, self.keep, self.reasons = units, keep, reasons
@@ -149,10 +166,13 @@ class _Decisions:
                        e.tokens_before)
             return
         message = self.counter.message
+        if self.digest is not None:
+            yield ("", "user", "digest", "synthetic", self.digest[0], self.digest[1], "digest", 0)
         for m, why in self.excluded:
             yield (m.id, m.role, m.kind, _excluded_decision(why), why, 0, "", message(m))
         reason_of = {i: self.reasons.get(n, DEFAULT_DROP_REASON)
                      for n, u in enumerate(self.units) if not self.keep[n] for i in u.items}
+        digested = {i for n in self.digested for i in self.units[n].items}
         kept, staged_of = self.kept, self.staged
         for i, (m, tokens) in enumerate(self.cands):
             if i in kept:
@@ -164,6 +184,9 @@ class _Decisions:
                 why = ("error entry sent with an LLM_ERROR block" if m.kind == "error"
                        else "fits the budget")
                 yield (m.id, m.role, m.kind, "kept", why, tokens, "", tokens)
+            elif i in digested:
+                yield (m.id, m.role, m.kind, "digested", reason_of.get(i, "over budget"), 0,
+                       "key messages", tokens)
             else:
                 yield (m.id, m.role, m.kind, "dropped", reason_of.get(i, "over budget"), 0, "",
                        tokens)
@@ -192,6 +215,7 @@ class BuildCache:
         self.units: list[_Unit] = []
         self._last_user = -1
         self.encoding = ""
+        self.memo = CompactionMemo()
 
     def prepare(self, history: list[ConversationMessage], counter: TokenCounter) -> None:
         n = len(self.history)
@@ -211,7 +235,10 @@ class BuildCache:
         covered = {c: m.id for m in history if m.covers and m.include_in_context
                    and m.kind == "summary" for c in m.covers} if n == 0 else {}
         last = len(history) - 1
-        for i in range(n, len(history)):
+        # A summary is appended after what it covers but stands where its first covered entry
+        # was, so the model reads it before what followed.
+        order = _summary_order(history, covered) if covered else range(n, len(history))
+        for i in order:
             m = history[i]
             kind = m.kind
             # The common case first, inline: an ordinary entry whose count is stored with it.
@@ -245,6 +272,28 @@ class BuildCache:
         self._last_user = last_user
 
 
+def _summary_order(history: list[ConversationMessage], covered: dict[str, str]) -> list[int]:
+    """History indexes with each active summary moved to its first covered entry."""
+    first: dict[str, int] = {}
+    for i, m in enumerate(history):
+        by = covered.get(m.id)
+        if by is not None and by not in first:
+            first[by] = i
+    at: dict[int, list[int]] = {}
+    moved = set()
+    for i, m in enumerate(history):
+        k = first.get(m.id)
+        if k is not None and k < i:
+            at.setdefault(k, []).append(i)
+            moved.add(i)
+    order: list[int] = []
+    for i in range(len(history)):
+        order.extend(at.get(i, ()))
+        if i not in moved:
+            order.append(i)
+    return order
+
+
 @dataclass(slots=True)
 class _Unit:
     """One or more candidates that stay together (an assistant tool call and its results)."""
@@ -255,6 +304,7 @@ class _Unit:
     protected: bool  # pinned or summary
     latest_user: bool = False
     user: bool = False
+    tool: str = ""  # the protected tool it calls (the todo list), if any
 
 
 def error_projection(m: ConversationMessage) -> dict[str, Any]:
@@ -282,6 +332,7 @@ def build_request(
     cache: BuildCache | None = None,
     stages: list[CompressionStage] | None = None,
     persona: str | None = None,
+    compact: bool = True,
 ) -> BuiltRequest:
     started = time.perf_counter()
     tools = list(tools or [])
@@ -334,14 +385,53 @@ def build_request(
                     cache.excluded.append((m, f"{decision}: {why} ({stage_name})"))
             cands, units = cache.cands, cache.units
 
-    # 2. trim to budget
-    t = time.perf_counter()
+    # 1c. compaction: the no-LLM stages (see core/context/compaction.py)
     fixed = system_tokens + tools_tokens + REPLY_PRIMER
-    keep = [True] * len(units)
-    total = fixed + sum(u.tokens for u in units)
-    reasons: dict[int, str] = {}
+    plan: Compaction | None = None
+    if compact and fixed + sum(u.tokens for u in units) > TRIGGER * budget.usable_ours:
+        plan = _compact(cands, units, fixed, budget.usable_ours, recent_rounds, counter,
+                        cache.memo.for_encoding(counter.encoding_name), report)
+        cands = plan.cands
+        units = [u if tokens == u.tokens else replace(u, tokens=tokens)
+                 for u, tokens in zip(units, plan.unit_tokens, strict=True)]
+        fixed += plan.digest_tokens
+
+    # 2. trim to budget: the last resort, whole old rounds, over what compaction kept
+    t = time.perf_counter()
+    left_out = plan.left_out if plan is not None else {}
+    keep = [n not in left_out for n in range(len(units))]
+    reasons: dict[int, str] = dict(left_out)
+    total = fixed + sum(u.tokens for u, k in zip(units, keep, strict=True) if k)
     if total > budget.usable_ours:
-        total = _trim(units, keep, reasons, fixed, budget.usable_ours, user_cap, recent_rounds)
+        still = [n for n, k in enumerate(keep) if k]
+        sub_keep = [True] * len(still)
+        sub_reasons: dict[int, str] = {}
+        total = _trim([units[n] for n in still], sub_keep, sub_reasons, fixed,
+                      budget.usable_ours, user_cap, recent_rounds)
+        for k, n in enumerate(still):
+            keep[n] = sub_keep[k]
+            if k in sub_reasons:
+                reasons[n] = sub_reasons[k]
+    if plan is not None and (total > budget.usable_ours or not all(
+            keep[n] for n in range(len(units)) if n not in left_out)):
+        # Trimming left out more than selection did (or the digest itself is what does not
+        # fit): one digest stands for all of it, within the room that is left.
+        total -= plan.digest_tokens
+        fixed -= plan.digest_tokens
+        room = budget.usable_ours - total
+        left_out = {n: reasons.get(n, DEFAULT_DROP_REASON) for n in range(len(units))
+                    if not keep[n]}
+        plan.digest, plan.digest_tokens = "", 0
+        if room >= MIN_DIGEST_TOKENS:
+            memo = cache.memo.for_encoding(counter.encoding_name)
+            plan.digest, plan.digest_tokens = digest(
+                fold_units(cands, units, left_out, memo),
+                min(room, int(DIGEST_SHARE * budget.usable_ours)), counter, memo,
+                hard_cap=room)
+            if plan.digest_tokens > room:
+                plan.digest, plan.digest_tokens = "", 0
+        total += plan.digest_tokens
+        fixed += plan.digest_tokens
     report.stages.append({"name": "trim", "ms": _ms(t)})
 
     # 3. project, normalize, and make sure normalizing did not push us over
@@ -349,22 +439,41 @@ def build_request(
     while True:
         kept_items = [i for u, k in zip(units, keep, strict=True) if k for i in u.items]
         projected = [_project(cands[i][0]) for i in kept_items]
+        if plan is not None and plan.digest:
+            projected.insert(0, {"role": "user", "content": plan.digest})
         normalized, notes = normalize(projected)
-        extra = sum(counter.openai_message(m) for m in normalized if m.get("content") ==
-                    ABORTED_RESULT and m.get("role") == "tool")
+        normalized = _alternate(normalized)
+        extra = sum(counter.openai_message(m) for m in normalized if (m.get("content") ==
+                    ABORTED_RESULT and m.get("role") == "tool") or m.get("content") == ACK)
         used = fixed + sum(cands[i][1] for i in kept_items) + extra
-        if used <= budget.usable_ours or not _drop_one_more(units, keep, reasons, recent_rounds):
+        if used <= budget.usable_ours:
             break
+        if not _drop_one_more(units, keep, reasons, recent_rounds):
+            if plan is None or not plan.digest:
+                break
+            fixed -= plan.digest_tokens  # the digest goes before the request fails
+            plan.digest, plan.digest_tokens = "", 0
     report.stages.append({"name": "normalize", "ms": _ms(t)})
     if used > budget.usable_ours:
         raise BudgetError(used, budget.usable_ours)
 
-    report._decide = _Decisions(cache.excluded, cands, units, keep, reasons, kept_items,
-                                counter, [n for n in notes if n.action == "synthetic"], staged)
+    if plan is not None:
+        staged.update(plan.staged)
+    report._decide = _Decisions(
+        cache.excluded, cands, units, keep, reasons, kept_items, counter,
+        [n for n in notes if n.action == "synthetic"], staged,
+        digested={n for n in left_out if not keep[n]} if plan is not None and plan.digest
+        else set(),
+        digest=(f"digest of the {len(left_out):,} left-out parts of the conversation",
+                plan.digest_tokens) if plan is not None and plan.digest else None)
     report.normalize_notes = [f"{n.action}: {n.reason}" for n in notes]
     history_tokens = used - fixed
+    summary_tokens = sum(cands[i][1] for i in kept_items if cands[i][0].kind == "summary")
+    summary_tokens += plan.digest_tokens if plan is not None else 0
     report.totals = {"system": system_tokens, "tools": tools_tokens,
-                     "history": history_tokens + REPLY_PRIMER,
+                     "summary": summary_tokens,
+                     "history": history_tokens + REPLY_PRIMER - summary_tokens
+                     + (plan.digest_tokens if plan is not None else 0),
                      "reserved": budget.reserved_output}
     report.used = used
     report.provider_estimate = round(used * budget.calibration)
@@ -405,8 +514,76 @@ def _excluded(m: ConversationMessage) -> str | None:
     return None
 
 
+MIN_DIGEST_TOKENS = 60
+SUMMARY_MARK = "[Summary of the earlier conversation"
+DIGEST_MARK = "[Context digest"
+ACK = "(Noted: I have the earlier context above and continue from it.)"
+
+
+def summary_projection(m: ConversationMessage) -> dict[str, Any]:
+    """A summary entry as the model sees it: a user message (valid for providers that want
+    strict user/assistant turns, unlike a system message in the middle)."""
+    covered = len(m.covers or ())
+    by = f", written by {m.model}" if m.model else ""
+    return {"role": "user",
+            "content": f"{SUMMARY_MARK} ({covered:,} entries{by}), standing in for them:]\n"
+                       f"{m.text()}"}
+
+
 def _project(m: ConversationMessage) -> dict[str, Any]:
-    return error_projection(m) if m.kind == "error" else m.to_openai()
+    if m.kind == "error":
+        return error_projection(m)
+    if m.kind == "summary":
+        return summary_projection(m)
+    return m.to_openai()
+
+
+def _alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A summary or digest (a user message) followed by a user message gets a short assistant
+    acknowledgement between them, so user and assistant turns alternate."""
+    out: list[dict[str, Any]] = []
+    for k, m in enumerate(messages):
+        out.append(m)
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str) and \
+                content.startswith((SUMMARY_MARK, DIGEST_MARK)) and \
+                k + 1 < len(messages) and messages[k + 1].get("role") == "user":
+            out.append({"role": "assistant", "content": ACK})
+    return out
+
+
+def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], fixed: int,
+             usable: int, recent_rounds: int, counter: TokenCounter, memo: CompactionMemo,
+             report: BuildReport) -> Compaction:
+    """Run the no-LLM stages down to the target; their timings go into the report."""
+    plan = Compaction(list(cands), [u.tokens for u in units])
+    target = int(TARGET * (usable - fixed))  # of the room history has
+    t = time.perf_counter()
+    protected = protected_units(plan, units)
+    first = horizon(units, plan.unit_tokens, target)
+    tail = max(first, tail_start(units, plan.unit_tokens, recent_rounds, target))
+    over = sum(plan.unit_tokens) - target
+    over = tool_outputs(plan, units, tail, over, counter, memo, first, protected)
+    report.stages.append({"name": "tool outputs", "ms": _ms(t),
+                          "changed": len(plan.staged)})
+    if over > 0:
+        t = time.perf_counter()
+        cap = max(200, int(DIGEST_SHARE * usable))
+        # Room for the digest: every request left out keeps its opening there (~20 tokens).
+        openings = sum(min(plan.unit_tokens[n], 22) for n in range(tail) if units[n].user)
+        reserve = min(target // 2, max(min(cap, max(200, target // 10)), openings + 80))
+        select(plan, units, tail, target - reserve, memo, first, protected)
+        report.stages.append({"name": "key messages", "ms": _ms(t),
+                              "changed": len(plan.left_out)})
+        if plan.left_out:
+            t = time.perf_counter()
+            kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
+            plan.digest, plan.digest_tokens = digest(
+                fold_units(plan.cands, units, plan.left_out, memo), cap, counter, memo,
+                hard_cap=usable - fixed - kept)
+            report.stages.append({"name": "digest", "ms": _ms(t),
+                                  "tokens": plan.digest_tokens})
+    return plan
 
 
 def _units(cands: list[tuple[ConversationMessage, int]], start: int = 0,
@@ -430,7 +607,9 @@ def _units(cands: list[tuple[ConversationMessage, int]], start: int = 0,
                 tokens += t
                 protected = protected or r.pinned
                 j += 1
-            append(_Unit(items, round_no, tokens, protected))
+            tool = next((c.function.name for c in m.tool_calls
+                         if c.function.name in PROTECTED_TOOLS), "")
+            append(_Unit(items, round_no, tokens, protected, tool=tool))
             i = j
             continue
         is_user = role == "user" and m.kind == "message"

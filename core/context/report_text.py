@@ -20,6 +20,7 @@ def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
         f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
         f"  system prompt   {r.totals['system']:>9,}",
         f"  tools           {r.totals['tools']:>9,}",
+        f"  summary, digest {r.totals.get('summary', 0):>9,}",
         f"  history         {r.totals['history']:>9,}",
         f"  your draft      {draft:>9,}",
         f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
@@ -30,10 +31,35 @@ def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
     if r.budget_note:
         lines.append(r.budget_note)
     if usage_state(used, r.usable) != "normal":
-        dropped = sum(1 for e in r.entries if e.decision == "dropped")
-        if dropped:
-            lines.append(f"{dropped:,} older entries are left out to fit")
+        counts = decision_counts(r)
+        left = sum(counts.get(d, 0) for d in LEFT_OUT)
+        if left:
+            lines.append(f"{left:,} older entries are left out to fit")
+        shortened = counts.get("previewed", 0) + counts.get("referenced", 0)
+        if shortened:
+            lines.append(f"{shortened:,} old tool outputs are shortened")
     return lines
+
+
+LEFT_OUT = ("dropped", "digested", "summarized")
+
+
+def decision_counts(r: BuildReport) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in r.entries:
+        counts[entry.decision] = counts.get(entry.decision, 0) + 1
+    return counts
+
+
+def stage_line(r: BuildReport) -> str | None:
+    """The compaction stages that ran, with what they did, or None when none ran."""
+    parts = []
+    for s in r.stages:
+        if s["name"] in ("tool outputs", "key messages") and s.get("changed"):
+            parts.append(f"{s['name']}: {s['changed']:,} changed")
+        elif s["name"] == "digest" and s.get("tokens"):
+            parts.append(f"digest: {s['tokens']:,} tokens")
+    return "compaction " + "; ".join(parts) if parts else None
 
 
 def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> list[str]:
@@ -46,16 +72,21 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
         lines.append(f"note: {r.budget_note}")
     lines.append(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
                  f"system {r.totals['system']:,}, tools {r.totals['tools']:,}, "
+                 f"summary/digest {r.totals.get('summary', 0):,}, "
                  f"history {r.totals['history']:,}")
-    counts: dict[str, int] = {}
-    for entry in r.entries:
-        counts[entry.decision] = counts.get(entry.decision, 0) + 1
+    stages = stage_line(r)
+    if stages:
+        lines.append(stages)
+    counts = decision_counts(r)
     lines.append("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
     for entry in r.entries:
         if entry.decision != "kept":
-            where = f"#{positions[entry.id]}" if entry.id in positions else "(new)"
-            tokens = entry.tokens_before if entry.tokens_before is not None else entry.tokens
-            lines.append(f"  {where:>6} {entry.decision:<10} {entry.role:<9} {tokens:>7,} tok  "
+            where = (f"#{positions[entry.id]}" if entry.id in positions
+                     else f"({entry.kind})" if not entry.id else "(new)")
+            before = entry.tokens_before if entry.tokens_before is not None else entry.tokens
+            tokens = (f"{before:>7,} → {entry.tokens:,}"
+                      if entry.decision in ("previewed", "referenced") else f"{before:>7,}")
+            lines.append(f"  {where:>8} {entry.decision:<10} {entry.role:<9} {tokens} tok  "
                          f"{entry.reason}")
     lines += [f"  normalize: {note}" for note in r.normalize_notes]
     lines.append(f"built in {r.elapsed_ms:.1f} ms; {messages_sent} messages would be sent")

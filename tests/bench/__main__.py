@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from tests.bench import bench_cli, bench_context, bench_gui, bench_store, bench_tools
+from tests.bench import (
+    bench_cli,
+    bench_compaction,
+    bench_context,
+    bench_gui,
+    bench_store,
+    bench_tools,
+)
 
 BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
-           "gui": bench_gui.run, "tools": bench_tools.run}
+           "gui": bench_gui.run, "tools": bench_tools.run,
+           "compaction": bench_compaction.run}
 
 
 def main(names: list[str]) -> int:

@@ -23,9 +23,13 @@ def log(raw: list[dict]) -> list[ConversationMessage]:
     return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
 
-def build(history, budget: int, mode="chat", composer=None, run=None):  # noqa: ANN001, ANN201
+def build(history, budget: int, mode="chat", composer=None, run=None,  # noqa: ANN001, ANN201
+          compact=False):  # noqa: ANN001
+    # Compaction off: these tests are about the last-resort trimming (test_compaction.py has
+    # the stages in front of it).
     return build_request(history, mode, model="gpt-4o", budget=Budget(budget, 0, 0, "override"),
-                         counter=COUNTER, composer=composer or PromptComposer(), run_context=run)
+                         counter=COUNTER, composer=composer or PromptComposer(), run_context=run,
+                         compact=compact)
 
 
 def test_everything_is_sent_when_it_fits() -> None:

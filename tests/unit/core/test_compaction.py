@@ -1,0 +1,216 @@
+"""The no-LLM compaction stages inside build_request: previews, references, key-message
+selection and the digest, on an agent session the test makes itself."""
+
+from __future__ import annotations
+
+import re
+
+from core.context.budget import Budget
+from core.context.builder import ACK, BuildCache, build_request
+from core.context.normalize import protocol_errors
+from core.context.prompts import PromptComposer
+from core.llm.tokens import TokenCounter
+from core.model import ConversationMessage
+from tests.helpers.trajectories import make_agent_session
+
+COUNTER = TokenCounter("o200k_base")
+
+
+def session(rounds: int = 30, seed: int = 1) -> list[ConversationMessage]:
+    return [COUNTER.with_count(m) for m in make_agent_session(rounds, seed)]
+
+
+def build(history, budget: int, cache=None, compact=True):  # noqa: ANN001, ANN201
+    return build_request(history, "agent", model="gpt-4o",
+                         budget=Budget(budget, 0, 0, "override"), counter=COUNTER,
+                         composer=PromptComposer(), cache=cache, compact=compact)
+
+
+def full_size(history: list[ConversationMessage]) -> int:
+    return build(history, 10**8).report.used
+
+
+def decisions(built) -> dict[str, object]:  # noqa: ANN001
+    return {e.id: e for e in built.report.entries}
+
+
+def test_below_the_trigger_nothing_is_compacted() -> None:
+    history = session(6)
+    full = full_size(history)
+    built = build(history, int(full / 0.79))
+    assert {e.decision for e in built.report.entries} == {"kept"}
+    assert [s["name"] for s in built.report.stages if s["name"] == "tool outputs"] == []
+
+
+def test_old_tool_outputs_become_previews_that_name_their_ref_and_recent_ones_stay_whole() -> None:
+    history = session(20)
+    full = full_size(history)
+    built = build(history, int(full / 0.95))  # over the 80% trigger: compact toward 50%
+    by_id = decisions(built)
+    previewed = [e for e in built.report.entries if e.decision == "previewed"]
+    assert previewed, "old tool outputs should be previewed"
+    first = next(m for m in history if m.role == "tool" and by_id[m.id].decision == "previewed")
+    sent = next(m for m in built.messages if m.get("tool_call_id") == first.tool_call_id)
+    assert f'read_tool_result(ref="{first.tool_call_id}")' in sent["content"]
+    assert sent["content"].startswith(first.text()[:100])  # the head is verbatim
+    assert sent["content"].endswith(first.text()[-50:])  # and the tail
+    e = by_id[first.id]
+    assert e.stage == "tool outputs" and e.tokens_before > e.tokens > 0
+    # the last rounds' outputs are sent whole
+    last_tool = [m for m in history if m.role == "tool"][-1]
+    assert by_id[last_tool.id].decision == "kept"
+    assert any(m.get("content") == last_tool.text() for m in built.messages)
+    assert built.report.used <= 0.5 * built.report.usable * 1.05
+    assert protocol_errors(built.messages[1:]) == []
+    assert {e.decision for e in built.report.entries} <= {"kept", "previewed", "referenced"}
+
+
+def test_tighter_budgets_turn_previews_into_one_line_references() -> None:
+    history = session(20)
+    full = full_size(history)
+    built = build(history, full // 2)
+    refs = [e for e in built.report.entries if e.decision == "referenced"]
+    assert refs
+    ref = next(m for m in history if m.id == refs[0].id)
+    sent = next(m for m in built.messages if m.get("tool_call_id") == ref.tool_call_id)
+    assert "\n" not in sent["content"] and ref.tool_name in sent["content"]
+    assert f'ref="{ref.tool_call_id}"' in sent["content"]
+    assert f"{len(ref.text()):,} characters" in sent["content"]
+    assert built.report.used <= built.report.usable
+
+
+def test_the_latest_todo_list_is_always_sent_whole() -> None:
+    history = session(30)
+    built = build(history, full_size(history) // 6)
+    todo_results = [m for m in history if m.role == "tool" and m.tool_name == "manage_todo_list"]
+    assert len(todo_results) > 1
+    latest = todo_results[-1]
+    assert decisions(built)[latest.id].decision == "kept"
+    assert any(m.get("content") == latest.text() for m in built.messages)
+
+
+def test_far_over_budget_the_digest_keeps_every_left_out_request_and_what_was_done() -> None:
+    history = session(40)
+    full = full_size(history)
+    built = build(history, full // 10)
+    report = built.report
+    assert report.used <= report.usable
+    assert protocol_errors(built.messages[1:]) == []
+    by_id = decisions(built)
+    digested = [m for m in history if by_id[m.id].decision == "digested"]
+    assert digested, "selection should leave whole units out"
+    digest = built.messages[1]
+    assert digest["role"] == "user" and digest["content"].startswith("[Context digest")
+    text = digest["content"]
+    for m in digested:
+        if m.role == "user":  # the opening of every left-out request
+            assert m.text()[:40] in text
+    left_paths = {re.search(r"pkg/mod_\d+\.py", m.text() or "").group(0)
+                  for m in digested if m.role == "user"}
+    assert left_paths and all(p in text for p in left_paths)
+    assert "Files edited:" in text and "Files written:" in text
+    assert re.search(r"pytest tests/test_\d+\.py → exit 1", text)
+    assert "Errors on the way:" in text and "line numbers lost" in text
+    # a left-out entry says why, with its score
+    some = next(e for e in report.entries if e.decision == "digested")
+    assert some.stage == "key messages" and "score" in some.reason
+    synthetic = [e for e in report.entries if e.decision == "synthetic" and e.kind == "digest"]
+    assert len(synthetic) == 1 and synthetic[0].tokens > 0
+    assert report.totals["summary"] >= synthetic[0].tokens
+    # the latest request and the last round are sent verbatim
+    last_user = [m for m in history if m.role == "user"][-1]
+    assert by_id[last_user.id].decision == "kept"
+    assert built.messages[-1]["content"] == history[-1].text()
+
+
+def test_a_user_message_after_the_digest_gets_an_acknowledgement_between_them() -> None:
+    history = session(40)
+    built = build(history, full_size(history) // 10)
+    assert built.messages[1]["content"].startswith("[Context digest")
+    assert built.messages[2] == {"role": "assistant", "content": ACK}
+    assert built.messages[3]["role"] == "user"
+
+
+def test_pinned_entries_survive_selection_verbatim() -> None:
+    history = session(40)
+    at = next(i for i, m in enumerate(history) if m.tool_name == "read_file")  # round 0
+    pinned_src = history[at]
+    history[at] = pinned_src.model_copy(update={"pinned": True})
+    built = build(history, full_size(history) // 10)
+    assert decisions(built)[pinned_src.id].decision == "kept"
+    assert any(m.get("content") == pinned_src.text() for m in built.messages)
+
+
+def test_the_log_is_untouched_and_a_cached_rebuild_agrees() -> None:
+    history = session(30)
+    before = [m.model_dump() for m in history]
+    cache = BuildCache()
+    budget = full_size(history) // 5
+    first = build(history, budget, cache)
+    assert [m.model_dump() for m in history] == before
+    again = build(history, budget, cache)
+    assert again.messages == first.messages
+    fresh = build(history, budget)
+    assert fresh.messages == first.messages
+    more = history + [COUNTER.with_count(ConversationMessage(role="user", content="one more"))]
+    grown = build(more, budget, cache)
+    assert grown.messages == build(more, budget).messages
+
+
+def test_compaction_keeps_more_of_the_conversation_than_trimming_alone() -> None:
+    history = session(40)
+    budget = full_size(history) // 4
+    compacted = build(history, budget)
+    trimmed = build(history, budget, compact=False)
+    users = [m for m in history if m.role == "user"]
+
+    def seen(built) -> int:  # noqa: ANN001
+        text = "\n".join(str(m.get("content")) for m in built.messages)
+        return sum(u.text()[:40] in text for u in users)
+
+    assert seen(compacted) == len(users)
+    assert seen(trimmed) < len(users)
+
+
+def summary_of(history: list[ConversationMessage], upto: int, text: str,
+               covers_extra: list[str] | None = None) -> ConversationMessage:
+    covered = [m.id for m in history[:upto]]
+    return COUNTER.with_count(ConversationMessage(
+        role="system", kind="summary", content=text, covers=(covers_extra or []) + covered,
+        model="cheap-model"))
+
+
+def test_a_summary_stands_where_its_entries_were_and_excluding_it_brings_them_back() -> None:
+    history = session(12)
+    cut = next(i for i in range(40, len(history)) if history[i].role == "user")
+    summary = summary_of(history, cut, "SUMMARY: the user wants parsers that keep line numbers.")
+    with_summary = history + [summary]
+    built = build(with_summary, 10**8)
+    first = built.messages[1]
+    assert first["role"] == "user" and "SUMMARY: the user wants" in first["content"]
+    assert built.messages[2]["role"] == "assistant" and built.messages[2]["content"] == ACK
+    assert built.messages[3]["content"] == history[cut].text()
+    by_id = decisions(built)
+    assert all(by_id[m.id].decision == "summarized" for m in history[:cut])
+    assert len(built.messages) == 1 + 2 + len(history) - cut
+    undone = with_summary[:-1] + [summary.model_copy(update={"include_in_context": False})]
+    back = build(undone, 10**8)
+    assert back.messages[1:] == build(history, 10**8).messages[1:]
+
+
+def test_a_second_summary_folds_the_first_and_undoing_it_restores_the_first() -> None:
+    history = session(12)
+    cuts = [i for i in range(1, len(history)) if history[i].role == "user"]
+    s1 = summary_of(history, cuts[3], "S1 text")
+    log1 = history + [s1]
+    s2 = summary_of(history, cuts[6], "S2 text", covers_extra=[s1.id])
+    log2 = log1 + [s2]
+    built = build(log2, 10**8)
+    text = "\n".join(str(m.get("content")) for m in built.messages)
+    assert "S2 text" in text and "S1 text" not in text
+    assert built.messages[3]["content"] == history[cuts[6]].text()
+    undone = log1 + [s2.model_copy(update={"include_in_context": False})]
+    back = build(undone, 10**8)
+    text = "\n".join(str(m.get("content")) for m in back.messages)
+    assert "S1 text" in text and "S2 text" not in text
+    assert back.messages[3]["content"] == history[cuts[3]].text()
