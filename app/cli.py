@@ -10,9 +10,12 @@
     workbench list PROJECT
     workbench agents PROJECT                          (the project's agents and the sandbox)
     workbench context PROJECT --conversation ID [--mode M] [--model M] [--budget N] [--json]
+    workbench compact PROJECT --conversation ID [--focus TEXT] [--model M] [--api-base URL]
+                      [--summary-model M]        (summarize the older history now)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
-ended in an error entry (send); 64 a usage mistake; 130 interrupted.
+ended in an error entry (send), or the summarizer failed (compact; the log is unchanged); 64 a
+usage mistake; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from app.commands import (
     EXIT_USAGE,
     CliError,
     cmd_agents,
+    cmd_compact,
     cmd_context,
     cmd_continue,
     cmd_export,
@@ -123,6 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="usable input budget in tokens for this build (prefix, tools, messages)")
     p.add_argument("--json", action="store_true",
                    help='print {"messages": [...], "tools": [...], "report": {...}}')
+
+    p = sub.add_parser("compact", help="summarize the conversation's older history now (the "
+                                       "next requests use the summary in its place)")
+    p.add_argument("project", type=Path)
+    p.add_argument("--conversation", "-c", metavar="ID", required=True)
+    p.add_argument("--focus", metavar="TEXT", help="what the summary should keep above all")
+    p.add_argument("--model", help="the conversation's model (its window and tokens)")
+    p.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
+    p.add_argument("--summary-model", metavar="M",
+                   help="the model that writes the summary (default: settings' summary_model, "
+                        "else --model)")
+    p.add_argument("--max-tokens", type=int, help="maximum output tokens for the summary")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="request timeout")
     return parser
 
 
@@ -154,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_context(args)
         if args.command == "agents":
             return cmd_agents(args)
+        if args.command == "compact":
+            return cmd_compact(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

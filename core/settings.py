@@ -49,6 +49,8 @@ ENV_AUTO_RETRIES = "WORKBENCH_AUTO_RETRIES"
 ENV_REQUEST_TIMEOUT = "WORKBENCH_REQUEST_TIMEOUT"
 ENV_STEP_LIMIT = "WORKBENCH_STEP_LIMIT"
 ENV_TOOL_OUTPUT_TOKENS = "WORKBENCH_TOOL_OUTPUT_TOKENS"
+ENV_SUMMARY_MODEL = "WORKBENCH_SUMMARY_MODEL"
+ENV_AUTO_SUMMARY = "WORKBENCH_AUTO_SUMMARY"
 DEFAULT_STEP_LIMIT = 50  # rounds of tool calls in one turn before the agent pauses
 DEFAULT_TOOL_OUTPUT_TOKENS = 4000  # a larger tool result is offloaded with a preview
 DEFAULT_AUTO_RETRIES = 3
@@ -80,6 +82,8 @@ class GlobalSettings(BaseModel):
     api_base: str | None = None
     max_output_tokens: int | None = Field(default=None, gt=0)
     request_timeout: float | None = Field(default=None, gt=0)
+    summary_model: str | None = None  # a cheaper model for compaction summaries
+    auto_summary: bool | None = None  # summaries in the background after a long turn
 
     def provider(self, name: str | None) -> ProviderEntry | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -96,6 +100,8 @@ class LLMSettings(BaseModel):
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds
     step_limit: int = DEFAULT_STEP_LIMIT
     tool_output_tokens: int = DEFAULT_TOOL_OUTPUT_TOKENS
+    summary_model: str | None = None  # None: the conversation's model writes its summaries
+    auto_summary: bool = True  # a summary is prepared in the background after a long turn
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -181,7 +187,8 @@ def resolve_llm_settings(
         global_layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
     global_layer.update({k: getattr(g, k, None) for k in (
         "model", "api_base", "max_output_tokens", "request_timeout", "step_limit",
-        "tool_output_tokens") if getattr(g, k, None) is not None})
+        "tool_output_tokens", "summary_model", "auto_summary")
+        if getattr(g, k, None) is not None})
     env_layer = {
         "model": env.get(ENV_MODEL),
         "api_base": env.get(ENV_API_BASE),
@@ -191,6 +198,8 @@ def resolve_llm_settings(
         "request_timeout": env.get(ENV_REQUEST_TIMEOUT),
         "step_limit": env.get(ENV_STEP_LIMIT),
         "tool_output_tokens": env.get(ENV_TOOL_OUTPUT_TOKENS),
+        "summary_model": env.get(ENV_SUMMARY_MODEL),
+        "auto_summary": env.get(ENV_AUTO_SUMMARY),
     }
     layers = [
         ("cli", dict(cli or {})),
@@ -201,7 +210,8 @@ def resolve_llm_settings(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
-                "request_timeout", "step_limit", "tool_output_tokens"):
+                "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
+                "auto_summary"):
         for source, layer in layers:
             value = layer.get(key)
             if value not in (None, ""):
@@ -209,7 +219,14 @@ def resolve_llm_settings(
                 break
         else:
             sources[key] = "default"
-    for key in ("model", "api_base"):
+    if "auto_summary" in values and not isinstance(values["auto_summary"], bool):
+        flag = str(values["auto_summary"]).strip().lower()
+        if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise SettingsError(
+                f"automatic summaries from the {sources['auto_summary']} must be on or off "
+                f"(1/0, true/false), not {values['auto_summary']!r}")
+        values["auto_summary"] = flag in ("1", "true", "yes", "on")
+    for key in ("model", "api_base", "summary_model"):
         if key in values and not isinstance(values[key], str):
             raise SettingsError(
                 f"the {key.replace('_', ' ')} from the {sources[key]} settings must be text, "

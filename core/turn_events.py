@@ -118,8 +118,55 @@ class TurnFinished:
     message: ConversationMessage
 
 
+@dataclass(frozen=True)
+class CompactionStarted:
+    """A summary is being written: of how many entries, by which model, in how many calls."""
+
+    entries: int
+    model: str
+    automatic: bool
+    calls: int
+
+
+@dataclass(frozen=True)
+class CompactionProgress:
+    """The summarizer's answer is arriving (call `call` of `calls`, `chars` so far)."""
+
+    call: int
+    calls: int
+    chars: int
+
+
+@dataclass(frozen=True)
+class CompactionFinished:
+    """The summary step is over.
+
+    Attributes:
+        status: ok (appended) | skipped (nothing worth summarizing) | failed (the log is
+            unchanged; `message` says why) | stopped.
+        message: one sentence for the user.
+        entry: the summary entry when one was appended.
+        covered: entries it stands for; tokens_before/after: what they cost in a request
+            before and what the summary costs; cost: the summarizer's price, when known.
+    """
+
+    status: Literal["ok", "skipped", "failed", "stopped"]
+    message: str
+    entry: ConversationMessage | None = None
+    covered: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    cost: float | None = None
+    automatic: bool = False
+
+    @property
+    def freed(self) -> int:
+        return max(0, self.tokens_before - self.tokens_after)
+
+
 EngineEvent = (EntryAppended | StreamText | RequestBuilt | RequestStarted | Retrying | StoreNotice
-               | SaveFailed | QuestionAsked | ToolStarted | TurnFinished)
+               | SaveFailed | QuestionAsked | ToolStarted | TurnFinished | CompactionStarted
+               | CompactionProgress | CompactionFinished)
 
 
 @dataclass(frozen=True)

@@ -404,3 +404,18 @@ def _network_cause(e: BaseException) -> bool:
         x = x.__cause__ or x.__context__
         seen += 1
     return False
+
+
+def cost_of(model: str, usage: dict[str, Any] | None) -> float | None:
+    """What a request cost in USD by litellm's local price table, or None when unknown."""
+    if not usage:
+        return None
+    try:
+        litellm = load_litellm()
+        prompt, completion = litellm.cost_per_token(
+            model=model, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0))
+        total = float(prompt) + float(completion)
+    except Exception:  # noqa: BLE001 - an unknown model has no price: say nothing
+        return None
+    return total if total > 0 else None

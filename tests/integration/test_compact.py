@@ -1,0 +1,200 @@
+"""Compaction's LLM stage through the real parts: `workbench compact` against the loopback
+server, the summary entry in the log, the next request built around it, failures that change
+nothing, and the engine's incremental second summary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from core.engine import CompactionFinished, CompactionStarted, Engine
+from core.llm.tokens import TokenCounter
+from core.settings import LLMSettings
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
+from tests.helpers.trajectories import make_agent_session
+
+COUNTER = TokenCounter("o200k_base")
+SUMMARY = ("## User intent\nParsers that keep line numbers; never change the public API.\n"
+           "## Progress\nTasks 0-9 done.\n## Files\npkg/mod_0.py … pkg/mod_9.py")
+
+
+@pytest.fixture
+def llm_server(llm_server: FakeLLMServer) -> FakeLLMServer:
+    """The loopback server saying, as vLLM does, that its model has a 128k window."""
+    llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
+    return llm_server
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def session_project(path: Path, rounds: int = 12) -> str:
+    with Project.open(path) as p:
+        conv = p.conversations.create("long session")
+        p.conversations.append_many(conv.id, [COUNTER.with_count(m)
+                                              for m in make_agent_session(rounds, seed=3)])
+        return conv.id
+
+
+def log_bytes(path: Path, conv: str) -> bytes:
+    return (path / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
+
+
+def context_json(capsys, project: Path, conv: str, *extra: object) -> dict:  # noqa: ANN001
+    code, out, err = cli(capsys, "context", project, "-c", conv, "--model", "gpt-4o", "--json",
+                         *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_covers(
+        capsys, project_dir, llm_server) -> None:
+    conv = session_project(project_dir)
+    before = context_json(capsys, project_dir, conv)
+    llm_server.script(Answer(SUMMARY, usage=(3000, 120)))
+    code, out, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url, "--focus", "the parser rules")
+    assert code == 0, err
+    assert "summarizing" in err and "freed" in out and "tokens" in out
+    # what the summarizer read: the structured prompt, the old entries, the focus
+    sent = llm_server.requests[-1].body["messages"]
+    assert "## User intent" in sent[0]["content"] and "## Next steps" in sent[0]["content"]
+    assert "Task 0: the parser in pkg/mod_0.py" in sent[1]["content"]
+    assert "focus on: the parser rules" in sent[1]["content"]
+    assert "Task 11:" not in sent[1]["content"]  # the recent rounds stay verbatim
+    after = context_json(capsys, project_dir, conv)
+    summary = [m for m in after["messages"] if SUMMARY in str(m.get("content"))]
+    assert len(summary) == 1 and summary[0]["role"] == "user"
+    assert after["messages"].index(summary[0]) == 1  # where the covered entries were
+    decisions = {e["decision"] for e in after["report"]["entries"]}
+    assert "summarized" in decisions
+    assert after["report"]["used"] < before["report"]["used"]
+    text = json.dumps(after["messages"])
+    assert "Task 0: the parser" not in text and "Task 11: the parser" in text
+
+
+def test_a_failed_compact_changes_no_byte_of_the_log_and_exits_2(
+        capsys, project_dir, llm_server) -> None:
+    conv = session_project(project_dir)
+    before = log_bytes(project_dir, conv)
+    assert before
+    for reply, words in ((HttpError(500), "failed"), (Cut("## User intent\npartial"), "failed"),
+                         (Answer("   "), "empty")):
+        llm_server.script(reply)
+        code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                           "--api-base", llm_server.url, "--timeout", "5")
+        assert code == 2 and words in err and "Nothing was changed" in err, err
+        assert log_bytes(project_dir, conv) == before
+
+
+def test_a_summary_larger_than_what_it_covers_is_rejected(capsys, project_dir,
+                                                          llm_server) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("short").id
+        p.conversations.append_many(conv, [COUNTER.with_count(m)
+                                           for m in make_agent_session(4, seed=1,
+                                                                       output_chars=60)])
+    before = log_bytes(project_dir, conv)
+    llm_server.script(Answer("word " * 3000))
+    code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url, "--max-tokens", "20000")
+    assert code == 2 and "larger" in err
+    assert log_bytes(project_dir, conv) == before
+
+
+def test_nothing_to_summarize_says_so(capsys, project_dir, llm_server) -> None:
+    llm_server.script(Answer("hello"))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
+                       llm_server.url, "hi")
+    conv = err.split()[1]
+    code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 1 and "nothing worth summarizing" in err
+    assert len(llm_server.requests) == 1  # no summarizer call
+
+
+def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
+        project_dir, llm_server) -> None:
+    conv = session_project(project_dir, rounds=8)
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, context_window=200_000,
+                           summary_model=MODEL)
+
+    def summarize(engine: Engine) -> list[object]:
+        async def run() -> list[object]:
+            return [e async for e in engine.summarize(conv, settings)]
+        return asyncio.run(run())
+
+    with Project.open(project_dir) as p:
+        engine = Engine(p.conversations)
+        llm_server.script(Answer("FIRST SUMMARY of tasks 0-5"))
+        events = summarize(engine)
+        started = next(e for e in events if isinstance(e, CompactionStarted))
+        first = events[-1]
+        assert isinstance(first, CompactionFinished) and first.status == "ok", first
+        assert started.model == MODEL and started.entries == first.covered
+        assert first.tokens_after < first.tokens_before and first.freed > 0
+        # more work arrives, then a second summary folds only what is new
+        later = [m.model_copy(update={"content": "Later " + m.text()}) if m.role == "user"
+                 else m for m in make_agent_session(4, seed=9)]
+        p.conversations.append_many(conv, [COUNTER.with_count(m) for m in later])
+        llm_server.script(Answer("SECOND SUMMARY of tasks 0-9"))
+        second = summarize(engine)[-1]
+        assert isinstance(second, CompactionFinished) and second.status == "ok", second
+        read = llm_server.requests[-1].body["messages"][1]["content"]
+        assert "FIRST SUMMARY of tasks 0-5" in read  # the preamble, not its sources
+        assert "Task 0: the parser" not in read.replace("Later Task 0", "")
+        assert "Later Task 0: the parser" in read  # only what is new
+        assert first.entry is not None and second.entry is not None
+        assert first.entry.id in (second.entry.covers or [])
+        history = p.conversations.load(conv).messages
+        built = engine.context.build(conv, history, settings)
+        text = json.dumps(built.messages)
+        assert "SECOND SUMMARY" in text and "FIRST SUMMARY" not in text
+        # undo: the second summary excluded (as the Inspector's Undo will do)
+        undone = [m.model_copy(update={"include_in_context": False})
+                  if m.id == second.entry.id else m for m in history]
+        text = json.dumps(engine.context.build(conv, undone, settings).messages)
+        assert "FIRST SUMMARY" in text and "SECOND SUMMARY" not in text
+
+
+def test_the_summary_model_from_the_cli_writes_the_summary(capsys, project_dir) -> None:
+    conv = session_project(project_dir)
+    with FakeLLMServer() as server:
+        server.info["/v1/models"] = {"data": [{"id": "cheap-model", "max_model_len": 64_000}]}
+        server.script(Answer(SUMMARY))
+        code, out, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                             "--api-base", server.url, "--summary-model", "openai/cheap-model")
+        assert code == 0, err
+        assert server.requests[-1].body["model"] == "cheap-model"
+        assert "openai/cheap-model" in out
+
+
+def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_calls(
+        project_dir, llm_server) -> None:
+    conv = session_project(project_dir, rounds=10)
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, context_window=9000,
+                           max_output_tokens=1024)
+    llm_server.script(*[Answer(f"RUNNING SUMMARY {k}") for k in range(1, 30)])
+
+    async def run() -> list[object]:
+        with Project.open(project_dir) as p:
+            return [e async for e in Engine(p.conversations).summarize(conv, settings)]
+
+    events = asyncio.run(run())
+    started = next(e for e in events if isinstance(e, CompactionStarted))
+    done = events[-1]
+    assert isinstance(done, CompactionFinished) and done.status == "ok", done
+    assert started.calls > 1 and len(llm_server.requests) == started.calls
+    for k, request in enumerate(llm_server.requests[1:], start=1):
+        body = request.body
+        assert f"RUNNING SUMMARY {k}" in body["messages"][1]["content"]  # merged, in order
+        assert body["max_tokens"] <= 1024
+    assert done.entry is not None and done.entry.text() == f"RUNNING SUMMARY {started.calls}"
