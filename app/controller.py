@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.agent_flow import AgentFlow
+from app.compaction_flow import CompactionFlow
 from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
@@ -85,6 +86,9 @@ class Controller(QObject):
         self._usage_timer.timeout.connect(self.meter.show)
         self.turns = TurnRunner(window, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
+        self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
+        self.turns.finished.connect(self._after_turn)
+        window.compact_requested.connect(self.compact_now)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -337,10 +341,37 @@ class Controller(QObject):
         return self.turns.busy()
 
     def send(self, text: str) -> None:
+        command, _, focus = text.strip().partition(" ")
+        if command == "/compact":
+            if self.compaction.compact(focus.strip() or None):
+                self.window.composer.set_text("")
+            return
         self.turns.send(text)
 
     def stop(self) -> None:
+        if not self.turns.busy() and self.compaction.running():
+            self.compaction.stop()
+            return
         self.turns.stop()
+
+    def compact_now(self) -> None:
+        """The menu's Compact now: an optional focus, then the summary in the background."""
+        if self.current_id is None:
+            return
+        focus = self.window.ask_text(
+            "Compact now",
+            "Summarize the older part of this conversation. The recent rounds stay as they "
+            "are; the log keeps everything (excluding the summary undoes it).\n\n"
+            "Focus (optional): what the summary should keep above all")
+        if focus is not None:
+            self.compact_now_with(focus)
+
+    def compact_now_with(self, focus: str) -> None:
+        self.compaction.compact(focus.strip() or None)
+
+    def _after_turn(self, status: str) -> None:
+        self.compaction.after_turn(status, self.turns.last_report,
+                                   self.window.transcript_model.rowCount())
 
     def _on_transcript_action_requested(self, row: int, action: str) -> None:
         self.turns.on_action(row, action)

@@ -19,11 +19,13 @@ from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.agents import Agent
+from core.context.builder import BuildReport
 from core.engine import (
     Engine,
     EntryAppended,
     NothingToRetry,
     QuestionAsked,
+    RequestBuilt,
     RequestStarted,
     Retrying,
     SaveFailed,
@@ -88,6 +90,7 @@ class TurnRunner(QObject):
         self._turn_status = "error"
         self._turn_started = 0.0
         self._turn_model = ""
+        self.last_report: BuildReport | None = None  # of the last request a turn sent
         # Entries a full disk kept from being saved, by conversation: shown, saved on request.
         self._unsaved: dict[str, list[ConversationMessage]] = {}
         self._turn_notices: list[str] = []  # what the store repaired during the running turn
@@ -154,6 +157,7 @@ class TurnRunner(QObject):
 
     def _start(self, events: Any, text: str = "") -> None:
         self._busy = True
+        self.last_report = None
         self._turn_notices = []
         self._turn_text = text
         self._turn_entries = 0
@@ -166,6 +170,9 @@ class TurnRunner(QObject):
                                         self.bridge.finished.emit)
 
     def _on_bridge_engine_event(self, event: object) -> None:
+        if isinstance(event, RequestBuilt):
+            self.last_report = event.request.report
+            return
         if self._turn_conv != self.host.current_id:
             return  # the user switched away; entries are on disk all the same
         model = self.window.transcript_model

@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
     open_project_requested = Signal(str)
     settings_requested = Signal()
     notice_action = Signal()
+    compact_requested = Signal()
     closing = Signal()
 
     def __init__(self) -> None:
@@ -180,6 +182,14 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
+        conversation = self.menuBar().addMenu("&Conversation")
+        self.compact_action = QAction("&Compact now…", self)
+        self.compact_action.setShortcut(QKeySequence("Ctrl+Shift+K"))
+        self.compact_action.setStatusTip("Summarize the older history (also: /compact [focus] "
+                                         "in the message box)")
+        self.compact_action.triggered.connect(self.compact_requested)
+        conversation.addAction(self.compact_action)
+
         edit = self.menuBar().addMenu("&Edit")
         copy = QAction("&Copy message", self)
         copy.triggered.connect(self.transcript.copy_selection)
@@ -244,6 +254,11 @@ class MainWindow(QMainWindow):
         dialog = ApprovalDialog(self, text, detail, choices, on_answer)
         dialog.show()
         return dialog
+
+    def ask_text(self, title: str, label: str) -> str | None:
+        """A line of text from the user, or None when they cancel."""
+        text, ok = QInputDialog.getText(self, title, label)
+        return text if ok else None
 
     def show_output(self, title: str, note: str, text: str) -> OutputViewer:
         viewer = OutputViewer(self, title, note, text)

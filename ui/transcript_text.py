@@ -75,6 +75,11 @@ def header_line(row: Row) -> tuple[str, str]:
     if row.kind is RowKind.STREAMING:
         return "Assistant", row.note or "streaming…"
     if row.kind is RowKind.SYSTEM:
+        if m is not None and m.kind == "summary":
+            covered = len(m.covers or ())
+            by = f" · {m.model}" if m.model else ""
+            off = " · excluded (undone)" if not m.include_in_context else ""
+            return f"∑ Summary of {covered:,} earlier entries", f"{when}{by}{off}"
         return "System prompt", when
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"

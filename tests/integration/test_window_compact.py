@@ -1,0 +1,126 @@
+"""Summaries in the window: the automatic one after a turn above the trigger, `/compact
+[focus]`, a failing summarizer, all against the loopback server on the offscreen platform."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.compaction_flow import CompactionFlow
+from core.engine import CompactionFinished
+from core.llm.runtime import load_litellm
+from core.llm.tokens import TokenCounter
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
+from tests.helpers.gui import open_window, run_until, type_and_send
+from tests.helpers.trajectories import make_agent_session
+from ui.transcript_text import header_line
+
+pytestmark = pytest.mark.gui
+COUNTER = TokenCounter("o200k_base")
+SUMMARY = "## User intent\nParsers keep line numbers.\n## Files\npkg/mod_0.py"
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()
+    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
+    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")
+    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "800")
+    # a summary model with a large window (the server says so), so one call reads it all
+    monkeypatch.setenv("WORKBENCH_SUMMARY_MODEL", "openai/summary-model")
+    llm_server.info["/v1/models"] = {"data": [{"id": "summary-model", "max_model_len": 128_000}]}
+    return llm_server
+
+
+def long_session(project_dir) -> str:  # noqa: ANN001
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long session").id
+        p.conversations.append_many(conv, [COUNTER.with_count(m)
+                                           for m in make_agent_session(12, seed=4)])
+        return conv
+
+
+def finished_events(flow: CompactionFlow) -> list[CompactionFinished]:
+    seen: list[CompactionFinished] = []
+    flow.finished.connect(seen.append)
+    return seen
+
+
+def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    conv = long_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    done = finished_events(controller.compaction)
+    notices: list[str] = []
+    controller.compaction.bridge.engine_event.connect(
+        lambda _e: notices.append(window.notice_label.text()))  # after the flow showed it
+    llm_server.script(Answer("next answer"), Answer(SUMMARY, usage=(9000, 60)))
+    type_and_send(qtbot, window, "carry on")
+    run_until(qloop, lambda: not controller.busy())
+    run_until(qloop, lambda: bool(done))
+    assert any(n.startswith("Preparing a summary in the background") and
+               "openai/summary-model" in n for n in notices)
+    assert done[0].status == "ok" and done[0].automatic and done[0].freed > 0
+    assert "Automatic summary: Summarized" in window.notice_label.text()
+    assert "freed" in window.notice_label.text()
+    summarizer = llm_server.requests[1].body
+    assert summarizer["model"] == "summary-model"
+    assert "## User intent" in summarizer["messages"][0]["content"]
+    # the summary is a row of the transcript, and in the log
+    model = window.transcript_model
+    title, meta = header_line(model.row(model.rowCount() - 1))
+    assert title.startswith("∑ Summary of") and "openai/summary-model" in meta
+    with Project.open(project_dir, read_only=True) as p:
+        kinds = [m.kind for m in p.conversations.load(conv).messages]
+        assert kinds.count("summary") == 1
+    # the next request carries the summary in place of the entries it covers
+    llm_server.script(Answer("third"))
+    run_until(qloop, lambda: not controller.compaction.running())
+    type_and_send(qtbot, window, "and now?")
+    run_until(qloop, lambda: not controller.busy())
+    sent = llm_server.requests[-1].body["messages"]
+    text = "\n".join(str(m.get("content")) for m in sent)
+    assert "Parsers keep line numbers." in text and "Task 0: the parser" not in text
+    assert len(done) == 1 or done[1].status == "skipped"  # at most one summary per turn
+
+
+def test_slash_compact_with_a_focus_summarizes_without_sending_a_message(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
+    conv = long_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    done = finished_events(controller.compaction)
+    llm_server.script(Answer(SUMMARY))
+    type_and_send(qtbot, window, "/compact keep the API rule")
+    run_until(qloop, lambda: bool(done))
+    assert done[0].status == "ok" and not done[0].automatic
+    assert window.composer.text() == ""
+    read = llm_server.requests[0].body["messages"][1]["content"]
+    assert "focus on: keep the API rule" in read
+    with Project.open(project_dir, read_only=True) as p:
+        messages = p.conversations.load(conv).messages
+        assert not any(m.role == "user" and "/compact" in m.text() for m in messages)
+        assert messages[-1].kind == "summary"
+
+
+def test_a_failing_summarizer_says_so_and_changes_nothing(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
+    conv = long_session(project_dir)
+    before = (project_dir / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    done = finished_events(controller.compaction)
+    rows = window.transcript_model.rowCount()
+    llm_server.script(HttpError(500))
+    controller.compact_now_with("")
+    run_until(qloop, lambda: bool(done))
+    assert done[0].status == "failed"
+    assert "The summary failed" in window.notice_label.text()
+    assert "Nothing was changed" in window.notice_label.text()
+    assert window.transcript_model.rowCount() == rows
+    after = (project_dir / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
+    assert after == before
