@@ -102,7 +102,8 @@ class SettingsFlow(QObject):
             max_output_tokens=s.max_output_tokens, keyring_available=keyring_works(),
             keys_present=keys, remembered_windows=self.calibration.remembered_windows(),
             context_window=s.context_window if s.sources.get("context_window") == "global"
-            else None)
+            else None, summary_model=g.summary_model,
+            auto_summary=g.auto_summary if g.auto_summary is not None else True)
         from core.tools.shell import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
@@ -125,6 +126,8 @@ class SettingsFlow(QObject):
         g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
         g.active_provider = entry.name
         g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now
+        g.summary_model = choice.summary_model
+        g.auto_summary = None if choice.auto_summary else False
         self.store.save(g, replace_unreadable=True)
         if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
             # The variable the key will actually be read from: a custom base URL never gets a

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -52,6 +53,8 @@ class SettingsChoice:
     max_output_tokens: int
     api_key: str | None
     context_window: int | None = None  # None: from the model's server or litellm
+    summary_model: str | None = None  # None: the model writes its own summaries
+    auto_summary: bool = True
 
 
 class SettingsDialog(QDialog):
@@ -75,6 +78,8 @@ class SettingsDialog(QDialog):
         keys_present: dict[str, bool],
         remembered_windows: dict[str, int] | None = None,
         context_window: int | None = None,
+        summary_model: str | None = None,
+        auto_summary: bool = True,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -100,6 +105,14 @@ class SettingsDialog(QDialog):
         self.context_window.setToolTip(
             "The model's input window in tokens. Automatic asks a local server (vLLM, "
             "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong.")
+        self.summary_model = QLineEdit(summary_model or "", self)
+        self.summary_model.setPlaceholderText("the model above")
+        self.summary_model.setToolTip(
+            "The model that writes compaction summaries, e.g. a cheaper one of the same "
+            "provider. Empty: the conversation's model.")
+        self.auto_summary = QCheckBox("Summarize older history in the background after a "
+                                      "turn that fills most of the window", self)
+        self.auto_summary.setChecked(auto_summary)
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
@@ -117,6 +130,8 @@ class SettingsDialog(QDialog):
         form.addRow("Base URL", self.api_base)
         form.addRow("Max output tokens", self.max_tokens)
         form.addRow("Context window", self.context_window)
+        form.addRow("Summary model", self.summary_model)
+        form.addRow("", self.auto_summary)
         form.addRow("API key", self.api_key)
         form.addRow("", self.key_note)
         self.protection = QLabel(self)
@@ -180,6 +195,8 @@ class SettingsDialog(QDialog):
             max_output_tokens=self.max_tokens.value(),
             api_key=key,
             context_window=self.context_window.value() or None,
+            summary_model=self.summary_model.text().strip() or None,
+            auto_summary=self.auto_summary.isChecked(),
         )
 
     def _on_preset_changed(self, _index: int) -> None:

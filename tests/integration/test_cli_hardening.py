@@ -18,7 +18,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.parametrize("argv", [["compact", "proj"], ["compact"], ["sned", "p", "--new", "hi"]])
+@pytest.mark.parametrize("argv", [["compcat", "proj"], ["compcat"], ["sned", "p", "--new", "hi"]])
 def test_a_mistyped_command_is_a_usage_error_not_a_new_project(
     capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
 ) -> None:

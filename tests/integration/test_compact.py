@@ -198,3 +198,27 @@ def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_
         assert f"RUNNING SUMMARY {k}" in body["messages"][1]["content"]  # merged, in order
         assert body["max_tokens"] <= 1024
     assert done.entry is not None and done.entry.text() == f"RUNNING SUMMARY {started.calls}"
+
+
+def test_a_long_imported_conversation_keeps_working_at_a_small_window(
+        capsys, tmp_path, project_dir, llm_server, monkeypatch) -> None:
+    from tests.helpers.trajectories import make_conversation
+
+    raw = make_conversation(120, seed=21, tool_output_chars=3000)
+    src = tmp_path / "long.json"
+    src.write_text(json.dumps({"messages": raw}))
+    code, out, err = cli(capsys, "import", project_dir, src)
+    assert code == 0, err
+    conv = out.strip().splitlines()[-1]
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "8000")
+    llm_server.script(Answer("still with you"))
+    code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url, "what did I ask first?")
+    assert code == 0 and out == "still with you\n", err
+    sent = llm_server.requests[-1].body["messages"]
+    counter = TokenCounter("o200k_base")
+    assert sum(counter.openai_message(m) for m in sent) < 8000
+    digest = next(m["content"] for m in sent if str(m.get("content")).startswith(
+        "[Context digest"))
+    assert "Round 0: please look at src/mod_0.py" in digest  # the first request survives
+    assert "read_tool_result" in json.dumps(sent)  # old outputs point to the full text

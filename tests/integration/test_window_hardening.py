@@ -219,3 +219,25 @@ def test_settings_set_the_context_window_and_the_meter_follows(qtbot, qloop, pro
     assert saved.provider(saved.active_provider).context_window == 32_000
     report = controller.meter.report
     assert report is not None and report.window == 32_000 and report.budget_source == "override"
+
+
+def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
+        qtbot, qloop, project_dir: Path, monkeypatch) -> None:
+    from core.settings import SettingsStore
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.open_settings()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None and dialog.auto_summary.isChecked()
+    dialog.summary_model.setText("openai/cheap-model")
+    dialog.auto_summary.setChecked(False)
+    dialog.accept()
+    saved = SettingsStore().load()
+    assert saved.summary_model == "openai/cheap-model" and saved.auto_summary is False
+    settings = controller.settings_flow.llm_settings()
+    assert settings.summary_model == "openai/cheap-model" and not settings.auto_summary
+    controller.open_settings()  # the dialog shows what was saved
+    again = controller.settings_flow.dialog
+    assert again is not None and again.summary_model.text() == "openai/cheap-model"
+    assert not again.auto_summary.isChecked()
+    again.reject()

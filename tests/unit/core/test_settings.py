@@ -31,7 +31,14 @@ def test_precedence_cli_env_project_global_default() -> None:
     assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default",
                          "context_window": "default", "auto_retries": "default",
                          "request_timeout": "default", "step_limit": "default",
-                         "tool_output_tokens": "default"}
+                         "tool_output_tokens": "default", "summary_model": "default",
+                         "auto_summary": "default"}
+    assert d.summary_model is None and d.auto_summary is True
+    off = resolve_llm_settings(env={"WORKBENCH_AUTO_SUMMARY": "off",
+                                    "WORKBENCH_SUMMARY_MODEL": "openai/cheap"})
+    assert off.auto_summary is False and off.summary_model == "openai/cheap"
+    with pytest.raises(SettingsError, match="automatic summaries"):
+        resolve_llm_settings(env={"WORKBENCH_AUTO_SUMMARY": "sometimes"})
 
 
 def test_bad_max_tokens_names_its_source() -> None:
