@@ -184,7 +184,7 @@ class MainWindow(QMainWindow):
 
         conversation = self.menuBar().addMenu("&Conversation")
         self.compact_action = QAction("&Compact now…", self)
-        self.compact_action.setShortcut(QKeySequence("Ctrl+Shift+K"))
+        self.compact_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
         self.compact_action.setStatusTip("Summarize the older history (also: /compact [focus] "
                                          "in the message box)")
         self.compact_action.triggered.connect(self.compact_requested)
