@@ -23,6 +23,7 @@ from ui.main_window import MainWindow
 
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
+BUILD_ASIDE = 2000  # ... and so does the first build of a log this long (compaction has work)
 
 
 class _Relay(QObject):
@@ -92,7 +93,8 @@ class UsageMeter:
                 return lambda: self._apply(None, problem)
             return lambda: self._apply(report, None)
 
-        if context.uncounted(conv_id, messages, settings.model) <= COUNT_ASIDE:
+        if context.uncounted(conv_id, messages, settings.model) <= COUNT_ASIDE and not (
+                len(messages) > BUILD_ASIDE and context.cold(conv_id, messages)):
             build()()
             return
         def aside() -> None:

@@ -22,11 +22,11 @@ from typing import Any
 
 from core.context.budget import Budget
 from core.context.compaction import (
-    DIGEST_SHARE,
     PROTECTED_TOOLS,
     Compaction,
     CompactionMemo,
     digest,
+    digest_caps,
     fold_units,
     horizon,
     protected_units,
@@ -424,10 +424,10 @@ def build_request(
         plan.digest, plan.digest_tokens = "", 0
         if room >= MIN_DIGEST_TOKENS:
             memo = cache.memo.for_encoding(counter.encoding_name)
+            soft, hard = digest_caps(budget.usable_ours, room)
             plan.digest, plan.digest_tokens = digest(
-                fold_units(cands, units, left_out, memo),
-                min(room, int(DIGEST_SHARE * budget.usable_ours)), counter, memo,
-                hard_cap=room)
+                fold_units(cands, units, left_out, memo), max(soft, 1), counter, memo,
+                hard_cap=hard)
             if plan.digest_tokens > room:
                 plan.digest, plan.digest_tokens = "", 0
         total += plan.digest_tokens
@@ -568,7 +568,7 @@ def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], f
                           "changed": len(plan.staged)})
     if over > 0:
         t = time.perf_counter()
-        cap = max(200, int(DIGEST_SHARE * usable))
+        cap = digest_caps(usable, usable)[0]
         # Room for the digest: every request left out keeps its opening there (~20 tokens).
         openings = sum(min(plan.unit_tokens[n], 22) for n in range(tail) if units[n].user)
         reserve = min(target // 2, max(min(cap, max(200, target // 10)), openings + 80))
@@ -578,9 +578,10 @@ def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], f
         if plan.left_out:
             t = time.perf_counter()
             kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
+            soft, hard = digest_caps(usable, usable - fixed - kept)
             plan.digest, plan.digest_tokens = digest(
-                fold_units(plan.cands, units, plan.left_out, memo), cap, counter, memo,
-                hard_cap=usable - fixed - kept)
+                fold_units(plan.cands, units, plan.left_out, memo), max(soft, 1), counter,
+                memo, hard_cap=hard)
             report.stages.append({"name": "digest", "ms": _ms(t),
                                   "tokens": plan.digest_tokens})
     return plan

@@ -52,7 +52,16 @@ FAR_BACK = ("left out by key-message selection: older than anything that fits ev
             "one-line references (not scored)")
 PROTECTED_TOOLS = frozenset({"manage_todo_list", "TodoWrite"})
 USER_TOKEN_SHARE = 0.25  # of the target: user messages kept verbatim, newest first
-DIGEST_SHARE = 0.25  # of the usable budget: the most a digest may take
+DIGEST_SHARE = 0.25  # of the usable budget: the most a digest may take ...
+DIGEST_MAX_TOKENS = 6000  # ... and never more than this (twice, when requests need the room)
+
+
+def digest_caps(usable: int, room: int) -> tuple[int, int]:
+    """(soft, hard) limits of a digest: what it normally may take, and what it may grow to
+    when even short openings of the left-out requests do not fit (`room`: what the request
+    has left)."""
+    soft = max(200, min(int(DIGEST_SHARE * usable), DIGEST_MAX_TOKENS))
+    return min(soft, max(room, 0)) if room < soft else soft, min(room, 2 * DIGEST_MAX_TOKENS)
 OPENING_CHARS = 280  # of a dropped user message, in the digest
 SHORT_OPENING = 70  # ... when they are many
 MIN_OPENING = 40  # ... the least that still says what was asked

@@ -134,6 +134,13 @@ class ContextService:
             start = len(cache.history)
         return sum(1 for m in history[start:] if enc not in m.token_counts)
 
+    def cold(self, conv_id: str, history: list[ConversationMessage]) -> bool:
+        """The next build of `conv_id` starts from nothing (no cache for this log): on a long
+        log, with compaction, it is the slow one."""
+        cache = self._caches.get(conv_id)
+        return cache is None or not cache.history or len(history) < len(cache.history) or \
+            history[len(cache.history) - 1] is not cache.history[-1]
+
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         """Why nothing fits, with the way out when a remembered provider limit is the cause."""
         remembered = self.calibration.window(settings.model) if self.calibration else None
