@@ -51,7 +51,10 @@ MIN_UNIT_TOKENS = 30  # the least a sent entry costs (a one-line reference, its 
 FAR_BACK = ("left out by key-message selection: older than anything that fits even as "
             "one-line references (not scored)")
 PROTECTED_TOOLS = frozenset({"manage_todo_list", "TodoWrite"})
-USER_TOKEN_SHARE = 0.25  # of the target: user messages kept verbatim, newest first
+USER_TOKEN_SHARE = 0.25  # of the target: user messages kept verbatim, newest first ...
+MAX_USER_UNITS = 150  # ... at most this many (the others keep their openings in the digest)
+MAX_SELECTED_UNITS = 400  # scored units kept besides: thousands of one-line references are
+#                           noise to a model (and slow every SDK on the way)
 DIGEST_SHARE = 0.25  # of the usable budget: the most a digest may take ...
 DIGEST_MAX_TOKENS = 6000  # ... and never more than this (twice, when requests need the room)
 
@@ -230,20 +233,15 @@ def _shorter(m: ConversationMessage, tokens: int, kind: str, counter: TokenCount
         return cached
     if m.role != "tool":
         return None
-    if kind == "preview":
-        if tokens <= PREVIEW_TOKENS:
-            return None
-        cached = memo.previews.get(m.id)
-        if cached is None:
-            copy = m.model_copy(update={"content": _head_tail(m), "token_counts": {}})
-            cached = memo.previews[m.id] = (copy, counter.message(copy))
-        return cached
-    if tokens <= REFERENCE_TOKENS:
+    preview = kind == "preview"
+    if tokens <= (PREVIEW_TOKENS if preview else REFERENCE_TOKENS):
         return None
-    cached = memo.references.get(m.id)
+    made = memo.previews if preview else memo.references
+    cached = made.get(m.id)
     if cached is None:
-        copy = m.model_copy(update={"content": _reference(m), "token_counts": {}})
-        cached = memo.references[m.id] = (copy, counter.message(copy))
+        content = _head_tail(m) if preview else _reference(m)
+        copy = m.model_copy(update={"content": content, "token_counts": {}})
+        cached = made[m.id] = (copy, counter.message(copy))
     return cached
 
 
@@ -297,13 +295,15 @@ def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
     n_units = len(units)
     mandatory = [False] * n_units
     user_room = int(room * USER_TOKEN_SHARE)
+    users_left = MAX_USER_UNITS
     for n in range(n_units - 1, -1, -1):
         u = units[n]
         if n >= tail or u.latest_user or n in protected:
             mandatory[n] = True
-        elif u.user and plan.unit_tokens[n] <= user_room:
+        elif u.user and users_left and plan.unit_tokens[n] <= user_room:
             mandatory[n] = True
             user_room -= plan.unit_tokens[n]
+            users_left -= 1
     room -= sum(t for t, must in zip(plan.unit_tokens, mandatory, strict=True) if must)
     for n in range(first):
         if not mandatory[n]:
@@ -325,9 +325,11 @@ def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
         per_token = score / max(1, plan.unit_tokens[n]) ** 0.5
         scored.append((per_token, n, f"score {score:.1f} ({', '.join(parts + ['recency'])})"))
     scored.sort(key=lambda s: (-s[0], -s[1]))
+    chosen = 0
     for _, n, why in scored:
-        if plan.unit_tokens[n] <= room:
+        if plan.unit_tokens[n] <= room and chosen < MAX_SELECTED_UNITS:
             room -= plan.unit_tokens[n]
+            chosen += 1
         else:
             plan.left_out[n] = f"left out by key-message selection: {why}"
 

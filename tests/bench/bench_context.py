@@ -23,15 +23,16 @@ def run() -> None:
     budget = Budget(128_000, 4096, 2560, "override")
 
     def build(history: list[ConversationMessage], cache: BuildCache | None = None) -> float:
+        # Compaction off: the builder's own cost (`make bench compaction` has the stages').
         t = time.perf_counter()
         build_request(history, "chat", model="gpt-4o", budget=budget, counter=counter,
-                      composer=composer, cache=cache)
+                      composer=composer, cache=cache, compact=False)
         return (time.perf_counter() - t) * 1000
 
     build(msgs)  # first build: prefix templates read
     times = [build(msgs) for _ in range(5)]
-    report(f"build_request on {len(msgs):,} messages (cached counts, 128k window)",
-           median(times), "ms", "< 30 ms")
+    report(f"build_request on {len(msgs):,} messages (cached counts, 128k window, trimming "
+           "only)", median(times), "ms", "< 30 ms")
     times = []
     for i in range(5):
         cache = BuildCache()

@@ -25,13 +25,19 @@ def long_conversation(n: int = 120) -> list[ConversationMessage]:
     return [ConversationMessage.from_openai(m) for m in raw]
 
 
-@pytest.fixture
-def window(qtbot) -> MainWindow:
+def shown(qtbot, rounds: int | None = None) -> MainWindow:  # noqa: ANN001
     w = MainWindow()
     qtbot.addWidget(w)
     w.resize(900, 600)
     w.show()
-    w.transcript_model.set_messages(long_conversation())
+    w.transcript_model.set_messages(long_conversation() if rounds is None
+                                    else long_conversation(rounds))
+    return w
+
+
+@pytest.fixture
+def window(qtbot) -> MainWindow:
+    w = shown(qtbot)
     w.transcript.setFocus()
     return w
 
@@ -100,12 +106,7 @@ def test_any_part_of_a_message_can_be_selected_and_copied(qtbot, window) -> None
 
 @pytest.fixture
 def shorter(qtbot) -> MainWindow:
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.resize(900, 600)
-    w.show()
-    w.transcript_model.set_messages(long_conversation(40))
-    return w
+    return shown(qtbot, 40)
 
 
 def visible_rows(window: MainWindow) -> tuple[int, int]:
