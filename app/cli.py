@@ -12,6 +12,8 @@
     workbench context PROJECT --conversation ID [--mode M] [--model M] [--budget N] [--json]
     workbench compact PROJECT --conversation ID [--focus TEXT] [--model M] [--api-base URL]
                       [--summary-model M]        (summarize the older history now)
+    workbench pin|unpin|exclude|include PROJECT --conversation ID ENTRY_ID
+                                                 (always send / never send one entry)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send), or the summarizer failed (compact; the log is unchanged); 64 a
@@ -36,6 +38,7 @@ from app.commands import (
     EXIT_USAGE,
     CliError,
     cmd_agents,
+    cmd_annotate,
     cmd_compact,
     cmd_context,
     cmd_continue,
@@ -140,6 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "else --model)")
     p.add_argument("--max-tokens", type=int, help="maximum output tokens for the summary")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="request timeout")
+
+    for name, what in (("pin", "always send an entry (compaction keeps it verbatim)"),
+                       ("unpin", "let compaction treat a pinned entry like the others"),
+                       ("exclude", "never send an entry (excluding a summary undoes it)"),
+                       ("include", "send an excluded entry again")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("project", type=Path)
+        p.add_argument("--conversation", "-c", metavar="ID", required=True)
+        p.add_argument("entry", metavar="ENTRY_ID",
+                       help="the entry's id or a unique prefix (`workbench context` and "
+                            "`export --format jsonl` show ids)")
     return parser
 
 
@@ -173,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_agents(args)
         if args.command == "compact":
             return cmd_compact(args)
+        if args.command in ("pin", "unpin", "exclude", "include"):
+            return cmd_annotate(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

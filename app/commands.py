@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents",
-            "compact")
+            "compact", "pin", "unpin", "exclude", "include")
 
 
 class CliError(Exception):
@@ -250,6 +250,40 @@ def cmd_compact(args: argparse.Namespace) -> int:
     print(done.message)
     print(f"summary {done.entry.id} covers {done.covered:,} entries: {done.tokens_before:,} -> "
           f"{done.tokens_after:,} tokens" + (f", ${done.cost:.4f}" if done.cost else ""))
+    return EXIT_OK
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """pin / unpin / exclude / include one entry (an id or a unique prefix of one): appended to
+    the log as an annotation; no line is rewritten."""
+    from core.model import ANNOTATIONS, annotation
+
+    action = args.command
+    project = _open(args.project, create=False)
+    try:
+        _require_writable(project)
+        store = project.conversations
+        conv_id = _resolve(store, args.conversation)
+        messages = store.load(conv_id).messages
+        wanted = args.entry.strip()
+        found = [m for m in messages if m.id.startswith(wanted) and m.kind != "annotation"] \
+            if wanted else []
+        if len(found) != 1:
+            raise CliError(f"no entry {wanted!r} in this conversation" if not found else
+                           f"{wanted!r} names {len(found)} entries; give more of the id")
+        entry = found[0]
+        field, value = ANNOTATIONS[action]
+        if getattr(entry, field) == value:
+            state = {"pin": "pinned", "unpin": "not pinned", "exclude": "excluded",
+                     "include": "included"}[action]
+            print(f"entry {entry.id} is already {state}; nothing changed")
+            return EXIT_OK
+        store.append(conv_id, annotation(entry.id, action))
+    finally:
+        project.close()
+    done = {"pin": "pinned: always sent", "unpin": "unpinned", "exclude":
+            "excluded: never sent", "include": "included again"}[action]
+    print(f"entry {entry.id} {done}")
     return EXIT_OK
 
 

@@ -26,7 +26,7 @@ from core.engine import Engine
 from core.factory import build_engine, context_service
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage, ErrorInfo, Mode
+from core.model import ConversationMessage, ErrorInfo, Mode, annotation
 from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -89,6 +89,7 @@ class Controller(QObject):
         self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
         self.turns.finished.connect(self._after_turn)
         window.compact_requested.connect(self.compact_now)
+        window.transcript.entry_action.connect(self.annotate)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -368,6 +369,21 @@ class Controller(QObject):
 
     def compact_now_with(self, focus: str) -> None:
         self.compaction.compact(focus.strip() or None)
+
+    def annotate(self, ids: list[str], action: str) -> None:
+        """Pin, unpin, exclude or include entries: appended to the log as annotations (never
+        rewriting a line), shown in place, and the meter follows."""
+        project, conv = self.project, self.current_id
+        if project is None or conv is None or project.read_only:
+            return
+        try:
+            project.conversations.append_many(conv, [annotation(i, action) for i in ids])
+            folded = {m.id: m for m in project.conversations.load(conv).messages if m.id in ids}
+        except StoreError as e:
+            self.window.set_notice(f"Not changed: {e}")
+            return
+        self.window.transcript_model.update_messages(folded)
+        self.refresh_usage()
 
     def _after_turn(self, status: str) -> None:
         self.compaction.after_turn(status, self.turns.last_report,

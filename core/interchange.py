@@ -163,7 +163,8 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
     out: list[dict[str, Any]] = []
     where: dict[str, int] = {}  # entry id -> index in `out` of the message holding its text
     for m in messages:
-        if m.kind == "notice" or (m.kind == "error" and not m.text() and not m.tool_calls):
+        if m.kind in ("notice", "annotation") or (
+                m.kind == "error" and not m.text() and not m.tool_calls):
             continue
         target = where.get(m.continues) if m.continues else None
         if target is not None and m.role == "assistant":
@@ -205,6 +206,8 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
                     pending: str | None = None) -> str:
     lines: list[str] = [f"# {title}", ""] if title else []
     for m in messages:
+        if m.kind == "annotation":
+            continue  # its effect is on the entry it names (marked below)
         if m.kind == "error" and m.error is not None:
             lines += [f"## Error ({m.error.type})", "", f"> {m.error.message}", ""]
             if m.text() or m.tool_calls:
@@ -215,6 +218,10 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
                    "tool": "Tool result"}[m.role]
         if m.kind == "summary":
             heading = "Summary"
+        marks = [w for w, on in (("pinned", m.pinned),
+                                 ("left out of the context", not m.include_in_context)) if on]
+        if marks:
+            heading += f" ({', '.join(marks)})"
         lines += [f"## {heading}", ""]
         if m.role == "tool":
             lines += [f"`{m.tool_call_id}`", "", _fence(m.text()), ""]

@@ -30,7 +30,10 @@ from pydantic import (
 from core.redact import redact_optional
 
 Role = Literal["system", "user", "assistant", "tool"]
-Kind = Literal["message", "summary", "error", "notice"]
+Kind = Literal["message", "summary", "error", "notice", "annotation"]
+# What an annotation entry does to its target (see `fold_annotations`).
+ANNOTATIONS = {"pin": ("pinned", True), "unpin": ("pinned", False),
+               "exclude": ("include_in_context", False), "include": ("include_in_context", True)}
 Mode = Literal["chat", "agent", "run"]
 Status = Literal["ok", "error", "denied", "aborted"]
 ErrorType = Literal[
@@ -241,6 +244,7 @@ class ConversationMessage(BaseModel):
     run_id: str | None = None
     step_id: str | None = None
     covers: list[str] | None = None
+    target: str | None = None  # an annotation's entry (its content is the action)
     offload: Offload | None = None
     token_counts: dict[str, int] = Field(default_factory=dict)
     continues: str | None = None  # id of the entry whose answer this one continues
@@ -269,6 +273,9 @@ class ConversationMessage(BaseModel):
             raise ValueError(f"a {self.role} message needs content")
         if self.kind == "error" and self.error is None:
             raise ValueError("an error entry needs its error details")
+        if self.kind == "annotation" and (not self.target or self.content not in ANNOTATIONS):
+            raise ValueError("an annotation needs a target entry and one of "
+                             + ", ".join(ANNOTATIONS) + " as its content")
         return self
 
     # --- conversions ---------------------------------------------------------------------------
@@ -317,6 +324,31 @@ class ConversationMessage(BaseModel):
             return cls.model_validate({**fields, **extra})
         except ValidationError as e:
             raise InvalidMessage(_first_error(e)) from e
+
+
+def annotation(target: str, action: str) -> ConversationMessage:
+    """The entry that pins, unpins, excludes or includes `target` (appended; never rewritten)."""
+    return ConversationMessage(role="system", kind="annotation", content=action, target=target)
+
+
+def fold_annotations(messages: list[ConversationMessage]) -> list[ConversationMessage]:
+    """The log as it stands after its annotations: each target carries the latest pin and
+    exclusion said of it. The annotation entries stay in the list (exports keep them; the
+    context and the transcript leave them out). Returns `messages` itself when it has none."""
+    changes: dict[str, dict[str, bool]] = {}
+    for m in messages:
+        if m.kind == "annotation" and m.target and isinstance(m.content, str):
+            field, value = ANNOTATIONS[m.content]
+            changes.setdefault(m.target, {})[field] = value
+    if not changes:
+        return messages
+    out = []
+    for m in messages:
+        update = changes.get(m.id)
+        if update and any(getattr(m, k) != v for k, v in update.items()):
+            m = m.model_copy(update=update)
+        out.append(m)
+    return out
 
 
 APP_CLOSED_MESSAGE = ("The app closed while this answer was arriving. The text received is "

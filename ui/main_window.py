@@ -224,6 +224,8 @@ class MainWindow(QMainWindow):
         self.conversations.set_project_name(name)
         self.conversations.set_writable(read_only_reason is None)
         self.new_conversation_action.setEnabled(read_only_reason is None)
+        self.transcript.read_only = read_only_reason is not None
+        self.compact_action.setEnabled(read_only_reason is None)
         self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)

@@ -96,6 +96,8 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
         last.resumed = True
         last.version += 1
         return [len(rows) - 1]
+    if m.kind == "annotation":
+        return []  # its effect shows on the entry it names
     if m.kind == "error":
         rows.append(Row(RowKind.ERROR, m.id, message=m, text=m.text()))
         return []
@@ -183,6 +185,21 @@ class TranscriptModel(QAbstractListModel):
         if self._rows:
             self._rows[-1].superseded = False
         self.endResetModel()
+
+    def update_messages(self, messages: dict[str, ConversationMessage]) -> None:
+        """Entries whose flags changed (pinned, left out): their rows show the new state in
+        place, where the user is reading."""
+        for i, r in enumerate(self._rows):
+            fresh = messages.get(r.message.id) if r.message is not None else None
+            result = messages.get(r.result.id) if r.result is not None else None
+            if fresh is None and result is None:
+                continue
+            if fresh is not None:
+                r.message = fresh
+            if result is not None:
+                r.result = result
+            r.version += 1
+            self.dataChanged.emit(self.index(i), self.index(i))
 
     def append_message(self, m: ConversationMessage) -> None:
         streaming = self._take_streaming_row()

@@ -64,6 +64,20 @@ def truncated(row: Row, body: str) -> bool:
 
 
 def header_line(row: Row) -> tuple[str, str]:
+    """The row's title and its right-aligned details (with pinned / excluded marks)."""
+    title, meta = _header(row)
+    marks = []
+    m = row.message
+    if m is not None and m.pinned:
+        marks.append("📌 pinned")
+    if m is not None and not m.include_in_context:
+        marks.append("⊘ not sent" if m.kind != "summary" else "⊘ undone")
+    if marks:
+        meta = " · ".join([*marks, meta] if meta else marks)
+    return title, meta
+
+
+def _header(row: Row) -> tuple[str, str]:
     m = row.message
     when = m.created_at.astimezone().strftime("%H:%M") if m is not None else ""
     if row.kind is RowKind.USER:
@@ -78,8 +92,7 @@ def header_line(row: Row) -> tuple[str, str]:
         if m is not None and m.kind == "summary":
             covered = len(m.covers or ())
             by = f" · {m.model}" if m.model else ""
-            off = " · excluded (undone)" if not m.include_in_context else ""
-            return f"∑ Summary of {covered:,} earlier entries", f"{when}{by}{off}"
+            return f"∑ Summary of {covered:,} earlier entries", f"{when}{by}"
         return "System prompt", when
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"

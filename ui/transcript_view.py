@@ -47,9 +47,13 @@ class TranscriptView(RowView):
 
     Signals:
         action_requested(int, str): an error row's action (retry, settings) was clicked.
+        entry_action(list, str): pin, unpin, exclude or include these entries (a tool card
+            is its call and its result).
     """
 
     action_requested = Signal(int, str)
+    entry_action = Signal(list, str)  # entry ids, "pin" | "unpin" | "exclude" | "include"
+    read_only = False  # a read-only project: no pin or exclude
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -123,6 +127,16 @@ class TranscriptView(RowView):
         menu.addAction("Select text…", lambda: self.open_text(index.row()))
         menu.addAction("Collapse" if row.expanded else "Expand",
                        lambda: self.transcript_model().toggle_expanded(index.row()))
+        m = row.message
+        if m is not None and row.kind is not RowKind.STREAMING and not self.read_only:
+            ids = [m.id] + ([row.result.id] if row.result is not None
+                            and row.result.id != m.id else [])
+            menu.addSeparator()
+            pin = ("unpin", "Unpin") if m.pinned else ("pin", "Pin (always sent)")
+            off = (("include", "Include in the context again") if not m.include_in_context
+                   else ("exclude", "Exclude from the context"))
+            for action, label in (pin, off):
+                menu.addAction(label, partial(self.entry_action.emit, ids, action))
         menu.exec(self.viewport().mapToGlobal(pos))
 
     def open_text(self, i: int) -> OutputViewer:

@@ -509,6 +509,8 @@ def _excluded(m: ConversationMessage) -> str | None:
                 "nothing in it for the model")
     if m.kind == "notice":
         return "a notice, not part of the conversation"
+    if m.kind == "annotation":
+        return f"an annotation ({m.content} {str(m.target)[:8]}…), not a message"
     if m.role == "system" and m.kind != "summary":
         return "an old system entry; the system prompt is composed for each request"
     return None

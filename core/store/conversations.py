@@ -24,7 +24,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.model import ConversationMessage, Mode, app_closed_entry, new_id, utc_now
+from core.model import (
+    ConversationMessage,
+    Mode,
+    app_closed_entry,
+    fold_annotations,
+    new_id,
+    utc_now,
+)
 from core.store.errors import (
     ConversationNotFound,
     ConversationUnreadable,
@@ -253,6 +260,7 @@ class ConversationStore:
                     f"({path.name}: {describe_os_error(e)}).") from e
             if self.writable:
                 self._clean_tails.add(conv_id)
+            result.messages = fold_annotations(result.messages)
             self._remember(conv_id, result.messages)
             self._note(conv_id, *result.problems)
             problems = list(result.problems) + problems
@@ -520,7 +528,7 @@ class ConversationStore:
             raise StoreWriteError(
                 f"Could not save to {path.parent.name[:8]}… ({describe_os_error(e)}); "
                 "nothing was added to the conversation.", e.errno, describe_os_error(e)) from e
-        if fresh and cached is not None:
+        if fresh and cached is not None and not any(m.kind == "annotation" for m in msgs):
             cached[1].extend(msgs)
             self._loaded[conv_id] = (_file_stamp(path), cached[1])
         else:
