@@ -613,7 +613,12 @@ class _Lists:
         out = [f"[Context digest: {count:,} earlier entries are left out to fit the context "
                "window. What they held:]"]
         users, skipped = self.users[skip_users:], skip_users
-        if users:
+        if users and opening < SHORT_OPENING:
+            # Under pressure: one dense line (a line and a marker per request cost tokens).
+            more = f"({skipped:,} earlier not listed) | " if skipped else ""
+            out.append("The user's earlier messages, oldest first, cut short: " + more
+                       + " | ".join(u[:opening].rstrip() for u in users))
+        elif users:
             out.append("The user's earlier messages, oldest first:")
             if skipped:
                 out.append(f"- ({skipped:,} earlier requests not listed)")
