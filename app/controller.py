@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.agent_flow import AgentFlow
 from app.compaction_flow import CompactionFlow
+from app.inspector_flow import InspectorFlow
 from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
@@ -90,6 +91,7 @@ class Controller(QObject):
         self.turns.finished.connect(self._after_turn)
         window.compact_requested.connect(self.compact_now)
         window.transcript.entry_action.connect(self.annotate)
+        self.inspector = InspectorFlow(window, self, self.meter)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)

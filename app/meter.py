@@ -56,6 +56,7 @@ class UsageMeter:
         # and a big build's memory would stay spread over them.
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
+        self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
 
     def refresh(self, conv_id: str | None,
                 history: Callable[[], list[ConversationMessage]]) -> None:
@@ -112,6 +113,8 @@ class UsageMeter:
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None) -> None:
         self.report, self._problem = report, problem
         self.show()
+        for listener in self.listeners:
+            listener()
         if self._counting:
             self._counting = False
             again, self._again = self._again, None

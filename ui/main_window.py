@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from ui.approval_dialog import ApprovalDialog
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
+from ui.inspector import InspectorPanel
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
 from ui.todo_panel import TodoPanel
@@ -137,6 +138,10 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([280, 920])
         self.setCentralWidget(self.splitter)
+        self.inspector = InspectorPanel(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
+        self.inspector.hide()
+        self.inspector.visibilityChanged.connect(self._on_inspector_shown)
 
         self.model_label = QLabel(self)
         self.state_label = QLabel(self)
@@ -190,6 +195,12 @@ class MainWindow(QMainWindow):
         self.compact_action.triggered.connect(self.compact_requested)
         conversation.addAction(self.compact_action)
 
+        view = self.menuBar().addMenu("&View")
+        self.inspector_action = self.inspector.toggleViewAction()
+        self.inspector_action.setText("Context &Inspector")
+        self.inspector_action.setShortcut(QKeySequence("Ctrl+I"))
+        view.addAction(self.inspector_action)
+
         edit = self.menuBar().addMenu("&Edit")
         copy = QAction("&Copy message", self)
         copy.triggered.connect(self.transcript.copy_selection)
@@ -198,6 +209,18 @@ class MainWindow(QMainWindow):
         focus.setShortcut(QKeySequence("Ctrl+L"))
         focus.triggered.connect(lambda: self.composer.editor.setFocus())
         edit.addAction(focus)
+
+    def _on_inspector_shown(self, visible: bool) -> None:
+        if not visible:
+            return
+        # Room for its reasons, taken from the transcript, never from the conversation list.
+        left = self.splitter.sizes()[0]
+        right = self.splitter.widget(1)
+        right_min = right.minimumSizeHint().width() if right is not None else 600
+        width = max(320, min(520, self.width() - left - right_min - 24))
+        self.resizeDocks([self.inspector], [width], Qt.Orientation.Horizontal)
+        total = sum(self.splitter.sizes())
+        self.splitter.setSizes([left, max(0, total - left)])
 
     def set_recent_projects(self, paths: list[str]) -> None:
         self.recent_menu.clear()

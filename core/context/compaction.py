@@ -615,8 +615,8 @@ class _Lists:
         users, skipped = self.users[skip_users:], skip_users
         if users and opening < SHORT_OPENING:
             # Under pressure: one dense line (a line and a marker per request cost tokens).
-            more = f"({skipped:,} earlier not listed) | " if skipped else ""
-            out.append("The user's earlier messages, oldest first, cut short: " + more
+            unlisted = f"({skipped:,} earlier not listed) | " if skipped else ""
+            out.append("The user's earlier messages, oldest first, cut short: " + unlisted
                        + " | ".join(u[:opening].rstrip() for u in users))
         elif users:
             out.append("The user's earlier messages, oldest first:")

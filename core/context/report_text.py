@@ -91,3 +91,38 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     lines += [f"  normalize: {note}" for note in r.normalize_notes]
     lines.append(f"built in {r.elapsed_ms:.1f} ms; {messages_sent} messages would be sent")
     return lines
+
+
+def budget_parts(r: BuildReport) -> list[tuple[str, int]]:
+    """The request against its window, part by part (the Inspector's bar): system prompt,
+    tools, summary and digest, history, reserved for the answer, free."""
+    parts = [("system", r.totals.get("system", 0)), ("tools", r.totals.get("tools", 0)),
+             ("summary", r.totals.get("summary", 0)), ("history", r.totals.get("history", 0)),
+             ("reserved", r.reserved_output)]
+    used = sum(t for _, t in parts)
+    parts.append(("free", max(0, r.window - used)))
+    return parts
+
+
+def inspector_rows(r: BuildReport, positions: dict[str, int]
+                   ) -> list[tuple[int, str, str, str, int, int, str, str]]:
+    """Every entry's decision in log order (synthetic ones first), for the Inspector:
+    (position, id, decision, role, tokens before, tokens after, stage, reason)."""
+    out = []
+    for e in r.entries:
+        before = e.tokens_before if e.tokens_before is not None else e.tokens
+        out.append((positions.get(e.id, 0), e.id, e.decision, e.role, before, e.tokens,
+                    e.stage, e.reason))
+    out.sort(key=lambda row: row[0])
+    return out
+
+
+def inspector_header(r: BuildReport) -> str:
+    counts = decision_counts(r)
+    stages = stage_line(r)
+    lines = [f"{r.used:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
+             f"{r.window:,} ({r.budget_source}) · {r.model}, {r.mode} mode",
+             "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
+    if stages:
+        lines.append(stages)
+    return "\n".join(lines)

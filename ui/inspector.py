@@ -1,0 +1,171 @@
+"""The Context Inspector: a side panel showing what the next request sends, what it leaves out
+and why, against the model's window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDockWidget,
+    QHeaderView,
+    QLabel,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+Row = tuple[int, str, str, str, int, int, str, str]
+DECISIONS = ("all", "kept", "previewed", "referenced", "summarized", "digested", "dropped",
+             "excluded", "synthetic")
+COLUMNS = ("#", "decision", "role", "tokens", "stage", "reason")
+COLOURS = {"system": "#a1a1aa", "tools": "#f59e0b", "summary": "#a855f7", "history": "#3b82f6",
+           "reserved": "#d4d4d8", "free": "#f4f4f5"}
+_Index = QModelIndex | QPersistentModelIndex
+
+
+class DecisionModel(QAbstractTableModel):
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._rows: list[Row] = []
+
+    def set_rows(self, rows: list[Row]) -> None:
+        self.beginResetModel()
+        self._rows = rows
+        self.endResetModel()
+
+    def entry_id(self, row: int) -> str:
+        return self._rows[row][1]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        pos, _id, decision, who, before, after, stage, reason = self._rows[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            col = index.column()
+            if col == 0:
+                return str(pos) if pos else ""
+            if col == 1:
+                return decision
+            if col == 2:
+                return who
+            if col == 3:
+                return f"{before:,} → {after:,}" if before != after else f"{after:,}"
+            if col == 4:
+                return stage
+            return reason
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return reason
+        if role == Qt.ItemDataRole.ForegroundRole and decision in ("dropped", "excluded",
+                                                                    "digested", "summarized"):
+            return QColor("#71717a")
+        return None
+
+
+class BudgetBar(QWidget):
+    """The request against the window: stacked parts, numbers on hover."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.parts: list[tuple[str, int]] = []
+        self.setMinimumHeight(16)
+        self.setMaximumHeight(16)
+
+    def set_parts(self, parts: list[tuple[str, int]]) -> None:
+        self.parts = parts
+        self.setToolTip("\n".join(f"{name}: {tokens:,} tokens" for name, tokens in parts))
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        total = sum(t for _, t in self.parts) or 1
+        painter = QPainter(self)
+        x = 0.0
+        width = self.width()
+        for name, tokens in self.parts:
+            w = width * tokens / total
+            painter.fillRect(int(x), 0, max(0, round(x + w) - int(x)), self.height(),
+                             QColor(COLOURS.get(name, "#e4e4e7")))
+            x += w
+        painter.end()
+
+
+class InspectorPanel(QDockWidget):
+    """Signals:
+        entry_clicked(str): the user picked an entry's decision (the window shows that entry).
+    """
+
+    entry_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Context Inspector", parent)
+        self.setObjectName("inspector")
+        body = QWidget(self)
+        layout = QVBoxLayout(body)
+        self.header = QLabel("No conversation.", body)
+        self.header.setObjectName("inspector_header")
+        self.header.setWordWrap(True)
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.bar = BudgetBar(body)
+        self.legend = QLabel(" ".join(
+            f"<span style='color:{c}'>■</span> {n}" for n, c in COLOURS.items()), body)
+        self.filter = QComboBox(body)
+        self.filter.addItems([d if d == "all" else f"only {d}" for d in DECISIONS])
+        self.filter.currentIndexChanged.connect(self._apply_filter)
+        self.model = DecisionModel(self)
+        self.table = QTableView(body)
+        self.table.setObjectName("decisions")
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.setWordWrap(False)
+        self.table.activated.connect(self._on_activated)
+        self.table.clicked.connect(self._on_activated)
+        for widget in (self.header, self.bar, self.legend, self.filter, self.table):
+            layout.addWidget(widget)
+        self.setWidget(body)
+        self._all: list[Row] = []
+
+    def show_request(self, header: str, parts: list[tuple[str, int]], rows: list[Row]) -> None:
+        self.header.setText(header)
+        self.bar.set_parts(parts)
+        self._all = rows
+        self._apply_filter()
+
+    def clear(self, why: str) -> None:
+        self.header.setText(why)
+        self.bar.set_parts([])
+        self._all = []
+        self.model.set_rows([])
+
+    def rows(self) -> list[Row]:
+        return list(self.model._rows)
+
+    def _apply_filter(self, *args: object) -> None:
+        wanted = DECISIONS[self.filter.currentIndex()]
+        self.model.set_rows(self._all if wanted == "all"
+                            else [r for r in self._all if r[2] == wanted])
+        for col, width in ((0, 48), (1, 86), (2, 70), (3, 96), (4, 90)):
+            self.table.setColumnWidth(col, width)
+
+    def _on_activated(self, index: QModelIndex) -> None:
+        if index.isValid():
+            self.entry_clicked.emit(self.model.entry_id(index.row()))
