@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from PySide6.QtCore import Qt
 
 from app.controller import Controller
@@ -57,10 +56,14 @@ def open_window(qtbot, project: Path, config: Path | None = None) -> tuple[MainW
     return window, controller
 
 
-def use_fake_provider(monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer) -> FakeLLMServer:
-    """Point the window's settings at the loopback server (the environment layer)."""
+def use_fake_provider(monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer,
+                      **env: str) -> FakeLLMServer:
+    """Point the window's settings at the loopback server (the environment layer); `env` sets
+    more WORKBENCH_* variables (context_window="16000" sets WORKBENCH_CONTEXT_WINDOW)."""
     monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
     monkeypatch.setenv("WORKBENCH_API_BASE", server.url)
+    for key, value in env.items():
+        monkeypatch.setenv(f"WORKBENCH_{key.upper()}", value)
     return server
 
 

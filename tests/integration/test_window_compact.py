@@ -10,8 +10,8 @@ from core.engine import CompactionFinished
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
-from tests.helpers.gui import open_window, run_until, type_and_send
+from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import make_agent_session
 from ui.transcript_text import header_line
 
@@ -23,10 +23,8 @@ SUMMARY = "## User intent\nParsers keep line numbers.\n## Files\npkg/mod_0.py"
 @pytest.fixture(autouse=True)
 def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
-    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
-    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
-    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")
-    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "800")
+    use_fake_provider(monkeypatch, llm_server, context_window="16000",
+                      max_output_tokens="800")
     # a summary model with a large window (the server says so), so one call reads it all
     monkeypatch.setenv("WORKBENCH_SUMMARY_MODEL", "openai/summary-model")
     llm_server.info["/v1/models"] = {"data": [{"id": "summary-model", "max_model_len": 128_000}]}

@@ -11,8 +11,8 @@ from app.cli import main
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, FakeLLMServer
-from tests.helpers.gui import open_window
+from tests.helpers.fake_llm import FakeLLMServer
+from tests.helpers.gui import open_window, use_fake_provider
 from tests.helpers.trajectories import make_agent_session
 
 pytestmark = pytest.mark.gui
@@ -22,10 +22,7 @@ COUNTER = TokenCounter("o200k_base")
 @pytest.fixture(autouse=True)
 def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
-    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
-    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
-    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "12000")
-    return llm_server
+    return use_fake_provider(monkeypatch, llm_server, context_window="12000")
 
 
 def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop, capsys,

@@ -8,8 +8,8 @@ import pytest
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
-from tests.helpers.gui import open_window, run_until, type_and_send
+from tests.helpers.fake_llm import Answer, FakeLLMServer
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import make_agent_session
 from ui.transcript_text import header_line
 
@@ -20,11 +20,8 @@ COUNTER = TokenCounter("o200k_base")
 @pytest.fixture(autouse=True)
 def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
-    monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
-    monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
-    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "100000")
-    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
-    return llm_server
+    return use_fake_provider(monkeypatch, llm_server, context_window="100000",
+                             auto_summary="0")
 
 
 def test_pin_and_exclude_from_the_window_show_in_place_steer_the_request_and_persist(
