@@ -116,6 +116,8 @@ class Controller(QObject):
         g = settings_store.load()
         window.restore_geometry_state(getattr(g, "window_geometry", None),
                                       getattr(g, "window_splitter", None))
+        if getattr(g, "inspector_open", False) is True:
+            window.inspector.show()
         window.set_recent_projects(g.recent_projects)
         self._refresh_status()
         if not runtime.is_loaded():
@@ -190,7 +192,8 @@ class Controller(QObject):
         self.turns.worker.shutdown()
         geometry, splitter = self.window.geometry_state()
         g = self.settings_store.load()
-        extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter}
+        extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
+                                 "inspector_open": self.window.inspector.isVisible()}
         self.settings_store.save(g.model_copy(update=extra))
         self._close_project()
 

@@ -9,7 +9,12 @@ from typing import Protocol
 from PySide6.QtCore import QItemSelectionModel
 
 from app.meter import UsageMeter
-from core.context.report_text import budget_parts, inspector_header, inspector_rows
+from core.context.report_text import (
+    LEFT_OUT,
+    budget_parts,
+    inspector_header,
+    inspector_rows,
+)
 from core.store.project import Project
 from ui.main_window import MainWindow
 
@@ -17,6 +22,8 @@ from ui.main_window import MainWindow
 class InspectorHost(Protocol):
     project: Project | None
     current_id: str | None
+
+    def annotate(self, ids: list[str], action: str) -> None: ...
 
 
 class InspectorFlow:
@@ -28,10 +35,27 @@ class InspectorFlow:
         meter.listeners.append(self.refresh)
         self.panel.visibilityChanged.connect(self._on_visibility_changed)
         self.panel.entry_clicked.connect(self.show_entry)
+        self.panel.summary_action.connect(lambda entry, action: host.annotate([entry], action))
+        self.panel.model_view_toggled.connect(self._on_model_view_toggled)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         if visible:
             self.refresh()
+        else:
+            self._dim({})
+
+    def _on_model_view_toggled(self, on: bool) -> None:
+        self.refresh()
+        if not on:
+            self._dim({})
+
+    def _dim(self, left_out: dict[str, str]) -> None:
+        """The transcript's model view: rows the request leaves out are dimmed, with why."""
+        delegate = self.window.transcript.delegate
+        delegate.model_view = bool(left_out) or (self.panel.model_view.isChecked()
+                                                 and self.panel.isVisible())
+        delegate.left_out = left_out
+        self.window.transcript.viewport().update()
 
     def refresh(self) -> None:
         """Show the meter's last build (nothing is built here: the panel costs no request)."""
@@ -45,8 +69,16 @@ class InspectorFlow:
             return
         messages = project.conversations.load(conv).messages
         positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        self.panel.show_request(inspector_header(report), budget_parts(report),
-                                inspector_rows(report, positions))
+        rows = inspector_rows(report, positions)
+        self.panel.show_request(inspector_header(report), budget_parts(report), rows)
+        if self.panel.model_view.isChecked():
+            self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
+        self.panel.show_summaries([
+            (m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
+                   f"{' · ' + m.model if m.model else ''}"
+                   f" · {next(iter(m.token_counts.values()), 0):,} tokens",
+             m.include_in_context)
+            for m in messages if m.kind == "summary"])
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call
@@ -62,3 +94,4 @@ class InspectorFlow:
                     index, QItemSelectionModel.SelectionFlag.ClearAndSelect)
                 view.scrollTo(index)
                 return
+

@@ -9,10 +9,15 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QDockWidget,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -110,6 +115,8 @@ class InspectorPanel(QDockWidget):
     """
 
     entry_clicked = Signal(str)
+    summary_action = Signal(str, str)  # summary entry id, "exclude" (undo) | "include" (redo)
+    model_view_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -123,6 +130,9 @@ class InspectorPanel(QDockWidget):
         self.bar = BudgetBar(body)
         self.legend = QLabel(" ".join(
             f"<span style='color:{c}'>■</span> {n}" for n, c in COLOURS.items()), body)
+        self.model_view = QCheckBox("Model view: dim what this request leaves out", body)
+        self.model_view.setObjectName("model_view")
+        self.model_view.toggled.connect(self.model_view_toggled)
         self.filter = QComboBox(body)
         self.filter.addItems([d if d == "all" else f"only {d}" for d in DECISIONS])
         self.filter.currentIndexChanged.connect(self._apply_filter)
@@ -139,8 +149,28 @@ class InspectorPanel(QDockWidget):
         self.table.setWordWrap(False)
         self.table.activated.connect(self._on_activated)
         self.table.clicked.connect(self._on_activated)
-        for widget in (self.header, self.bar, self.legend, self.filter, self.table):
+        self.history_label = QLabel("Compaction history", body)
+        self.history = QListWidget(body)
+        self.history.setObjectName("compaction_history")
+        self.history.setMaximumHeight(110)
+        self.history.currentItemChanged.connect(self._on_history_current)
+        self.history.itemActivated.connect(
+            lambda item: self.entry_clicked.emit(item.data(Qt.ItemDataRole.UserRole)))
+        self.undo = QPushButton("Undo", body)
+        self.undo.setObjectName("undo_summary")
+        self.undo.setToolTip("Exclude the selected summary: the entries it stands for are sent "
+                             "again (Redo includes it again). The log keeps both.")
+        self.undo.setEnabled(False)
+        self.undo.clicked.connect(self._on_undo_clicked)
+        row = QHBoxLayout()
+        row.addWidget(self.history_label)
+        row.addStretch(1)
+        row.addWidget(self.undo)
+        for widget in (self.header, self.bar, self.legend, self.model_view, self.filter,
+                       self.table):
             layout.addWidget(widget)
+        layout.addLayout(row)
+        layout.addWidget(self.history)
         self.setWidget(body)
         self._all: list[Row] = []
 
@@ -149,6 +179,36 @@ class InspectorPanel(QDockWidget):
         self.bar.set_parts(parts)
         self._all = rows
         self._apply_filter()
+
+    def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
+        """(entry id, one line, in force) per summary, oldest first."""
+        current = self.history.currentItem()
+        keep = current.data(Qt.ItemDataRole.UserRole) if current is not None else None
+        self.history.clear()
+        for entry_id, line, active in summaries:
+            item = QListWidgetItem(line if active else f"{line} · undone")
+            item.setData(Qt.ItemDataRole.UserRole, entry_id)
+            item.setData(Qt.ItemDataRole.UserRole + 1, active)
+            self.history.addItem(item)
+            if entry_id == keep:
+                self.history.setCurrentItem(item)
+        if not summaries:
+            self.history.addItem("No summaries yet: Conversation → Compact now, or /compact.")
+        self._on_history_current()
+
+    def _on_history_current(self, *args: object) -> None:
+        item = self.history.currentItem()
+        entry_id = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        self.undo.setEnabled(bool(entry_id))
+        active = bool(item.data(Qt.ItemDataRole.UserRole + 1)) if item is not None else True
+        self.undo.setText("Undo" if active else "Redo")
+
+    def _on_undo_clicked(self) -> None:
+        item = self.history.currentItem()
+        entry_id = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        if entry_id:
+            active = bool(item.data(Qt.ItemDataRole.UserRole + 1))
+            self.summary_action.emit(entry_id, "exclude" if active else "include")
 
     def clear(self, why: str) -> None:
         self.header.setText(why)

@@ -97,10 +97,21 @@ class TranscriptDelegate(QStyledItemDelegate):
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
         self.turn_running = False  # no "Continue" on a tool card while its turn goes on
         self.stream_text_height = 0  # how much of its reserved height the text fills
+        # The Inspector's model view: entries the selected request leaves out, and why.
+        self.model_view = False
+        self.left_out: dict[str, str] = {}
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._emit_pending)
+
+    def dimmed(self, row: Row) -> str | None:
+        """Why the model does not see this row, in the model view (None: it does)."""
+        if not self.model_view or row.message is None or row.kind is RowKind.STREAMING:
+            return None
+        ids = [row.message.id] + ([row.result.id] if row.result is not None else [])
+        why = [self.left_out.get(i) for i in ids]
+        return why[0] if all(why) else None
 
     # --- sizes -----------------------------------------------------------------------------------
 
@@ -237,6 +248,9 @@ class TranscriptDelegate(QStyledItemDelegate):
 
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        why_not = self.dimmed(row)
+        if why_not:
+            painter.setOpacity(0.45)
         bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
         stopped = _stopped(row)  # the user's own Stop is not a failure: no red
         painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7") if not stopped else "#d4d4d8"))
@@ -255,8 +269,17 @@ class TranscriptDelegate(QStyledItemDelegate):
         painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR and not stopped
                               else "#18181b"))
         header_w = bubble.width() - 2 * PAD
+        title = fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
-                         fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3))
+                         title)
+        if why_not:
+            painter.setOpacity(1.0)
+            painter.setPen(QColor("#b45309"))
+            painter.drawText(QRect(x + QFontMetrics(bold).horizontalAdvance(title) + 12, y,
+                                   header_w // 3,
+                                   fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
+                             f"not sent · {why_not}")
+            painter.setOpacity(0.45)
         painter.setFont(option.font)
         painter.setPen(QColor("#71717a"))
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignRight,

@@ -58,3 +58,76 @@ def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop,
     assert target[1] in (row.message.id, row.result.id if row.result else None)
     window.inspector_action.trigger()
     assert not panel.isVisible()
+
+
+def test_undo_in_the_compaction_history_brings_the_entries_back(qtbot, qloop, project_dir,
+                                                                 llm_server) -> None:
+    from core.model import ConversationMessage
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long").id
+        msgs = [COUNTER.with_count(m) for m in make_agent_session(12, seed=6)]
+        summary = COUNTER.with_count(ConversationMessage(
+            role="system", kind="summary", content="SUMMARY OF THE FIRST HALF",
+            covers=[m.id for m in msgs[:40]], model="openai/cheap"))
+        p.conversations.append_many(conv, [*msgs, summary])
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    panel = window.inspector
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: panel.history.count() == 1 and bool(panel.rows()), timeout=5000)
+    assert "40 entries" in panel.history.item(0).text()
+    decided = {r[1]: r[2] for r in panel.rows()}
+    assert decided[msgs[0].id] == "summarized"
+    panel.history.setCurrentRow(0)
+    assert panel.undo.text() == "Undo"
+    panel.undo.click()
+    qtbot.waitUntil(lambda: {r[1]: r[2] for r in panel.rows()}.get(msgs[0].id) != "summarized",
+                    timeout=5000)
+    assert "undone" in panel.history.item(0).text() and panel.undo.text() == "Redo"
+    with Project.open(project_dir, read_only=True) as p:
+        loaded = p.conversations.load(conv).messages
+        assert not next(m for m in loaded if m.id == summary.id).include_in_context
+    panel.undo.click()  # Redo
+    qtbot.waitUntil(lambda: {r[1]: r[2] for r in panel.rows()}.get(msgs[0].id) == "summarized",
+                    timeout=5000)
+
+
+def test_the_panel_comes_back_open_after_a_restart(qtbot, qloop, project_dir) -> None:
+    window, _ = open_window(qtbot, project_dir)
+    window.inspector_action.trigger()
+    assert window.inspector.isVisible()
+    window.close()
+    again, _ = open_window(qtbot, project_dir)
+    qtbot.waitUntil(again.inspector.isVisible, timeout=3000)
+    again.inspector_action.trigger()
+    again.close()
+    third, _ = open_window(qtbot, project_dir)
+    assert not third.inspector.isVisible()
+
+
+def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
+                                                                 project_dir) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long").id
+        p.conversations.append_many(conv, [COUNTER.with_count(m)
+                                           for m in make_agent_session(12, seed=6)])
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    panel, delegate, model = window.inspector, window.transcript.delegate, window.transcript_model
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+    assert all(delegate.dimmed(r) is None for r in model.rows())  # off until asked
+    panel.model_view.setChecked(True)
+    decided = {r[1]: r[2] for r in panel.rows()}
+    left_out = {"dropped", "digested", "summarized", "excluded"}
+    dimmed = 0
+    for row in model.rows():
+        ids = [row.message.id] + ([row.result.id] if row.result is not None else [])
+        expected = all(decided[i] in left_out for i in ids)
+        assert (delegate.dimmed(row) is not None) == expected, (ids, [decided[i] for i in ids])
+        dimmed += expected
+    assert 0 < dimmed < model.rowCount()
+    window.transcript.viewport().repaint()  # paints dimmed rows with their badge
+    panel.model_view.setChecked(False)
+    assert all(delegate.dimmed(r) is None for r in model.rows())
