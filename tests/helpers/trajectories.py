@@ -73,3 +73,17 @@ def make_agent_session(rounds: int, seed: int = 0, output_chars: int = 3000) -> 
         out.append(M(role="assistant", content=f"Task {r} done: {path} keeps line numbers "
                                               f"({rng.randint(1, 99)} tests pass)."))
     return out
+
+
+def agent_session_project(path: Any, rounds: int, seed: int = 0, title: str = "long") -> str:
+    """A project folder at `path` holding one conversation of `make_agent_session` (counted);
+    returns its id."""
+    from core.llm.tokens import TokenCounter
+    from core.store.project import Project
+
+    counter = TokenCounter("o200k_base")
+    with Project.open(path) as p:
+        conv: str = p.conversations.create(title).id
+        p.conversations.append_many(conv, [counter.with_count(m)
+                                           for m in make_agent_session(rounds, seed=seed)])
+        return conv

@@ -12,7 +12,7 @@ from core.llm.tokens import TokenCounter
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
-from tests.helpers.trajectories import make_agent_session
+from tests.helpers.trajectories import agent_session_project
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -32,11 +32,7 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
 
 
 def long_session(project_dir) -> str:  # noqa: ANN001
-    with Project.open(project_dir) as p:
-        conv = p.conversations.create("long session").id
-        p.conversations.append_many(conv, [COUNTER.with_count(m)
-                                           for m in make_agent_session(12, seed=4)])
-        return conv
+    return agent_session_project(project_dir, 12, 4, "long session")
 
 
 def finished_events(flow: CompactionFlow) -> list[CompactionFinished]:

@@ -13,7 +13,7 @@ from core.llm.tokens import TokenCounter
 from core.store.project import Project
 from tests.helpers.fake_llm import FakeLLMServer
 from tests.helpers.gui import open_window, use_fake_provider
-from tests.helpers.trajectories import make_agent_session
+from tests.helpers.trajectories import agent_session_project, make_agent_session
 
 pytestmark = pytest.mark.gui
 COUNTER = TokenCounter("o200k_base")
@@ -27,10 +27,7 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
 
 def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop, capsys,
                                                                    project_dir) -> None:
-    with Project.open(project_dir) as p:
-        conv = p.conversations.create("long").id
-        p.conversations.append_many(conv, [COUNTER.with_count(m)
-                                           for m in make_agent_session(12, seed=6)])
+    conv = agent_session_project(project_dir, 12, 6, "long")
     assert main(["context", str(project_dir), "-c", conv, "--json"]) == 0
     cli_entries = json.loads(capsys.readouterr().out)["report"]["entries"]
     window, controller = open_window(qtbot, project_dir)
@@ -108,10 +105,7 @@ def test_the_panel_comes_back_open_after_a_restart(qtbot, qloop, project_dir) ->
 
 def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
                                                                  project_dir) -> None:
-    with Project.open(project_dir) as p:
-        conv = p.conversations.create("long").id
-        p.conversations.append_many(conv, [COUNTER.with_count(m)
-                                           for m in make_agent_session(12, seed=6)])
+    conv = agent_session_project(project_dir, 12, 6, "long")
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
     panel, delegate, model = window.inspector, window.transcript.delegate, window.transcript_model

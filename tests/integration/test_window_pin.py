@@ -7,10 +7,9 @@ import pytest
 
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
-from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
-from tests.helpers.trajectories import make_agent_session
+from tests.helpers.trajectories import agent_session_project
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -26,10 +25,7 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
 
 def test_pin_and_exclude_from_the_window_show_in_place_steer_the_request_and_persist(
         qtbot, qloop, project_dir, llm_server) -> None:
-    with Project.open(project_dir) as p:
-        conv = p.conversations.create("s").id
-        p.conversations.append_many(conv, [COUNTER.with_count(m)
-                                           for m in make_agent_session(3, seed=5)])
+    conv = agent_session_project(project_dir, 3, 5, "s")
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
     model = window.transcript_model
