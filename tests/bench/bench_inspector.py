@@ -1,0 +1,77 @@
+"""The Context Inspector on a 10,000-message conversation: opening the panel, a refresh after
+an append (the meter's rebuild plus the panel), switching the model view on."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.common import big_messages, median, project_with, report
+
+
+def run() -> None:
+    print("inspector")
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        os.environ["XDG_CONFIG_HOME"] = str(tmp / "cfg")
+        os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+        os.environ["WORKBENCH_MODEL"] = "gpt-4o"
+        os.environ["WORKBENCH_CONTEXT_WINDOW"] = "128000"
+        from PySide6.QtWidgets import QApplication
+
+        from app.controller import Controller
+        from app.gui import prepare_runtime
+        from core.llm.runtime import load_litellm
+        from core.llm.tokens import TokenCounter
+        from core.model import ConversationMessage
+        from core.settings import SettingsStore
+        from ui.main_window import MainWindow
+
+        app = QApplication.instance() or QApplication([])
+        prepare_runtime()
+        load_litellm()
+        conv = project_with(tmp / "big", big_messages())
+        window = MainWindow()
+        window.resize(1400, 900)
+        controller = Controller(window, SettingsStore(tmp / "cfg"),
+                                open_settings_on_first_run=False)
+        window.show()
+        controller.open_project(tmp / "big")
+        controller.show_conversation(conv)
+        deadline = time.monotonic() + 60
+        while controller.meter.report is None and time.monotonic() < deadline:
+            app.processEvents()  # the first build of a long log runs aside
+            time.sleep(0.01)
+        opens = []
+        for _ in range(5):
+            t = time.perf_counter()
+            window.inspector_action.trigger()
+            app.processEvents()
+            opens.append((time.perf_counter() - t) * 1000)
+            assert window.inspector.rows()
+            window.inspector_action.trigger()
+            app.processEvents()
+        report("open the panel on a 10,000-message conversation (median of 5)", median(opens),
+               "ms", "< 100 ms")
+        window.inspector_action.trigger()
+        counter = TokenCounter("o200k_base")
+        store = controller.project.conversations if controller.project else None
+        assert store is not None
+        steps = []
+        for i in range(5):
+            store.append(conv, counter.with_count(ConversationMessage(role="user",
+                                                                      content=f"more {i}")))
+            t = time.perf_counter()
+            controller.refresh_usage()
+            app.processEvents()
+            steps.append((time.perf_counter() - t) * 1000)
+        report("  after an append: rebuild, meter and panel (median of 5)", median(steps), "ms",
+               "< 100 ms")
+        t = time.perf_counter()
+        window.inspector.model_view.setChecked(True)
+        window.transcript.viewport().repaint()
+        report("  model view on, transcript repainted", (time.perf_counter() - t) * 1000, "ms")
+        window.close()
