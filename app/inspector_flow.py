@@ -4,18 +4,23 @@ build a turn runs), every entry's decision, and a click that shows the entry in 
 
 from __future__ import annotations
 
-from typing import Protocol
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
 
 from PySide6.QtCore import QItemSelectionModel
 
 from app.meter import UsageMeter
+from core.context.builder import BuildReport
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
     inspector_header,
     inspector_rows,
+    since_last,
 )
 from core.store.project import Project
+from core.store.requests import latest_request
 from ui.main_window import MainWindow
 
 
@@ -32,6 +37,7 @@ class InspectorFlow:
         self.host = host
         self.meter = meter
         self.panel = window.inspector
+        self._previous: tuple[Path, dict[str, Any]] | None = None  # the last request's copy
         meter.listeners.append(self.refresh)
         self.panel.visibilityChanged.connect(self._on_visibility_changed)
         self.panel.entry_clicked.connect(self.show_entry)
@@ -70,7 +76,10 @@ class InspectorFlow:
         messages = project.conversations.load(conv).messages
         positions = {m.id: n for n, m in enumerate(messages, start=1)}
         rows = inspector_rows(report, positions)
-        self.panel.show_request(inspector_header(report), budget_parts(report), rows)
+        header = inspector_header(report)
+        since = self._since_last(project, conv, report)
+        self.panel.show_request(header + ("\n" + since if since else ""),
+                                budget_parts(report), rows)
         if self.panel.model_view.isChecked():
             self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
         self.panel.show_summaries([
@@ -79,6 +88,29 @@ class InspectorFlow:
                    f" · {next(iter(m.token_counts.values()), 0):,} tokens",
              m.include_in_context)
             for m in messages if m.kind == "summary"])
+
+    def _since_last(self, project: Project, conv: str, report: BuildReport) -> str | None:
+        """The stable prefix against the last request sent (its copy in .workbench/requests)."""
+        built = self.meter.built
+        if built is None or built.report is not report or self.meter.context is None:
+            return None
+        folder = project.state / "requests"
+        newest = max((folder / conv).glob("*.json"), default=None) \
+            if (folder / conv).is_dir() else None
+        if newest is None:
+            return "No request sent yet in this conversation: nothing to compare with."
+        if self._previous is None or self._previous[0] != newest:
+            found = latest_request(folder, conv)  # read once per request sent
+            if found is None:
+                return None
+            self._previous = found
+        path, previous = self._previous
+        try:
+            when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
+        except OSError:
+            when = "earlier"
+        return since_last(previous, built.messages, report,
+                          self.meter.context.counter(report.model), when)
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call

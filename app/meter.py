@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
-from core.context.builder import BudgetError, BuildReport
+from core.context.builder import BudgetError, BuildReport, BuiltRequest
 from core.context.report_text import tooltip_lines, usage_state
 from core.context.service import ContextService
 from core.llm import runtime
@@ -48,6 +48,7 @@ class UsageMeter:
         self.agent = agent
         self.context: ContextService | None = None
         self.report: BuildReport | None = None
+        self.built: BuiltRequest | None = None  # the request itself (the Inspector's)
         self._problem: tuple[str, str] | None = None  # (meter text, why)
         self._relay = _Relay()
         self._relay.done.connect(lambda apply: apply())
@@ -67,7 +68,7 @@ class UsageMeter:
         if self._counting:  # the running count is for an older state: go again after it
             self._again = (conv_id, history)
             return
-        self.report, self._problem = None, None
+        self.report, self._problem, self.built = None, None, None
         context = self.context
         if conv_id is None or context is None:
             return
@@ -88,11 +89,11 @@ class UsageMeter:
 
         def build() -> Callable[[], None]:
             try:
-                report = context.build(conv_id, messages, settings, mode, agent=agent).report
+                built = context.build(conv_id, messages, settings, mode, agent=agent)
             except BudgetError as e:
                 problem = ("context: does not fit", context.budget_message(e, settings))
                 return lambda: self._apply(None, problem)
-            return lambda: self._apply(report, None)
+            return lambda: self._apply(built.report, None, built)
 
         if context.uncounted(conv_id, messages, settings.model) <= COUNT_ASIDE and not (
                 len(messages) > BUILD_ASIDE and context.cold(conv_id, messages)):
@@ -110,8 +111,9 @@ class UsageMeter:
         self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
         self._aside.submit(aside)
 
-    def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None) -> None:
-        self.report, self._problem = report, problem
+    def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None,
+               built: BuiltRequest | None = None) -> None:
+        self.report, self._problem, self.built = report, problem, built
         self.show()
         for listener in self.listeners:
             listener()

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.context.builder import BuildReport
+from core.llm.tokens import TokenCounter
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 
@@ -126,3 +129,34 @@ def inspector_header(r: BuildReport) -> str:
     if stages:
         lines.append(stages)
     return "\n".join(lines)
+
+
+SENT = ("kept", "previewed", "referenced")
+
+
+def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report: BuildReport,
+               counter: TokenCounter, when: str) -> str:
+    """What changed since the last request sent (`previous`: its saved copy): the stable
+    prefix, the leading messages identical to it (what a provider's prompt cache can reuse),
+    and the entries that joined or left the request."""
+    before = previous.get("messages") or []
+    same = 0
+    for old, new in zip(before, messages, strict=False):
+        if old != new:
+            break
+        same += 1
+    stable = sum(counter.openai_message(m) for m in messages[:same])
+    total = sum(counter.openai_message(m) for m in messages) or 1
+    old_report = previous.get("report") if isinstance(previous.get("report"), dict) else {}
+    old_entries = old_report.get("entries") if isinstance(old_report, dict) else None
+    sent_before = {e.get("id") for e in old_entries or [] if isinstance(e, dict)
+                   and e.get("decision") in SENT}
+    sent_now = {e.id for e in report.entries if e.decision in SENT}
+    added, gone = len(sent_now - sent_before), len(sent_before - sent_now)
+    line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
+            f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "
+            "a provider's prompt cache can reuse")
+    if old_entries is not None:
+        line += (f"; {added:,} {'entry' if added == 1 else 'entries'} joined, {gone:,} "
+                 f"{'entry' if gone == 1 else 'entries'} left")
+    return line + "."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.store.fileio import atomic_write_json, timestamp_tag
+from core.store.fileio import atomic_write_json, read_json, timestamp_tag
 
 KEEP = 20
 
@@ -20,3 +20,20 @@ def save_request(requests_dir: Path, conv_id: str, payload: dict[str, Any],
     for old in sorted(folder.glob("*.json"))[:-keep]:
         old.unlink(missing_ok=True)
     return path
+
+
+def latest_request(requests_dir: Path, conv_id: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest kept request of the conversation that can be read, or None."""
+    folder = requests_dir / conv_id
+    try:
+        paths = sorted(folder.glob("*.json"), reverse=True)
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            data = read_json(path)
+        except (OSError, ValueError):
+            continue  # half-written or damaged: the one before it
+        if isinstance(data, dict) and isinstance(data.get("messages"), list):
+            return path, data
+    return None

@@ -125,3 +125,24 @@ def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
     window.transcript.viewport().repaint()  # paints dimmed rows with their badge
     panel.model_view.setChecked(False)
     assert all(delegate.dimmed(r) is None for r in model.rows())
+
+
+def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_dir,
+                                                         llm_server) -> None:
+    from tests.helpers.fake_llm import Answer
+    from tests.helpers.gui import run_until, type_and_send
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: "No request sent yet" in window.inspector.header.text(),
+                    timeout=5000)
+    llm_server.script(Answer("first answer"))
+    type_and_send(qtbot, window, "a first question")
+    run_until(qloop, lambda: not controller.busy())
+    qtbot.waitUntil(lambda: "Since the last request" in window.inspector.header.text(),
+                    timeout=5000)
+    text = window.inspector.header.text()
+    # the request sent was system + question; the next one starts with exactly those
+    assert "the first 2 of 3 messages are identical" in text
+    assert "1 entry joined, 0 entries left" in text
