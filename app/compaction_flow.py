@@ -49,9 +49,11 @@ def above_trigger(report: BuildReport | None) -> bool:
 class CompactionFlow(QObject):
     """Signals:
         finished(object): the CompactionFinished event of a summary that ended.
+        idle(): no summary runs any more (however the last one ended).
     """
 
     finished = Signal(object)
+    idle = Signal()  # no summary runs any more (however the last one ended)
 
     def __init__(self, window: MainWindow, host: CompactionHost, settings_flow: SettingsFlow,
                  worker: EngineWorker) -> None:
@@ -140,6 +142,7 @@ class CompactionFlow(QObject):
 
     def _on_done(self, outcome: str) -> None:
         self._handle = None
+        self.idle.emit()
         if outcome == "failed":
             self.window.set_notice("The summary stopped on an unexpected problem; nothing was "
                                    "changed.")

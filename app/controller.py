@@ -92,6 +92,8 @@ class Controller(QObject):
         window.compact_requested.connect(self.compact_now)
         window.transcript.entry_action.connect(self.annotate)
         self.inspector = InspectorFlow(window, self, self.meter)
+        window.inspector.compact_requested.connect(self._compact_from_panel)
+        self.compaction.idle.connect(lambda: window.inspector.set_compacting(False))
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -374,6 +376,11 @@ class Controller(QObject):
 
     def compact_now_with(self, focus: str) -> None:
         self.compaction.compact(focus.strip() or None)
+
+    def _compact_from_panel(self, focus: str) -> None:
+        if self.compaction.compact(focus.strip() or None):
+            self.window.inspector.set_compacting(True)
+            self.window.inspector.focus.clear()
 
     def annotate(self, ids: list[str], action: str) -> None:
         """Pin, unpin, exclude or include entries: appended to the log as annotations (never

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPushButton,
@@ -117,6 +118,7 @@ class InspectorPanel(QDockWidget):
     entry_clicked = Signal(str)
     summary_action = Signal(str, str)  # summary entry id, "exclude" (undo) | "include" (redo)
     model_view_toggled = Signal(bool)
+    compact_requested = Signal(str)  # the focus (may be empty)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -166,11 +168,24 @@ class InspectorPanel(QDockWidget):
         row.addWidget(self.history_label)
         row.addStretch(1)
         row.addWidget(self.undo)
+        self.focus = QLineEdit(body)
+        self.focus.setObjectName("compact_focus")
+        self.focus.setPlaceholderText("Focus of the summary (optional)")
+        self.compact = QPushButton("Compact now", body)
+        self.compact.setObjectName("compact_now")
+        self.compact.setToolTip("Summarize the older history now (the recent rounds stay as "
+                                "they are; Undo above takes it back)")
+        self.compact.clicked.connect(lambda: self.compact_requested.emit(self.focus.text()))
+        self.focus.returnPressed.connect(self.compact.click)
+        compact_row = QHBoxLayout()
+        compact_row.addWidget(self.focus, 1)
+        compact_row.addWidget(self.compact)
         for widget in (self.header, self.bar, self.legend, self.model_view, self.filter,
                        self.table):
             layout.addWidget(widget)
         layout.addLayout(row)
         layout.addWidget(self.history)
+        layout.addLayout(compact_row)
         self.setWidget(body)
         self._all: list[Row] = []
 
@@ -209,6 +224,10 @@ class InspectorPanel(QDockWidget):
         if entry_id:
             active = bool(item.data(Qt.ItemDataRole.UserRole + 1))
             self.summary_action.emit(entry_id, "exclude" if active else "include")
+
+    def set_compacting(self, running: bool) -> None:
+        self.compact.setEnabled(not running)
+        self.compact.setText("Summarizing…" if running else "Compact now")
 
     def clear(self, why: str) -> None:
         self.header.setText(why)

@@ -118,3 +118,27 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
     assert window.transcript_model.rowCount() == rows
     after = (project_dir / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
     assert after == before
+
+
+def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
+    conv = long_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    panel = window.inspector
+    window.inspector_action.trigger()
+    done = finished_events(controller.compaction)
+    llm_server.script(Answer(SUMMARY))
+    qtbot.keyClicks(panel.focus, "the file list")
+    panel.compact.click()
+    assert not panel.compact.isEnabled() and panel.compact.text() == "Summarizing…"
+    run_until(qloop, lambda: bool(done) and panel.compact.isEnabled())
+    assert done[0].status == "ok"
+    assert "focus on: the file list" in llm_server.requests[0].body["messages"][1]["content"]
+    qtbot.waitUntil(lambda: panel.history.count() == 1
+                    and "entries" in panel.history.item(0).text(), timeout=5000)
+    assert any(r[2] == "summarized" for r in panel.rows())
+    panel.history.setCurrentRow(0)
+    panel.undo.click()
+    qtbot.waitUntil(lambda: not any(r[2] == "summarized" for r in panel.rows()), timeout=5000)
