@@ -8,10 +8,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
-from core.context.builder import BuildReport
+from core.context.builder import BudgetError, BuildReport
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
@@ -22,6 +22,8 @@ from core.context.report_text import (
 from core.store.project import Project
 from core.store.requests import latest_request
 from ui.main_window import MainWindow
+
+SLIDER_DEBOUNCE_MS = 60
 
 
 class InspectorHost(Protocol):
@@ -43,6 +45,11 @@ class InspectorFlow:
         self.panel.entry_clicked.connect(self.show_entry)
         self.panel.summary_action.connect(lambda entry, action: host.annotate([entry], action))
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
+        self._slider = QTimer(self.panel)  # a slider step rebuilds once it rests
+        self._slider.setSingleShot(True)
+        self._slider.setInterval(SLIDER_DEBOUNCE_MS)
+        self._slider.timeout.connect(self.refresh)
+        self.panel.budget_changed.connect(lambda _value: self._slider.start())
 
     def _on_visibility_changed(self, visible: bool) -> None:
         if visible:
@@ -74,10 +81,25 @@ class InspectorFlow:
                              "why the next request cannot be built).")
             return
         messages = project.conversations.load(conv).messages
+        percent = self.panel.slider.value()
+        preview = None
+        if percent != 100:
+            usable = max(1, report.usable * percent // 100)
+            try:
+                built = self.meter.preview(conv, messages, usable)
+            except BudgetError as e:
+                self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}")
+                self._dim({})
+                return
+            if built is not None:
+                report, preview = built.report, usable
         positions = {m.id: n for n, m in enumerate(messages, start=1)}
         rows = inspector_rows(report, positions)
         header = inspector_header(report)
-        since = self._since_last(project, conv, report)
+        if preview is not None:
+            header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
+                      f"nothing is sent\n{header}")
+        since = None if preview is not None else self._since_last(project, conv, report)
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report), rows)
         if self.panel.model_view.isChecked():

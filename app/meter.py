@@ -59,6 +59,28 @@ class UsageMeter:
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
 
+    def preview(self, conv_id: str, messages: list[ConversationMessage],
+                usable: int) -> BuiltRequest | None:
+        """The next request as it would be built with `usable` input tokens (the Inspector's
+        budget slider): the same build, another budget, nothing sent. None while a build runs
+        on the meter's thread (they share the conversation's cache) or without settings.
+
+        Raises:
+            BudgetError: not even the system prompt and the latest message fit.
+        """
+        context = self.context
+        if context is None or self._counting or not runtime.is_loaded():
+            return None
+        try:
+            settings = self.settings.llm_settings()
+        except SettingsError:
+            return None
+        agent = self.agent()
+        if agent is not None and agent.model:
+            settings = settings.model_copy(update={"model": agent.model})
+        return context.build(conv_id, messages, settings, self.mode(), usable_override=usable,
+                             agent=agent)
+
     def refresh(self, conv_id: str | None,
                 history: Callable[[], list[ConversationMessage]]) -> None:
         """Rebuild the request the next turn would send (cheap: incremental) and show it.

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QSlider,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -119,6 +120,7 @@ class InspectorPanel(QDockWidget):
     summary_action = Signal(str, str)  # summary entry id, "exclude" (undo) | "include" (redo)
     model_view_toggled = Signal(bool)
     compact_requested = Signal(str)  # the focus (may be empty)
+    budget_changed = Signal(int)  # percent of the usable budget to preview (100: as it is)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -132,6 +134,16 @@ class InspectorPanel(QDockWidget):
         self.bar = BudgetBar(body)
         self.legend = QLabel(" ".join(
             f"<span style='color:{c}'>■</span> {n}" for n, c in COLOURS.items()), body)
+        self.slider = QSlider(Qt.Orientation.Horizontal, body)
+        self.slider.setObjectName("budget_slider")
+        self.slider.setRange(5, 200)
+        self.slider.setSingleStep(5)
+        self.slider.setPageStep(10)
+        self.slider.setValue(100)
+        self.slider.setToolTip("Preview what a smaller or larger budget would keep; nothing is "
+                               "sent")
+        self.slider_label = QLabel("Budget: as configured", body)
+        self.slider.valueChanged.connect(self._on_slider)
         self.model_view = QCheckBox("Model view: dim what this request leaves out", body)
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
@@ -180,8 +192,12 @@ class InspectorPanel(QDockWidget):
         compact_row = QHBoxLayout()
         compact_row.addWidget(self.focus, 1)
         compact_row.addWidget(self.compact)
-        for widget in (self.header, self.bar, self.legend, self.model_view, self.filter,
-                       self.table):
+        slider_row = QHBoxLayout()
+        slider_row.addWidget(self.slider_label)
+        slider_row.addWidget(self.slider, 1)
+        layout.addWidget(self.header)
+        layout.addLayout(slider_row)
+        for widget in (self.bar, self.legend, self.model_view, self.filter, self.table):
             layout.addWidget(widget)
         layout.addLayout(row)
         layout.addWidget(self.history)
@@ -224,6 +240,11 @@ class InspectorPanel(QDockWidget):
         if entry_id:
             active = bool(item.data(Qt.ItemDataRole.UserRole + 1))
             self.summary_action.emit(entry_id, "exclude" if active else "include")
+
+    def _on_slider(self, value: int) -> None:
+        self.slider_label.setText("Budget: as configured" if value == 100
+                                  else f"Budget preview: {value}%")
+        self.budget_changed.emit(value)
 
     def set_compacting(self, running: bool) -> None:
         self.compact.setEnabled(not running)

@@ -146,3 +146,33 @@ def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_di
     # the request sent was system + question; the next one starts with exactly those
     assert "the first 2 of 3 messages are identical" in text
     assert "1 entry joined, 0 entries left" in text
+
+
+def test_the_budget_slider_changes_what_is_kept_without_sending_anything(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    conv = agent_session_project(project_dir, 12, 6, "long")
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    panel = window.inspector
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+
+    def kept() -> int:
+        return sum(1 for r in panel.rows() if r[2] in ("kept", "previewed", "referenced"))
+
+    as_is = kept()
+    panel.model_view.setChecked(True)
+    dimmed_as_is = sum(1 for r in window.transcript_model.rows()
+                       if window.transcript.delegate.dimmed(r))
+    panel.slider.setValue(30)
+    qtbot.waitUntil(lambda: "Preview at" in panel.header.text(), timeout=5000)
+    assert kept() < as_is and "nothing is sent" in panel.header.text()
+    dimmed_small = sum(1 for r in window.transcript_model.rows()
+                       if window.transcript.delegate.dimmed(r))
+    assert dimmed_small > dimmed_as_is  # the model view follows the slider
+    panel.slider.setValue(200)
+    qtbot.waitUntil(lambda: kept() > as_is, timeout=5000)
+    panel.slider.setValue(100)
+    qtbot.waitUntil(lambda: "Preview at" not in panel.header.text(), timeout=5000)
+    assert kept() == as_is
+    assert llm_server.requests == []  # none of it reached the provider
