@@ -17,10 +17,12 @@ from core.context.report_text import (
     budget_parts,
     inspector_header,
     inspector_rows,
+    saved_view,
     since_last,
 )
+from core.model import ConversationMessage
 from core.store.project import Project
-from core.store.requests import latest_request
+from core.store.requests import latest_request, read_request, saved_requests
 from ui.main_window import MainWindow
 
 SLIDER_DEBOUNCE_MS = 60
@@ -50,6 +52,8 @@ class InspectorFlow:
         self._slider.setInterval(SLIDER_DEBOUNCE_MS)
         self._slider.timeout.connect(self.refresh)
         self.panel.budget_changed.connect(lambda _value: self._slider.start())
+        self.panel.request_picked.connect(lambda _k: self.refresh())
+        self._saved: list[Path] = []
 
     def _on_visibility_changed(self, visible: bool) -> None:
         if visible:
@@ -81,6 +85,12 @@ class InspectorFlow:
                              "why the next request cannot be built).")
             return
         messages = project.conversations.load(conv).messages
+        self._saved = saved_requests(project.state / "requests", conv)
+        self.panel.set_saved([self._label(p) for p in self._saved])
+        picked = self.panel.picker.currentIndex()
+        if picked > 0 and picked <= len(self._saved):
+            self._show_saved(self._saved[picked - 1], messages)
+            return
         percent = self.panel.slider.value()
         preview = None
         if percent != 100:
@@ -133,6 +143,28 @@ class InspectorFlow:
             when = "earlier"
         return since_last(previous, built.messages, report,
                           self.meter.context.counter(report.model), when)
+
+    @staticmethod
+    def _label(path: Path) -> str:
+        try:
+            when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
+        except OSError:
+            when = path.stem
+        return f"Sent at {when}"
+
+    def _show_saved(self, path: Path, messages: list[ConversationMessage]) -> None:
+        data = read_request(path)
+        if data is None:
+            self.panel.clear(f"The kept request {path.name} cannot be read.")
+            return
+        report = data["report"]
+        positions = {m.id: n for n, m in enumerate(messages, start=1)}
+        header, parts, rows = saved_view(report, positions)
+        self.panel.show_request(f"{self._label(path)} ({len(data.get('messages') or []):,} "
+                                f"messages, as kept in .workbench/requests)\n{header}",
+                                parts, rows)
+        if self.panel.model_view.isChecked():
+            self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call

@@ -121,6 +121,7 @@ class InspectorPanel(QDockWidget):
     model_view_toggled = Signal(bool)
     compact_requested = Signal(str)  # the focus (may be empty)
     budget_changed = Signal(int)  # percent of the usable budget to preview (100: as it is)
+    request_picked = Signal(int)  # 0: the next request (live); k: the k-th saved, newest first
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -134,6 +135,10 @@ class InspectorPanel(QDockWidget):
         self.bar = BudgetBar(body)
         self.legend = QLabel(" ".join(
             f"<span style='color:{c}'>■</span> {n}" for n, c in COLOURS.items()), body)
+        self.picker = QComboBox(body)
+        self.picker.setObjectName("request_picker")
+        self.picker.addItem("The next request (live preview)")
+        self.picker.currentIndexChanged.connect(self.request_picked)
         self.slider = QSlider(Qt.Orientation.Horizontal, body)
         self.slider.setObjectName("budget_slider")
         self.slider.setRange(5, 200)
@@ -195,6 +200,7 @@ class InspectorPanel(QDockWidget):
         slider_row = QHBoxLayout()
         slider_row.addWidget(self.slider_label)
         slider_row.addWidget(self.slider, 1)
+        layout.addWidget(self.picker)
         layout.addWidget(self.header)
         layout.addLayout(slider_row)
         for widget in (self.bar, self.legend, self.model_view, self.filter, self.table):
@@ -240,6 +246,17 @@ class InspectorPanel(QDockWidget):
         if entry_id:
             active = bool(item.data(Qt.ItemDataRole.UserRole + 1))
             self.summary_action.emit(entry_id, "exclude" if active else "include")
+
+    def set_saved(self, labels: list[str]) -> None:
+        """The kept requests, newest first (the picker keeps its choice when it can)."""
+        current = self.picker.currentIndex()
+        self.picker.blockSignals(True)
+        while self.picker.count() > 1:
+            self.picker.removeItem(1)
+        self.picker.addItems(labels)
+        self.picker.setCurrentIndex(current if current < self.picker.count() else 0)
+        self.picker.blockSignals(False)
+        self.slider.setEnabled(self.picker.currentIndex() == 0)
 
     def _on_slider(self, value: int) -> None:
         self.slider_label.setText("Budget: as configured" if value == 100

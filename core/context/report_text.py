@@ -160,3 +160,35 @@ def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report:
         line += (f"; {added:,} {'entry' if added == 1 else 'entries'} joined, {gone:,} "
                  f"{'entry' if gone == 1 else 'entries'} left")
     return line + "."
+
+
+def saved_view(report: dict[str, Any], positions: dict[str, int]
+               ) -> tuple[str, list[tuple[str, int]],
+                          list[tuple[int, str, str, str, int, int, str, str]]]:
+    """A kept request's report (its JSON) as the Inspector shows it: header, bar, rows."""
+    def num(key: str, where: dict[str, Any] = report) -> int:
+        value = where.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    totals = report.get("totals") if isinstance(report.get("totals"), dict) else {}
+    assert isinstance(totals, dict)
+    parts = [(name, num(name, totals)) for name in ("system", "tools", "summary", "history")]
+    parts.append(("reserved", num("reserved_output")))
+    parts.append(("free", max(0, num("window") - sum(t for _, t in parts))))
+    rows = []
+    counts: dict[str, int] = {}
+    for e in report.get("entries") or []:
+        if not isinstance(e, dict):
+            continue
+        decision = str(e.get("decision", ""))
+        counts[decision] = counts.get(decision, 0) + 1
+        tokens = num("tokens", e)
+        before = e.get("tokens_before")
+        rows.append((positions.get(str(e.get("id", "")), 0), str(e.get("id", "")), decision,
+                     str(e.get("role", "")), int(before) if isinstance(before, int) else tokens,
+                     tokens, str(e.get("stage", "")), str(e.get("reason", ""))))
+    rows.sort(key=lambda row: row[0])
+    header = (f"{num('used'):,} of {num('usable'):,} usable tokens · window {num('window'):,} · "
+              f"{report.get('model', '?')}, {report.get('mode', '?')} mode\n"
+              "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items())))
+    return header, parts, rows

@@ -37,3 +37,20 @@ def latest_request(requests_dir: Path, conv_id: str) -> tuple[Path, dict[str, An
         if isinstance(data, dict) and isinstance(data.get("messages"), list):
             return path, data
     return None
+
+
+def saved_requests(requests_dir: Path, conv_id: str) -> list[Path]:
+    """The kept requests of the conversation, newest first."""
+    try:
+        return sorted((requests_dir / conv_id).glob("*.json"), reverse=True)
+    except OSError:
+        return []
+
+
+def read_request(path: Path) -> dict[str, Any] | None:
+    """One kept request (messages, tools, report), or None when it cannot be read."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("report"), dict) else None

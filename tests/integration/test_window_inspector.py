@@ -176,3 +176,28 @@ def test_the_budget_slider_changes_what_is_kept_without_sending_anything(
     qtbot.waitUntil(lambda: "Preview at" not in panel.header.text(), timeout=5000)
     assert kept() == as_is
     assert llm_server.requests == []  # none of it reached the provider
+
+
+def test_a_sent_request_can_be_picked_and_shows_what_was_sent_then(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    from tests.helpers.fake_llm import Answer
+    from tests.helpers.gui import run_until, type_and_send
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    panel = window.inspector
+    window.inspector_action.trigger()
+    for text in ("first question", "second question"):
+        llm_server.script(Answer(f"answer to {text}"))
+        type_and_send(qtbot, window, text)
+        run_until(qloop, lambda: not controller.busy())
+    qtbot.waitUntil(lambda: panel.picker.count() == 3, timeout=5000)
+    live = len(panel.rows())
+    panel.picker.setCurrentIndex(2)  # the older of the two sent
+    qtbot.waitUntil(lambda: "Sent at" in panel.header.text(), timeout=5000)
+    assert "2 messages" in panel.header.text()  # system prompt + the first question
+    assert [r[3] for r in panel.rows()] == ["user"] and live == 4
+    assert not panel.slider.isEnabled()
+    panel.picker.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: len(panel.rows()) == live, timeout=5000)
+    assert len(llm_server.requests) == 2  # looking sent nothing
