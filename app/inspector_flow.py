@@ -53,6 +53,8 @@ class InspectorFlow:
         self._slider.timeout.connect(self.refresh)
         self.panel.budget_changed.connect(lambda _value: self._slider.start())
         self.panel.request_picked.connect(lambda _k: self.refresh())
+        meter.draft_listeners.append(self._on_draft)
+        self._draft = 0
         self._saved: list[Path] = []
 
     def _on_visibility_changed(self, visible: bool) -> None:
@@ -111,7 +113,7 @@ class InspectorFlow:
                       f"nothing is sent\n{header}")
         since = None if preview is not None else self._since_last(project, conv, report)
         self.panel.show_request(header + ("\n" + since if since else ""),
-                                budget_parts(report), rows)
+                                budget_parts(report, 0 if preview else self._draft), rows)
         if self.panel.model_view.isChecked():
             self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
         self.panel.show_summaries([
@@ -143,6 +145,14 @@ class InspectorFlow:
             when = "earlier"
         return since_last(previous, built.messages, report,
                           self.meter.context.counter(report.model), when)
+
+    def _on_draft(self, tokens: int) -> None:
+        """The draft as it is typed: only the bar follows (cheap on every keystroke)."""
+        self._draft = tokens
+        report = self.meter.report
+        if (self.panel.isVisible() and report is not None
+                and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
+            self.panel.bar.set_parts(budget_parts(report, tokens))
 
     @staticmethod
     def _label(path: Path) -> str:

@@ -58,6 +58,7 @@ class UsageMeter:
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
+        self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
 
     def preview(self, conv_id: str, messages: list[ConversationMessage],
                 usable: int) -> BuiltRequest | None:
@@ -162,6 +163,8 @@ class UsageMeter:
                 meter.set_problem(*self._problem)
             return
         draft = round(self.draft_tokens() * r.calibration)
+        for listener in self.draft_listeners:
+            listener(draft)
         used = r.provider_estimate + draft
         meter.set_usage(used, r.usable, usage_state(used, r.usable),
                         "\n".join(tooltip_lines(r, draft)))

@@ -30,7 +30,7 @@ DECISIONS = ("all", "kept", "previewed", "referenced", "summarized", "digested",
              "excluded", "synthetic")
 COLUMNS = ("#", "decision", "role", "tokens", "stage", "reason")
 COLOURS = {"system": "#a1a1aa", "tools": "#f59e0b", "summary": "#a855f7", "history": "#3b82f6",
-           "reserved": "#d4d4d8", "free": "#f4f4f5"}
+           "draft": "#10b981", "reserved": "#d4d4d8", "free": "#f4f4f5"}
 _Index = QModelIndex | QPersistentModelIndex
 
 

@@ -96,12 +96,12 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     return lines
 
 
-def budget_parts(r: BuildReport) -> list[tuple[str, int]]:
+def budget_parts(r: BuildReport, draft: int = 0) -> list[tuple[str, int]]:
     """The request against its window, part by part (the Inspector's bar): system prompt,
-    tools, summary and digest, history, reserved for the answer, free."""
+    tools, summary and digest, history, your draft, reserved for the answer, free."""
     parts = [("system", r.totals.get("system", 0)), ("tools", r.totals.get("tools", 0)),
              ("summary", r.totals.get("summary", 0)), ("history", r.totals.get("history", 0)),
-             ("reserved", r.reserved_output)]
+             ("draft", draft), ("reserved", r.reserved_output)]
     used = sum(t for _, t in parts)
     parts.append(("free", max(0, r.window - used)))
     return parts
@@ -173,7 +173,7 @@ def saved_view(report: dict[str, Any], positions: dict[str, int]
     totals = report.get("totals") if isinstance(report.get("totals"), dict) else {}
     assert isinstance(totals, dict)
     parts = [(name, num(name, totals)) for name in ("system", "tools", "summary", "history")]
-    parts.append(("reserved", num("reserved_output")))
+    parts += [("draft", 0), ("reserved", num("reserved_output"))]
     parts.append(("free", max(0, num("window") - sum(t for _, t in parts))))
     rows = []
     counts: dict[str, int] = {}

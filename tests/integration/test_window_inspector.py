@@ -42,7 +42,7 @@ def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop,
     assert {"previewed", "referenced"} & set(shown.values())
     assert "usable tokens" in panel.header.text() and "compaction" in panel.header.text()
     assert [name for name, _ in panel.bar.parts] == ["system", "tools", "summary", "history",
-                                                     "reserved", "free"]
+                                                     "draft", "reserved", "free"]
     panel.filter.setCurrentIndex(panel.filter.findText("only digested"))
     digested = panel.rows()
     assert digested and all(r[2] == "digested" for r in digested)
@@ -201,3 +201,22 @@ def test_a_sent_request_can_be_picked_and_shows_what_was_sent_then(
     panel.picker.setCurrentIndex(0)
     qtbot.waitUntil(lambda: len(panel.rows()) == live, timeout=5000)
     assert len(llm_server.requests) == 2  # looking sent nothing
+
+
+def test_the_bar_follows_the_draft_as_it_is_typed(qtbot, qloop, project_dir,
+                                                  llm_server) -> None:
+    conv = agent_session_project(project_dir, 3, 6, "short")
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    panel = window.inspector
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+    assert dict(panel.bar.parts)["draft"] == 0
+    rows_before = panel.rows()
+    qtbot.keyClicks(window.composer.editor, "a draft of some length " * 20)
+    qtbot.waitUntil(lambda: dict(panel.bar.parts)["draft"] > 50, timeout=3000)
+    free = dict(panel.bar.parts)["free"]
+    window.composer.set_text("")
+    qtbot.waitUntil(lambda: dict(panel.bar.parts)["draft"] == 0, timeout=3000)
+    assert panel.rows() == rows_before and llm_server.requests == []
+    assert free >= 0
