@@ -528,8 +528,10 @@ class ConversationStore:
             raise StoreWriteError(
                 f"Could not save to {path.parent.name[:8]}… ({describe_os_error(e)}); "
                 "nothing was added to the conversation.", e.errno, describe_os_error(e)) from e
-        if fresh and cached is not None and not any(m.kind == "annotation" for m in msgs):
+        if fresh and cached is not None:
             cached[1].extend(msgs)
+            if any(m.kind == "annotation" for m in msgs):  # the targets change, not the lines
+                cached[1][:] = fold_annotations(cached[1])
             self._loaded[conv_id] = (_file_stamp(path), cached[1])
         else:
             self._loaded.pop(conv_id, None)
