@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app.cli_context import cmd_annotate, cmd_compact
 from app.commands import (
     COMMANDS,
     EXIT_FAIL,
@@ -38,8 +39,6 @@ from app.commands import (
     EXIT_USAGE,
     CliError,
     cmd_agents,
-    cmd_annotate,
-    cmd_compact,
     cmd_context,
     cmd_continue,
     cmd_export,

@@ -69,6 +69,9 @@ class CompactionFlow(QObject):
         self._conv: str | None = None
         self._automatic = False
         self._last_auto: dict[str, int] = {}  # conversation -> log length at its last try
+        window.compact_requested.connect(self.ask_and_compact)
+        window.inspector.compact_requested.connect(self._compact_from_panel)
+        self.idle.connect(lambda: window.inspector.set_compacting(False))
 
     def running(self) -> bool:
         return self._handle is not None
@@ -101,6 +104,27 @@ class CompactionFlow(QObject):
         self._handle = self.worker.submit(events, self.bridge.engine_event.emit,
                                           self.bridge.finished.emit)
         return True
+
+    def ask_and_compact(self) -> None:
+        """The menu's Compact now: an optional focus, then the summary in the background."""
+        if self.host.current_id is None:
+            return
+        focus = self.window.ask_text(
+            "Compact now",
+            "Summarize the older part of this conversation. The recent rounds stay as they "
+            "are; the log keeps everything (excluding the summary undoes it).\n\n"
+            "Focus (optional): what the summary should keep above all")
+        if focus is not None:
+            self.compact_with(focus)
+
+    def compact_with(self, focus: str) -> bool:
+        """A summary with this focus (blank: none); see `compact`."""
+        return self.compact(focus.strip() or None)
+
+    def _compact_from_panel(self, focus: str) -> None:
+        if self.compact_with(focus):
+            self.window.inspector.set_compacting(True)
+            self.window.inspector.focus.clear()
 
     def after_turn(self, status: str, report: BuildReport | None, log_length: int) -> None:
         """A turn ended: above the trigger, prepare a summary in the background (once per

@@ -27,7 +27,7 @@ from core.engine import Engine
 from core.factory import build_engine, context_service
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage, ErrorInfo, Mode, annotation
+from core.model import ConversationMessage, ErrorInfo, Mode
 from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -89,11 +89,7 @@ class Controller(QObject):
         self.turns.finished.connect(self.turn_finished)
         self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
         self.turns.finished.connect(self._after_turn)
-        window.compact_requested.connect(self.compact_now)
-        window.transcript.entry_action.connect(self.annotate)
         self.inspector = InspectorFlow(window, self, self.meter)
-        window.inspector.compact_requested.connect(self._compact_from_panel)
-        self.compaction.idle.connect(lambda: window.inspector.set_compacting(False))
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -351,7 +347,7 @@ class Controller(QObject):
     def send(self, text: str) -> None:
         command, _, focus = text.strip().partition(" ")
         if command == "/compact":
-            if self.compaction.compact(focus.strip() or None):
+            if self.compaction.compact_with(focus):
                 self.window.composer.set_text("")
             return
         self.turns.send(text)
@@ -361,41 +357,6 @@ class Controller(QObject):
             self.compaction.stop()
             return
         self.turns.stop()
-
-    def compact_now(self) -> None:
-        """The menu's Compact now: an optional focus, then the summary in the background."""
-        if self.current_id is None:
-            return
-        focus = self.window.ask_text(
-            "Compact now",
-            "Summarize the older part of this conversation. The recent rounds stay as they "
-            "are; the log keeps everything (excluding the summary undoes it).\n\n"
-            "Focus (optional): what the summary should keep above all")
-        if focus is not None:
-            self.compact_now_with(focus)
-
-    def compact_now_with(self, focus: str) -> None:
-        self.compaction.compact(focus.strip() or None)
-
-    def _compact_from_panel(self, focus: str) -> None:
-        if self.compaction.compact(focus.strip() or None):
-            self.window.inspector.set_compacting(True)
-            self.window.inspector.focus.clear()
-
-    def annotate(self, ids: list[str], action: str) -> None:
-        """Pin, unpin, exclude or include entries: appended to the log as annotations (never
-        rewriting a line), shown in place, and the meter follows."""
-        project, conv = self.project, self.current_id
-        if project is None or conv is None or project.read_only:
-            return
-        try:
-            project.conversations.append_many(conv, [annotation(i, action) for i in ids])
-            folded = {m.id: m for m in project.conversations.load(conv).messages if m.id in ids}
-        except StoreError as e:
-            self.window.set_notice(f"Not changed: {e}")
-            return
-        self.window.transcript_model.update_messages(folded)
-        self.refresh_usage()
 
     def _after_turn(self, status: str) -> None:
         self.compaction.after_turn(status, self.turns.last_report,

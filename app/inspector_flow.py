@@ -20,7 +20,8 @@ from core.context.report_text import (
     saved_view,
     since_last,
 )
-from core.model import ConversationMessage
+from core.model import ConversationMessage, annotation
+from core.store.errors import StoreError
 from core.store.project import Project
 from core.store.requests import latest_request, read_request, saved_requests
 from ui.main_window import MainWindow
@@ -32,7 +33,7 @@ class InspectorHost(Protocol):
     project: Project | None
     current_id: str | None
 
-    def annotate(self, ids: list[str], action: str) -> None: ...
+    def refresh_usage(self) -> None: ...
 
 
 class InspectorFlow:
@@ -45,7 +46,8 @@ class InspectorFlow:
         meter.listeners.append(self.refresh)
         self.panel.visibilityChanged.connect(self._on_visibility_changed)
         self.panel.entry_clicked.connect(self.show_entry)
-        self.panel.summary_action.connect(lambda entry, action: host.annotate([entry], action))
+        self.panel.summary_action.connect(lambda entry, action: self.annotate([entry], action))
+        window.transcript.entry_action.connect(self.annotate)
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
         self._slider = QTimer(self.panel)  # a slider step rebuilds once it rests
         self._slider.setSingleShot(True)
@@ -56,6 +58,21 @@ class InspectorFlow:
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
+
+    def annotate(self, ids: list[str], action: str) -> None:
+        """Pin, unpin, exclude or include entries: appended to the log as annotations (never
+        rewriting a line), shown in place, and the meter (then this panel) follows."""
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None or project.read_only:
+            return
+        try:
+            project.conversations.append_many(conv, [annotation(i, action) for i in ids])
+            folded = {m.id: m for m in project.conversations.load(conv).messages if m.id in ids}
+        except StoreError as e:
+            self.window.set_notice(f"Not changed: {e}")
+            return
+        self.window.transcript_model.update_messages(folded)
+        self.host.refresh_usage()
 
     def _on_visibility_changed(self, visible: bool) -> None:
         if visible:
@@ -115,7 +132,7 @@ class InspectorFlow:
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report, 0 if preview else self._draft), rows)
         if self.panel.model_view.isChecked():
-            self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
+            self._dim(_left_out(rows))
         self.panel.show_summaries([
             (m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
                    f"{' · ' + m.model if m.model else ''}"
@@ -128,13 +145,10 @@ class InspectorFlow:
         built = self.meter.built
         if built is None or built.report is not report or self.meter.context is None:
             return None
-        folder = project.state / "requests"
-        newest = max((folder / conv).glob("*.json"), default=None) \
-            if (folder / conv).is_dir() else None
-        if newest is None:
+        if not self._saved:  # listed by `refresh` a moment ago
             return "No request sent yet in this conversation: nothing to compare with."
-        if self._previous is None or self._previous[0] != newest:
-            found = latest_request(folder, conv)  # read once per request sent
+        if self._previous is None or self._previous[0] != self._saved[0]:
+            found = latest_request(project.state / "requests", conv)  # once per request sent
             if found is None:
                 return None
             self._previous = found
@@ -174,7 +188,7 @@ class InspectorFlow:
                                 f"messages, as kept in .workbench/requests)\n{header}",
                                 parts, rows)
         if self.panel.model_view.isChecked():
-            self._dim({r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"})
+            self._dim(_left_out(rows))
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call
@@ -191,3 +205,8 @@ class InspectorFlow:
                 view.scrollTo(index)
                 return
 
+
+
+def _left_out(rows: list[tuple[int, str, str, str, int, int, str, str]]) -> dict[str, str]:
+    """Entry id -> why the request leaves it out (the model view's dimmed rows)."""
+    return {r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"}

@@ -37,6 +37,7 @@ from core.context.compaction import (
 from core.context.normalize import ABORTED_RESULT, normalize
 from core.context.prompts import PromptComposer, RunContext
 from core.context.stages import TARGET, TRIGGER, CompressionStage
+from core.context.summary import active_summaries
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
 
@@ -232,8 +233,7 @@ class BuildCache:
         before = len(self.cands)
         enc = counter.encoding_name
         append = self.cands.append
-        covered = {c: m.id for m in history if m.covers and m.include_in_context
-                   and m.kind == "summary" for c in m.covers} if n == 0 else {}
+        covered = active_summaries(history) if n == 0 else {}
         last = len(history) - 1
         # A summary is appended after what it covers but stands where its first covered entry
         # was, so the model reads it before what followed.

@@ -118,7 +118,6 @@ class Compaction:
     left_out: dict[int, str] = field(default_factory=dict)  # unit -> reason (digested)
     digest: str = ""
     digest_tokens: int = 0
-    stages: list[dict[str, Any]] = field(default_factory=list)
 
 
 # --- stage 1: tool outputs -----------------------------------------------------------------------
@@ -520,21 +519,13 @@ def fold_units(cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
     return fold
 
 
-def digest(entries: Iterable[ConversationMessage] | _Fold, cap_tokens: int,
-           counter: TokenCounter, memo: CompactionMemo | None = None,
+def digest(fold: _Fold, cap_tokens: int, counter: TokenCounter, memo: CompactionMemo,
            hard_cap: int | None = None) -> tuple[str, int]:
-    """One message standing for `entries` (left out, in log order; or their `fold_units`),
-    within `cap_tokens`: the user messages' openings are shortened first (to no less than
+    """One message standing for the left-out entries (their `fold_units`), within
+    `cap_tokens`: the user messages' openings are shortened first (to no less than
     SHORT_OPENING); when even those do not fit, the digest may grow to `hard_cap` (the room
     the request has left) with openings down to MIN_OPENING; then the lists keep their newest
     items."""
-    memo = memo if memo is not None else CompactionMemo()
-    if isinstance(entries, _Fold):
-        fold = entries
-    else:
-        fold = _Fold()
-        for m in entries:
-            fold.add(m, memo)
     count, users, files, commands, errors, todo = (fold.count, fold.users, fold.files,
                                                    fold.commands, fold.errors, fold.todo)
     if not count:

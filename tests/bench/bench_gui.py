@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import ROOT, big_messages, median, percentile, project_with, report
+from tests.bench.common import (
+    ROOT,
+    big_messages,
+    headless_window_env,
+    median,
+    percentile,
+    project_with,
+    report,
+)
 from tests.helpers.fake_llm import MODEL, Answer, ServerProcess, ToolCalls
 
 
@@ -42,11 +50,9 @@ def startup(tmp: Path, big_project: Path | None = None) -> None:
 
 def run() -> None:
     print("gui")
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        os.environ["XDG_CONFIG_HOME"] = str(tmp / "cfg-inproc")
-        os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+        headless_window_env(tmp / "cfg-inproc")
 
         import qasync
         from PySide6.QtWidgets import QApplication

@@ -8,16 +8,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench.common import big_messages, median, project_with, report
+from tests.bench.common import (
+    big_messages,
+    headless_window_env,
+    median,
+    project_with,
+    report,
+)
 
 
 def run() -> None:
     print("inspector")
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        os.environ["XDG_CONFIG_HOME"] = str(tmp / "cfg")
-        os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+        headless_window_env(tmp / "cfg")
         os.environ["WORKBENCH_MODEL"] = "gpt-4o"
         os.environ["WORKBENCH_CONTEXT_WINDOW"] = "128000"
         from PySide6.QtWidgets import QApplication

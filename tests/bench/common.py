@@ -44,3 +44,12 @@ def project_with(path: Path, messages: list[ConversationMessage], title: str = "
         conv = p.conversations.create(title)
         p.conversations.append_many(conv.id, messages)
         return conv.id
+
+
+def headless_window_env(config: Path) -> None:
+    """A window benchmark's environment: offscreen, its own settings folder, no keyring."""
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ["XDG_CONFIG_HOME"] = str(config)
+    os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"

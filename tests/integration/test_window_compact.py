@@ -35,6 +35,15 @@ def long_session(project_dir) -> str:  # noqa: ANN001
     return agent_session_project(project_dir, 12, 4, "long session")
 
 
+def manual_session(qtbot, project_dir, monkeypatch):  # noqa: ANN001, ANN201
+    """The window on a long session, automatic summaries off: summaries only on request."""
+    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
+    conv = long_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    return conv, window, controller
+
+
 def finished_events(flow: CompactionFlow) -> list[CompactionFinished]:
     seen: list[CompactionFinished] = []
     flow.finished.connect(seen.append)
@@ -82,10 +91,7 @@ def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
 
 def test_slash_compact_with_a_focus_summarizes_without_sending_a_message(
         qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
-    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
-    conv = long_session(project_dir)
-    window, controller = open_window(qtbot, project_dir)
-    controller.show_conversation(conv)
+    conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     done = finished_events(controller.compaction)
     llm_server.script(Answer(SUMMARY))
     type_and_send(qtbot, window, "/compact keep the API rule")
@@ -110,7 +116,7 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
     done = finished_events(controller.compaction)
     rows = window.transcript_model.rowCount()
     llm_server.script(HttpError(500))
-    controller.compact_now_with("")
+    controller.compaction.compact_with("")
     run_until(qloop, lambda: bool(done))
     assert done[0].status == "failed"
     assert "The summary failed" in window.notice_label.text()
@@ -122,10 +128,7 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
 
 def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
         qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
-    monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
-    conv = long_session(project_dir)
-    window, controller = open_window(qtbot, project_dir)
-    controller.show_conversation(conv)
+    conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     panel = window.inspector
     window.inspector_action.trigger()
     done = finished_events(controller.compaction)

@@ -25,6 +25,15 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return use_fake_provider(monkeypatch, llm_server, context_window="12000")
 
 
+def inspect(qtbot, project_dir, conv: str):  # noqa: ANN001, ANN201
+    """The window on `conv` with the Inspector open and showing its rows."""
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: bool(window.inspector.rows()), timeout=5000)
+    return window, controller, window.inspector
+
+
 def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop, capsys,
                                                                    project_dir) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
@@ -106,11 +115,8 @@ def test_the_panel_comes_back_open_after_a_restart(qtbot, qloop, project_dir) ->
 def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
                                                                  project_dir) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
-    window, controller = open_window(qtbot, project_dir)
-    controller.show_conversation(conv)
-    panel, delegate, model = window.inspector, window.transcript.delegate, window.transcript_model
-    window.inspector_action.trigger()
-    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+    window, controller, panel = inspect(qtbot, project_dir, conv)
+    delegate, model = window.transcript.delegate, window.transcript_model
     assert all(delegate.dimmed(r) is None for r in model.rows())  # off until asked
     panel.model_view.setChecked(True)
     decided = {r[1]: r[2] for r in panel.rows()}
@@ -151,11 +157,7 @@ def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_di
 def test_the_budget_slider_changes_what_is_kept_without_sending_anything(
         qtbot, qloop, project_dir, llm_server) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
-    window, controller = open_window(qtbot, project_dir)
-    controller.show_conversation(conv)
-    panel = window.inspector
-    window.inspector_action.trigger()
-    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+    window, controller, panel = inspect(qtbot, project_dir, conv)
 
     def kept() -> int:
         return sum(1 for r in panel.rows() if r[2] in ("kept", "previewed", "referenced"))
@@ -206,11 +208,7 @@ def test_a_sent_request_can_be_picked_and_shows_what_was_sent_then(
 def test_the_bar_follows_the_draft_as_it_is_typed(qtbot, qloop, project_dir,
                                                   llm_server) -> None:
     conv = agent_session_project(project_dir, 3, 6, "short")
-    window, controller = open_window(qtbot, project_dir)
-    controller.show_conversation(conv)
-    panel = window.inspector
-    window.inspector_action.trigger()
-    qtbot.waitUntil(lambda: bool(panel.rows()), timeout=5000)
+    window, controller, panel = inspect(qtbot, project_dir, conv)
     assert dict(panel.bar.parts)["draft"] == 0
     rows_before = panel.rows()
     qtbot.keyClicks(window.composer.editor, "a draft of some length " * 20)

@@ -35,8 +35,8 @@ def test_pin_and_exclude_from_the_window_show_in_place_steer_the_request_and_per
                   and r.message.role == "user")
     excluded_text = model.row(first).message.text()
     rows_before = model.rowCount()
-    controller.annotate([model.row(first).message.id], "exclude")
-    controller.annotate([model.row(second).message.id], "pin")
+    controller.inspector.annotate([model.row(first).message.id], "exclude")
+    controller.inspector.annotate([model.row(second).message.id], "pin")
     assert model.rowCount() == rows_before  # shown in place, nothing added to the transcript
     assert "not sent" in header_line(model.row(first))[1]
     assert "pinned" in header_line(model.row(second))[1]
@@ -51,5 +51,5 @@ def test_pin_and_exclude_from_the_window_show_in_place_steer_the_request_and_per
     m2 = window2.transcript_model
     assert "not sent" in header_line(m2.row(first))[1]
     assert "pinned" in header_line(m2.row(second))[1]
-    controller2.annotate([m2.row(first).message.id], "include")
+    controller2.inspector.annotate([m2.row(first).message.id], "include")
     assert "not sent" not in header_line(m2.row(first))[1]

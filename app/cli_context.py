@@ -1,0 +1,109 @@
+"""`workbench compact` and `workbench pin|unpin|exclude|include`: steering what the model sees."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from app.commands import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_TURN_ERROR,
+    EXIT_USAGE,
+    CliError,
+    _engine,
+    _open,
+    _require_writable,
+    _resolve,
+)
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Write (or extend) the conversation's summary now; the next request uses it in place of
+    what it covers. Exit 0 with the numbers, 2 when the summarizer failed (the log unchanged),
+    1 when there is nothing to summarize."""
+    from core.llm.runtime import start_background_import
+
+    start_background_import()
+    from core.engine import CompactionFinished, CompactionProgress, CompactionStarted
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
+    project = _open(args.project, create=False)
+    try:
+        _require_writable(project)
+        conv_id = _resolve(project.conversations, args.conversation)
+        try:
+            settings = resolve_llm_settings(
+                cli={"model": args.model, "api_base": args.api_base,
+                     "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                     "summary_model": args.summary_model},
+                project=project.overrides, global_settings=SettingsStore().load())
+        except SettingsError as e:
+            raise CliError(str(e)) from None
+        engine = _engine(project)
+        outcome: list[CompactionFinished] = []
+
+        async def run() -> None:
+            async for event in engine.summarize(conv_id, settings, focus=args.focus):
+                if isinstance(event, CompactionStarted):
+                    calls = f" in {event.calls} calls" if event.calls > 1 else ""
+                    print(f"workbench: summarizing {event.entries:,} entries with "
+                          f"{event.model}{calls}…", file=sys.stderr)
+                elif isinstance(event, CompactionProgress) and sys.stderr.isatty():
+                    print(f"\r  {event.chars:,} characters ({event.call}/{event.calls})",
+                          end="", file=sys.stderr)
+                elif isinstance(event, CompactionFinished):
+                    outcome.append(event)
+
+        asyncio.run(run())
+    finally:
+        project.close()
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    done = outcome[-1] if outcome else None
+    if done is None or done.status != "ok":
+        message = done.message if done is not None else "the summary did not finish"
+        raise CliError(message, EXIT_FAIL if done is not None and done.status == "skipped"
+                       else EXIT_TURN_ERROR)
+    assert done.entry is not None
+    print(done.message)
+    print(f"summary {done.entry.id} covers {done.covered:,} entries: {done.tokens_before:,} -> "
+          f"{done.tokens_after:,} tokens" + (f", ${done.cost:.4f}" if done.cost else ""))
+    return EXIT_OK
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """pin / unpin / exclude / include one entry (an id or a unique prefix of one): appended to
+    the log as an annotation; no line is rewritten."""
+    from core.model import ANNOTATIONS, annotation
+
+    action = args.command
+    project = _open(args.project, create=False)
+    try:
+        _require_writable(project)
+        store = project.conversations
+        conv_id = _resolve(store, args.conversation)
+        messages = store.load(conv_id).messages
+        wanted = args.entry.strip()
+        found = [m for m in messages if m.id.startswith(wanted) and m.kind != "annotation"] \
+            if wanted else []
+        if len(found) != 1:
+            raise CliError(f"no entry {wanted!r} in this conversation" if not found else
+                           f"{wanted!r} names {len(found)} entries; give more of the id")
+        entry = found[0]
+        field, value = ANNOTATIONS[action]
+        if getattr(entry, field) == value:
+            state = {"pin": "pinned", "unpin": "not pinned", "exclude": "excluded",
+                     "include": "included"}[action]
+            print(f"entry {entry.id} is already {state}; nothing changed")
+            return EXIT_OK
+        store.append(conv_id, annotation(entry.id, action))
+    finally:
+        project.close()
+    done = {"pin": "pinned: always sent", "unpin": "unpinned", "exclude":
+            "excluded: never sent", "include": "included again"}[action]
+    print(f"entry {entry.id} {done}")
+    return EXIT_OK

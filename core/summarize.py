@@ -1,0 +1,150 @@
+"""Compaction's LLM stage as an engine step: the running summary of a conversation.
+
+Folds the entries no summary covers yet (outside the recent rounds) into the running summary
+(`core.context.summary` plans it and writes the prompt) and appends it as a `kind=summary` entry.
+Only appends: a failed, empty, cut or oversized summary leaves the log as it was and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from core.context.builder import summary_projection
+from core.context.summary import (
+    NothingToSummarize,
+    chunks,
+    messages_for,
+    plan_summary,
+    summary_words,
+)
+from core.llm.adapter import Finished, LLMRequest, TextDelta, Usage, cost_of
+from core.llm.errors import LLMError
+from core.model import ConversationMessage
+from core.settings import LLMSettings
+from core.store.errors import ReadOnlyError
+from core.turn_events import (
+    CompactionFinished,
+    CompactionProgress,
+    CompactionStarted,
+    EngineEvent,
+    SaveFailed,
+)
+
+if TYPE_CHECKING:
+    from core.engine import Engine
+
+
+class _SummaryRejected(Exception):
+    """A summarizer's answer that may not stand in for the entries."""
+
+
+async def summarize(
+    engine: Engine, conv_id: str, settings: LLMSettings, focus: str | None = None,
+    automatic: bool = False,
+) -> AsyncIterator[EngineEvent]:
+    """Write the conversation's next summary and append it; events say what happened."""
+    if not engine.store.writable:
+        raise ReadOnlyError(engine.store.read_only_reason or "the project is read-only")
+    history = engine.store.load(conv_id).messages
+    counter = engine.counter(settings.model)
+    try:
+        plan = plan_summary(history, counter)
+    except NothingToSummarize as e:
+        yield CompactionFinished("skipped", str(e), automatic=automatic)
+        return
+    model = settings.summary_model or settings.model
+    words = summary_words(plan.covered_tokens)
+    max_out = min(settings.max_output_tokens, max(512, words * 2))
+    own = settings.model_copy(update={
+        "model": model, "max_output_tokens": max_out,
+        "context_window": settings.context_window if model == settings.model else None})
+    budget = engine.context.budget(None, own)
+    sum_counter = engine.counter(model)
+    previous = plan.previous.text() if plan.previous is not None else ""
+    # What one call may read: its window, less the instructions, the running summary
+    # (as long as the answer may be) and the focus.
+    room = budget.usable_ours - 600 - sum_counter.text(previous) - max_out - \
+        sum_counter.text(focus or "")
+    if room < 500:
+        yield CompactionFinished(
+            "failed", f"{model}'s window ({budget.window:,} tokens) leaves no room to read "
+            "the conversation for a summary; choose a summary model with a larger window. "
+            "Nothing was changed.", automatic=automatic)
+        return
+    parts = chunks(plan.entries, room, sum_counter)
+    yield CompactionStarted(len(plan.entries), model, automatic, len(parts))
+    started = time.monotonic()
+    running = previous
+    usage_total = {"prompt_tokens": 0, "completion_tokens": 0}
+    try:
+        for k, chunk in enumerate(parts, start=1):
+            request = LLMRequest(model=model,
+                                 messages=messages_for(running, chunk, focus, words),
+                                 api_base=settings.api_base, max_tokens=max_out,
+                                 key_name=settings.key_name,
+                                 timeout=settings.request_timeout)
+            text: list[str] = []
+            finish = None
+            shown = 0
+            async for ev in engine.client.stream(request):
+                if isinstance(ev, TextDelta):
+                    text.append(ev.text)
+                    chars = sum(map(len, text))
+                    if chars - shown >= 400:
+                        shown = chars
+                        yield CompactionProgress(k, len(parts), chars)
+                elif isinstance(ev, Usage):
+                    usage_total["prompt_tokens"] += ev.prompt_tokens
+                    usage_total["completion_tokens"] += ev.completion_tokens
+                elif isinstance(ev, Finished):
+                    finish = ev.reason
+            answer = "".join(text).strip()
+            if finish == "length":
+                raise _SummaryRejected(
+                    f"the summary reached its output limit ({max_out:,} tokens) and was "
+                    "cut off")
+            if not answer:
+                raise _SummaryRejected("the model returned an empty summary")
+            running = answer
+    except LLMError as e:
+        yield CompactionFinished("failed", f"The summary failed: {e.message} Nothing was "
+                                 "changed; the no-LLM stages carry the requests.",
+                                 automatic=automatic)
+        return
+    except _SummaryRejected as e:
+        yield CompactionFinished("failed", f"The summary was not kept: {e}. Nothing was "
+                                 "changed.", automatic=automatic)
+        return
+    except asyncio.CancelledError:
+        yield CompactionFinished("stopped", "Summary stopped; nothing was changed.",
+                                 automatic=automatic)
+        return
+    entry = counter.with_count(ConversationMessage(
+        role="system", kind="summary", content=running, covers=plan.covers, model=model,
+        usage=usage_total, status="ok",
+        duration_ms=int((time.monotonic() - started) * 1000)))
+    after = counter.openai_message(summary_projection(entry))
+    if after >= plan.covered_tokens:
+        yield CompactionFinished(
+            "failed", f"The summary was not kept: it is larger ({after:,} tokens) than what "
+            f"it would stand for ({plan.covered_tokens:,}). Nothing was changed.",
+            automatic=automatic)
+        return
+    saved = True
+    for event in engine._persist(conv_id, entry, "the summary"):
+        saved = saved and not isinstance(event, SaveFailed)
+        yield event
+    cost = cost_of(model, usage_total)
+    if not saved:
+        yield CompactionFinished("failed", "The summary could not be saved; nothing was "
+                                 "changed.", automatic=automatic)
+        return
+    covered = len(plan.entries) + (1 if plan.previous is not None else 0)
+    price = f", cost ${cost:.4f}" if cost is not None else ""
+    yield CompactionFinished(
+        "ok", f"Summarized {covered:,} entries with {model}: {plan.covered_tokens:,} → "
+              f"{after:,} tokens ({plan.covered_tokens - after:,} freed{price}).",
+        entry, covered, plan.covered_tokens, after, cost, automatic)
