@@ -103,6 +103,7 @@ class CompactionFlow(QObject):
                                        automatic=automatic)
         self._handle = self.worker.submit(events, self.bridge.engine_event.emit,
                                           self.bridge.finished.emit)
+        self.window.inspector.set_compacting(True)  # however it was started
         return True
 
     def ask_and_compact(self) -> None:
@@ -123,7 +124,6 @@ class CompactionFlow(QObject):
 
     def _compact_from_panel(self, focus: str) -> None:
         if self.compact_with(focus):
-            self.window.inspector.set_compacting(True)
             self.window.inspector.focus.clear()
 
     def after_turn(self, status: str, report: BuildReport | None, log_length: int) -> None:
