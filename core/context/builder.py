@@ -22,6 +22,7 @@ from typing import Any
 
 from core.context.budget import Budget
 from core.context.compaction import (
+    DIGEST_MARK,
     PROTECTED_TOOLS,
     Compaction,
     CompactionMemo,
@@ -418,18 +419,8 @@ def build_request(
         # fit): one digest stands for all of it, within the room that is left.
         total -= plan.digest_tokens
         fixed -= plan.digest_tokens
-        room = budget.usable_ours - total
-        left_out = {n: reasons.get(n, DEFAULT_DROP_REASON) for n in range(len(units))
-                    if not keep[n]}
-        plan.digest, plan.digest_tokens = "", 0
-        if room >= MIN_DIGEST_TOKENS:
-            memo = cache.memo.for_encoding(counter.encoding_name)
-            soft, hard = digest_caps(budget.usable_ours, room)
-            plan.digest, plan.digest_tokens = digest(
-                fold_units(cands, units, left_out, memo), max(soft, 1), counter, memo,
-                hard_cap=hard)
-            if plan.digest_tokens > room:
-                plan.digest, plan.digest_tokens = "", 0
+        left_out = _redigest(plan, units, keep, reasons, budget.usable_ours - total, counter,
+                             cache.memo, budget.usable_ours)
         total += plan.digest_tokens
         fixed += plan.digest_tokens
     report.stages.append({"name": "trim", "ms": _ms(t)})
@@ -448,11 +439,21 @@ def build_request(
         used = fixed + sum(cands[i][1] for i in kept_items) + extra
         if used <= budget.usable_ours:
             break
-        if not _drop_one_more(units, keep, reasons, recent_rounds):
-            if plan is None or not plan.digest:
-                break
-            fixed -= plan.digest_tokens  # the digest goes before the request fails
-            plan.digest, plan.digest_tokens = "", 0
+        if _drop_one_more(units, keep, reasons, recent_rounds):
+            if plan is not None and plan.digest:  # the digest stands for that one too
+                fixed -= plan.digest_tokens
+                synthetic = sum(counter.openai_message(m) for m in normalized
+                                if m.get("content") == ABORTED_RESULT and m.get("role") == "tool")
+                room = budget.usable_ours - fixed - synthetic - sum(
+                    u.tokens for u, k in zip(units, keep, strict=True) if k)
+                left_out = _redigest(plan, units, keep, reasons, room, counter, cache.memo,
+                                     budget.usable_ours)
+                fixed += plan.digest_tokens
+            continue
+        if plan is None or not plan.digest:
+            break
+        fixed -= plan.digest_tokens  # the digest goes before the request fails
+        plan.digest, plan.digest_tokens = "", 0
     report.stages.append({"name": "normalize", "ms": _ms(t)})
     if used > budget.usable_ours:
         raise BudgetError(used, budget.usable_ours)
@@ -518,8 +519,7 @@ def _excluded(m: ConversationMessage) -> str | None:
 
 MIN_DIGEST_TOKENS = 60
 SUMMARY_MARK = "[Summary of the earlier conversation"
-DIGEST_MARK = "[Context digest"
-ACK = "(Noted: I have the earlier context above and continue from it.)"
+ACK = "(Noted; continuing from there.)"  # short: it is only there to alternate turns
 
 
 def summary_projection(m: ConversationMessage) -> dict[str, Any]:
@@ -574,19 +574,43 @@ def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], f
         # Room for the digest: every request left out keeps its opening there (~20 tokens).
         openings = sum(min(plan.unit_tokens[n], 22) for n in range(tail) if units[n].user)
         reserve = min(target // 2, max(min(cap, max(200, target // 10)), openings + 80))
-        select(plan, units, tail, target - reserve, memo, first, protected)
+        select(plan, units, tail, target - reserve, memo, first, protected, logged=cands)
         report.stages.append({"name": "key messages", "ms": _ms(t),
                               "changed": len(plan.left_out)})
         if plan.left_out:
             t = time.perf_counter()
             kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
-            soft, hard = digest_caps(usable, usable - fixed - kept)
+            soft, hard = digest_caps(usable, usable - fixed - kept - ack_tokens(counter))
             plan.digest, plan.digest_tokens = digest(
                 fold_units(plan.cands, units, plan.left_out, memo), max(soft, 1), counter,
                 memo, hard_cap=hard)
             report.stages.append({"name": "digest", "ms": _ms(t),
                                   "tokens": plan.digest_tokens})
     return plan
+
+
+def ack_tokens(counter: TokenCounter) -> int:
+    """What the acknowledgement after a digest or summary costs (see `_alternate`)."""
+    return counter.openai_message({"role": "assistant", "content": ACK})
+
+
+def _redigest(plan: Compaction, units: list[_Unit], keep: list[bool], reasons: dict[int, str],
+              room: int, counter: TokenCounter, memo: CompactionMemo,
+              usable: int) -> dict[int, str]:
+    """Make the digest stand for every unit `keep` leaves out, within `room` (less the
+    acknowledgement that may follow it); returns the left-out units and their reasons."""
+    left_out = {n: reasons.get(n, DEFAULT_DROP_REASON) for n in range(len(units)) if not keep[n]}
+    plan.digest, plan.digest_tokens = "", 0
+    room -= ack_tokens(counter)
+    if room >= MIN_DIGEST_TOKENS:
+        memo = memo.for_encoding(counter.encoding_name)
+        soft, hard = digest_caps(usable, room)
+        plan.digest, plan.digest_tokens = digest(
+            fold_units(plan.cands, units, left_out, memo), max(soft, 1), counter, memo,
+            hard_cap=hard)
+        if plan.digest_tokens > room:
+            plan.digest, plan.digest_tokens = "", 0
+    return left_out
 
 
 def _units(cands: list[tuple[ConversationMessage, int]], start: int = 0,

@@ -33,7 +33,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -68,15 +68,23 @@ def digest_caps(usable: int, room: int) -> tuple[int, int]:
 OPENING_CHARS = 280  # of a dropped user message, in the digest
 SHORT_OPENING = 70  # ... when they are many
 MIN_OPENING = 40  # ... the least that still says what was asked
+DIGEST_MARK = "[Context digest"  # how a digest starts (the builder recognizes it)
 
+# Scoring patterns run over lower-cased text and count hits; most start with a literal so the
+# regex engine can skip ahead (a leading \b or lookbehind makes it try every position: five
+# times slower on a tool output). A path counts once from its first slash; a bare file name by
+# its extension.
 CONSTRAINT = re.compile(
-    r"\b(must|should|need|needs|never|always|don't|do not|required?|important|only|avoid|"
-    r"make sure|ensure)\b|必须|需要|不要|务必|一定", re.IGNORECASE)
-PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|"
-                  r"yaml|yml|toml|txt|sh|sql|html|css)\b")
-NUMBER = re.compile(r"\b\d[\d,.:]*\b")
+    r"\b(?:must|should|needs?|never|always|don't|do not|required?|important|only|avoid|"
+    r"make sure|ensure)\b|必须|需要|不要|务必|一定")
+PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml|yml|toml|txt|"
+                  r"sh|sql|html|css)\b")
+NUMBER = re.compile(r"\d[\d,.:]*")
+ERROR_WORDS = re.compile(r"(?:error|failed|failure|exception|traceback|panic|denied|not found)\b")
 ERROR = re.compile(r"\b(error|failed|failure|exception|traceback|panic|denied|not found)\b",
-                   re.IGNORECASE)
+                   re.IGNORECASE)  # a line that names an error
+SCORED_CHARS = 3000  # of a message's text, scored ...
+SCORED_OUTPUT_CHARS = 800  # ... of a tool output's (its head says what it is)
 FILE_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}\b")
 PATH_KEYS = ("path", "file_path", "filePath", "notebook_path", "file", "filename", "target")
 COMMAND_KEYS = ("command", "cmd")
@@ -286,10 +294,13 @@ def _short_arguments(arguments: str) -> str:
 
 
 def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
-           memo: CompactionMemo, first: int = 0, protected: set[int] | None = None) -> None:
+           memo: CompactionMemo, first: int = 0, protected: set[int] | None = None,
+           logged: list[tuple[ConversationMessage, int]] | None = None) -> None:
     """Keep the mandatory units and the best-scoring others within `room` tokens; the rest
     go to `plan.left_out`. Units before `first` (see `horizon`) are left out unless
-    mandatory, without being scored."""
+    mandatory, without being scored. Scores are of the `logged` entries (the candidates before
+    any stage shortened them; `plan.cands` when not given)."""
+    logged = logged if logged is not None else plan.cands
     protected = protected or set()
     n_units = len(units)
     mandatory = [False] * n_units
@@ -315,7 +326,7 @@ def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
         u = units[n]
         base, parts = 0.0, []
         for i in u.items:
-            s, why = _score(plan.cands[i][0], memo)
+            s, why = _score(logged[i][0], memo)
             base += s
             if why:
                 parts.append(why)
@@ -334,16 +345,21 @@ def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
 
 
 def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
+    """The score of a log entry as logged (not of a shortened copy: the same entry scores
+    the same in every build), and its parts."""
     cached = memo.scores.get(m.id)
     if cached is not None:
         return cached
-    text = m.text()[:3000]
+    text = m.text()[:SCORED_OUTPUT_CHARS if m.role == "tool" else SCORED_CHARS]
     if m.tool_calls:
         text += " " + " ".join(c.function.arguments[:1000] for c in m.tool_calls)
+    text = text.lower()
     parts: list[str] = []
     score = 0.0
     for name, pattern, weight in (("constraints", CONSTRAINT, 2.0), ("paths", PATH, 1.0),
-                                  ("numbers", NUMBER, 0.3), ("errors", ERROR, 1.5)):
+                                  ("numbers", NUMBER, 0.3), ("errors", ERROR_WORDS, 1.5)):
+        if pattern is CONSTRAINT and m.role == "tool":
+            continue  # "must" in a compiler's output is not the user's constraint
         hits = len(pattern.findall(text))
         if hits:
             score += weight * min(hits, 5)
@@ -367,9 +383,9 @@ MAX_ERRORS = 30
 MAX_FILES = 150  # per verb
 
 
-@dataclass(frozen=True, slots=True)
-class _Facts:
-    """What one entry contributes to a digest (memoized by entry id)."""
+class _Facts(NamedTuple):
+    """What one entry contributes to a digest (memoized by entry id; a tuple: ten thousand
+    of them are made on a long log's first build)."""
 
     user: str | None = None  # a user request, whitespace folded
     calls: tuple[tuple[str, str, str, str], ...] = ()  # (call id, tool, verb, path) per path
@@ -385,15 +401,47 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
     cached = memo.facts.get(m.id)
     if cached is not None:
         return cached
-    user = todo = error = None
+    role = m.role
+    if role == "tool":
+        facts = _Facts(result=_outcome(m))
+    elif m.tool_calls:
+        facts = _call_facts(m)
+    else:
+        text = m.text()
+        user = None
+        named: tuple[tuple[str, str, str, str], ...] = ()
+        if role == "user" and m.kind == "message":
+            user = " ".join(text[:2000].split())
+            line = user if len(user) <= 100 else user[:99] + "…"
+            if "/" in text:  # paths the user named (a long request, a pasted summary) ...
+                named = tuple(("", "", "named", p)  # ... outlive its opening
+                              for p in dict.fromkeys(FILE_PATH.findall(text[:50_000])))
+        else:
+            line = _one_line(text[:400], 100)
+        error = None
+        if m.kind == "error" and m.error is not None:
+            error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
+        facts = _Facts(user, named, error=error, line=line)
+    memo.facts[m.id] = facts
+    return facts
+
+
+def _outcome(m: ConversationMessage) -> tuple[str, str, bool, str]:
+    """(call id, outcome, failed, error line) of a tool result."""
+    text = m.text()
+    failed = m.status in ("error", "denied") or (m.exit_code not in (None, 0)) or \
+        text[:400].lstrip().startswith(("Error", "<tool_use_error>", "error:"))
+    outcome = (f"exit {m.exit_code}" if m.exit_code is not None
+               else ("failed" if failed else "ok"))
+    return (m.tool_call_id or "", outcome, failed,
+            f"{m.tool_name or 'tool'}: {_one_line(_error_lines(text), 200)}" if failed else "")
+
+
+def _call_facts(m: ConversationMessage) -> _Facts:
+    """The files and commands of an assistant message's tool calls, and the todo list."""
+    todo = None
     calls: list[tuple[str, str, str, str]] = []
     commands: list[tuple[str, str]] = []
-    result = None
-    if m.role == "user" and m.kind == "message":
-        text = m.text()
-        user = " ".join(text[:2000].split())
-        # paths the user named (a long request, a pasted summary): they outlive its opening
-        calls = [("", "", "named", p) for p in dict.fromkeys(FILE_PATH.findall(text[:50_000]))]
     for c in m.tool_calls or ():
         try:
             args = json.loads(c.function.arguments or "{}")
@@ -411,22 +459,11 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
             value = args.get(key)
             if isinstance(value, str) and value:
                 commands.append((c.id, _one_line(value, 160)))
-    if m.role == "tool":
-        text = m.text()
-        failed = m.status in ("error", "denied") or (m.exit_code not in (None, 0)) or \
-            text[:400].lstrip().startswith(("Error", "<tool_use_error>", "error:"))
-        outcome = (f"exit {m.exit_code}" if m.exit_code is not None
-                   else ("failed" if failed else "ok"))
-        result = (m.tool_call_id or "", outcome, failed,
-                  f"{m.tool_name or 'tool'}: {_one_line(_error_lines(text), 200)}" if failed
-                  else "")
+    names = ", ".join(c.function.name for c in m.tool_calls or ())
+    error = None
     if m.kind == "error" and m.error is not None:
         error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
-    names = ", ".join(c.function.name for c in m.tool_calls or ())
-    facts = _Facts(user, tuple(calls), tuple(commands), names, todo, result, error,
-                   names or _one_line(m.text()[:400], 100) if m.role != "tool" else "")
-    memo.facts[m.id] = facts
-    return facts
+    return _Facts(None, tuple(calls), tuple(commands), names, todo, None, error, names)
 
 
 @dataclass
@@ -571,6 +608,9 @@ def _cut(lists: _Lists, text: str, tokens: int, cap_tokens: int, count: int, ope
     while len(text) > chars and keep_lists > 0.02:
         keep_lists /= 2
         text = lists.text(count, opening, keep_lists, skip_users)
+    if len(text) > chars and keep_lists > 0:
+        keep_lists = 0.0  # the user's requests outrank the lists
+        text = lists.text(count, opening, keep_lists, skip_users)
     if len(text) > chars:
         excess = len(text) - chars
         while excess > 0 and skip_users < len(users):
@@ -598,18 +638,20 @@ class _Lists:
         """The digest with the newest `share` of each list, and all user requests but the
         `skip_users` oldest."""
         def newest(items: list[str], limit: int) -> tuple[list[str], int]:
-            n = min(len(items), max(1, int(limit * share))) if items else 0
+            n = min(len(items), max(1, int(limit * share))) if items and share > 0 else 0
             return items[len(items) - n:], len(items) - n
 
-        out = [f"[Context digest: {count:,} earlier entries are left out to fit the context "
-               "window. What they held:]"]
         users, skipped = self.users[skip_users:], skip_users
         if users and opening < SHORT_OPENING:
             # Under pressure: one dense line (a line and a marker per request cost tokens).
+            out = [f"{DIGEST_MARK}: {count:,} earlier entries; the user's requests, oldest "
+                   "first:]"]
             unlisted = f"({skipped:,} earlier not listed) | " if skipped else ""
-            out.append("The user's earlier messages, oldest first, cut short: " + unlisted
-                       + " | ".join(u[:opening].rstrip() for u in users))
-        elif users:
+            out.append(unlisted + " | ".join(u[:opening].rstrip() for u in users))
+        else:
+            out = [f"{DIGEST_MARK}: {count:,} earlier entries are left out to fit the context "
+                   "window. What they held:]"]
+        if users and opening >= SHORT_OPENING:
             out.append("The user's earlier messages, oldest first:")
             if skipped:
                 out.append(f"- ({skipped:,} earlier requests not listed)")
@@ -632,7 +674,7 @@ class _Lists:
             out += [f"- {e}" for e in errors]
         if self.todo:
             out.append(f"The todo list then: {self.todo}")
-        if self.commands or any(self.files.values()):
+        if share > 0 and (self.commands or any(self.files.values())):
             out.append("Earlier tool outputs can be read again with read_tool_result when that "
                        "tool is offered.")
         return "\n".join(out)

@@ -214,3 +214,35 @@ def test_a_second_summary_folds_the_first_and_undoing_it_restores_the_first() ->
     text = "\n".join(str(m.get("content")) for m in back.messages)
     assert "S1 text" in text and "S2 text" not in text
     assert back.messages[3]["content"] == history[cuts[3]].text()
+
+
+def chat_session(turns: int) -> list[ConversationMessage]:
+    """A support chat: short requests and answers, nothing else (like the tau-bench ones)."""
+    history = [ConversationMessage(role="system", content="You are an airline agent.")]
+    for k in range(turns):
+        history.append(ConversationMessage(
+            role="user", content=f"Request {k}: please look at reservation R{k:03d} and tell me "
+                                 "whether I can change it"))
+        history.append(ConversationMessage(
+            role="assistant", content=f"Reservation R{k:03d} can be changed for a fee of ${k}."))
+    return [COUNTER.with_count(m) for m in history]
+
+
+def test_at_any_budget_every_request_is_sent_or_listed_in_the_digest_or_counted_there() -> None:
+    # Before: when the acknowledgement after the digest pushed the request over, a request
+    # was dropped without the digest standing for it (silently lost).
+    history = chat_session(24)
+    full = full_size(history)
+    requests = [m for m in history if m.role == "user"]
+    least = build(history[:1] + history[-2:-1], 10**6).report.used  # system + latest request
+    for budget in range(least + 100, full // 2, 7):  # room for a digest of a few openings
+        built = build(history, budget)
+        assert built.report.used <= budget
+        assert not protocol_errors(built.messages[1:])
+        sent = {m["content"] for m in built.messages if m["role"] == "user"}
+        digest = next((c for c in sent if c.startswith("[Context digest")), "")
+        unlisted = re.search(r"\((\d+) earlier (?:requests )?not listed\)", digest)
+        accounted = sum(1 for r in requests
+                        if r.text() in sent or f"{r.text()[:12]}" in digest)
+        accounted += int(unlisted.group(1)) if unlisted else 0
+        assert accounted == len(requests), (budget, digest)
