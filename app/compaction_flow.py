@@ -39,11 +39,12 @@ class CompactionHost(Protocol):
 
 
 def above_trigger(report: BuildReport | None) -> bool:
-    """The request passed the compaction trigger (so the no-LLM stages ran on it)."""
+    """The request passed the compaction trigger: the no-LLM stages ran on it, or it reused
+    the compaction of an earlier request."""
     if report is None:
         return False
     return report.used > TRIGGER * report.usable or any(
-        s["name"] in ("tool outputs", "key messages") for s in report.stages)
+        s["name"] in ("tool outputs", "key messages", "reused") for s in report.stages)
 
 
 class CompactionFlow(QObject):

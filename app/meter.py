@@ -80,7 +80,7 @@ class UsageMeter:
         if agent is not None and agent.model:
             settings = settings.model_copy(update={"model": agent.model})
         return context.build(conv_id, messages, settings, self.mode(), usable_override=usable,
-                             agent=agent)
+                             agent=agent, what_if=True)
 
     def refresh(self, conv_id: str | None,
                 history: Callable[[], list[ConversationMessage]]) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
+
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
-from core.context.service import ContextService
+from core.context.service import BuildCaches, ContextService
 from core.engine import Engine, ToolSetup
 from core.llm.adapter import LLMClient
 from core.settings import SettingsStore
@@ -16,12 +18,19 @@ def calibration_for(settings: SettingsStore) -> Calibration:
     return Calibration(settings.folder / "calibration.json")
 
 
+_CACHES: weakref.WeakKeyDictionary[Project, BuildCaches] = weakref.WeakKeyDictionary()
+
+
 def context_service(project: Project, calibration: Calibration | None = None,
                     ask_servers: bool = True) -> ContextService:
     """The context service for `project` (its prompt overrides, the shared calibration).
-    `ask_servers=False` for the window's thread: it never waits on a server."""
+    `ask_servers=False` for the window's thread: it never waits on a server. The services of
+    one open project share their build caches, so the window's meter and Inspector see the
+    very compaction the engine's requests send."""
+    caches = _CACHES.setdefault(project, BuildCaches())
     return ContextService(project.conversations, PromptComposer(project.state / "prompts"),
-                          calibration, ask_servers=ask_servers, offer_tools=True)
+                          calibration, ask_servers=ask_servers, offer_tools=True,
+                          caches=caches)
 
 
 def build_engine(project: Project, calibration: Calibration | None = None,

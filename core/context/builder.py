@@ -218,6 +218,7 @@ class BuildCache:
         self._last_user = -1
         self.encoding = ""
         self.memo = CompactionMemo()
+        self.view: _View | None = None  # the last compaction, kept for the builds after it
 
     def prepare(self, history: list[ConversationMessage], counter: TokenCounter) -> None:
         n = len(self.history)
@@ -230,6 +231,7 @@ class BuildCache:
         if not reusable:
             self.history, self.cands, self.excluded, self.units = [], [], [], []
             self.encoding = counter.encoding_name
+            self.view = None  # it decided over units that are gone
             n = 0
         before = len(self.cands)
         enc = counter.encoding_name
@@ -308,6 +310,54 @@ class _Unit:
     tool: str = ""  # the protected tool it calls (the todo list), if any
 
 
+@dataclass
+class _View:
+    """A compaction kept for the builds after it ("sticky"): later builds send the same
+    previews, references, digest and left-out set for the units it decided, and only append
+    what is new, until that passes the trigger again. So a long conversation's request keeps
+    the previous request as its prefix (what provider prompt caches need), and a build after
+    an append costs only the new entries.
+
+    Attributes:
+        key: (encoding, usable, fixed tokens, recent rounds) it was made for; any change
+            (model, budget, mode's prompt, tools) makes a new compaction.
+        decided: how many units it decided; the last of them is taken afresh by each build
+            (tool results may still arrive for it; it is in the recent tail, never shortened).
+        plan: what the stages decided (its lists are never changed after).
+        units: units [0, decided - 1) with the plan's tokens.
+        sent: tokens of those units that are sent, and of the digest.
+    """
+
+    key: tuple[str, int, int, int]
+    decided: int
+    plan: Compaction
+    units: list[_Unit]
+    sent: int
+    builds: int = 0  # how many builds reused it since
+
+
+def _reuse(view: _View | None, key: tuple[str, int, int, int],
+           cands: list[tuple[ConversationMessage, int]], units: list[_Unit], limit: float
+           ) -> tuple[Compaction, list[_Unit]] | None:
+    """The view extended with what came after it, when it is still for this build and the
+    result stays within `limit` tokens (the trigger); None when a new compaction is due."""
+    if view is None or view.key != key or len(units) < view.decided:
+        return None
+    k = view.decided - 1
+    old = view.units
+    if any(units[n].items != old[n].items for n in (0, k - 1) if 0 <= n < k):
+        return None  # not the units it decided (cheap check; prepare resets it otherwise)
+    fresh = units[k:]
+    if view.sent + sum(u.tokens for u in fresh) > limit:
+        return None
+    first_fresh = fresh[0].items[0] if fresh else len(cands)
+    p = view.plan
+    plan = Compaction(p.cands[:first_fresh] + cands[first_fresh:],
+                      p.unit_tokens[:k] + [u.tokens for u in fresh], p.staged, p.left_out,
+                      p.digest, p.digest_tokens)
+    return plan, old + fresh
+
+
 def error_projection(m: ConversationMessage) -> dict[str, Any]:
     """An error entry as the model sees it: its partial answer, then an LLM_ERROR block, so a
     later "continue" has an anchor."""
@@ -334,7 +384,11 @@ def build_request(
     stages: list[CompressionStage] | None = None,
     persona: str | None = None,
     compact: bool = True,
+    keep_view: bool = True,
 ) -> BuiltRequest:
+    """The request for `history` (see the module's doc). `keep_view`: False for a what-if
+    build (another budget, nothing sent) that must not replace the compaction kept in `cache`
+    for the real requests (see _View)."""
     started = time.perf_counter()
     tools = list(tools or [])
     report = BuildReport(model, mode, budget.window, budget.usable, budget.reserved_output,
@@ -387,15 +441,34 @@ def build_request(
             cands, units = cache.cands, cache.units
 
     # 1c. compaction: the no-LLM stages (see core/context/compaction.py)
+    # A compaction is kept for the builds after it (see _View) until they pass the trigger.
     fixed = system_tokens + tools_tokens + REPLY_PRIMER
     plan: Compaction | None = None
-    if compact and fixed + sum(u.tokens for u in units) > TRIGGER * budget.usable_ours:
-        plan = _compact(cands, units, fixed, budget.usable_ours, recent_rounds, counter,
-                        cache.memo.for_encoding(counter.encoding_name), report)
+    view = cache.view  # the compaction kept in the cache after this build
+    limit = TRIGGER * budget.usable_ours
+    if compact and fixed + sum(u.tokens for u in units) > limit:
+        t = time.perf_counter()
+        key = (counter.encoding_name, budget.usable_ours, fixed, recent_rounds)
+        reused = _reuse(cache.view, key, cands, units, limit - fixed)
+        if reused is not None and view is not None:
+            plan, units = reused
+            view.builds += int(keep_view)
+            report.stages.append({"name": "reused", "ms": _ms(t), "builds": view.builds,
+                                  "left out": len(plan.left_out),
+                                  "changed": len(plan.staged)})
+        else:
+            plan = _compact(cands, units, fixed, budget.usable_ours, recent_rounds, counter,
+                            cache.memo.for_encoding(counter.encoding_name), report)
+            units = [u if tokens == u.tokens else replace(u, tokens=tokens)
+                     for u, tokens in zip(units, plan.unit_tokens, strict=True)]
+            sent = plan.digest_tokens + sum(
+                u.tokens for n, u in enumerate(units[:-1]) if n not in plan.left_out)
+            view = _View(key, len(units), replace(plan, cands=list(plan.cands)),
+                         units[:-1], sent) if units else None
         cands = plan.cands
-        units = [u if tokens == u.tokens else replace(u, tokens=tokens)
-                 for u, tokens in zip(units, plan.unit_tokens, strict=True)]
         fixed += plan.digest_tokens
+    elif compact:
+        view = None  # below the trigger: the whole history is sent again
 
     # 2. trim to budget: the last resort, whole old rounds, over what compaction kept
     t = time.perf_counter()
@@ -417,6 +490,7 @@ def build_request(
             keep[n] for n in range(len(units)) if n not in left_out)):
         # Trimming left out more than selection did (or the digest itself is what does not
         # fit): one digest stands for all of it, within the room that is left.
+        view = None  # too tight to keep: the next build compacts afresh
         total -= plan.digest_tokens
         fixed -= plan.digest_tokens
         left_out = _redigest(plan, units, keep, reasons, budget.usable_ours - total, counter,
@@ -440,6 +514,7 @@ def build_request(
         if used <= budget.usable_ours:
             break
         if _drop_one_more(units, keep, reasons, recent_rounds):
+            view = None
             if plan is not None and plan.digest:  # the digest stands for that one too
                 fixed -= plan.digest_tokens
                 synthetic = sum(counter.openai_message(m) for m in normalized
@@ -457,6 +532,8 @@ def build_request(
     report.stages.append({"name": "normalize", "ms": _ms(t)})
     if used > budget.usable_ours:
         raise BudgetError(used, budget.usable_ours)
+    if keep_view:
+        cache.view = view
 
     if plan is not None:
         staged.update(plan.staged)

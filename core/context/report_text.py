@@ -62,6 +62,10 @@ def stage_line(r: BuildReport) -> str | None:
             parts.append(f"{s['name']}: {s['changed']:,} changed")
         elif s["name"] == "digest" and s.get("tokens"):
             parts.append(f"digest: {s['tokens']:,} tokens")
+        elif s["name"] == "reused":
+            parts.append(f"the compaction of {s['builds']:,} requests ago, reused "
+                         f"({s['changed']:,} changed, {s['left out']:,} left out; only what "
+                         "is new is appended)")
     return "compaction " + "; ".join(parts) if parts else None
 
 

@@ -9,10 +9,14 @@ ask it, so what they show is what is sent. It owns the budget policy, highest fi
 
 and one incremental build cache per conversation (a few are kept; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).
+The caches can be shared by the services of one project (the window's and the engine's, on
+their own threads): a build holds its cache's lock, and the compaction a cache keeps for later
+builds (see builder._View) is then the same for the meter, the Inspector and what is sent.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +36,31 @@ from core.tools import tool_schemas, tools_for
 CACHED_CONVERSATIONS = 2
 
 
+class BuildCaches:
+    """The build caches of a project's conversations, the most recently built last; safe to
+    share between threads (each cache has a lock its builds hold)."""
+
+    def __init__(self, keep: int = CACHED_CONVERSATIONS) -> None:
+        self.keep = keep
+        self._caches: OrderedDict[str, BuildCache] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conv_id: str) -> BuildCache | None:
+        return self._caches.get(conv_id)
+
+    def take(self, conv_id: str) -> tuple[BuildCache, threading.Lock]:
+        """The conversation's cache (made when missing) and the lock a build holds."""
+        with self._lock:
+            cache = self._caches.pop(conv_id, None) or BuildCache()
+            self._caches[conv_id] = cache
+            lock = self._locks.setdefault(conv_id, threading.Lock())
+            while len(self._caches) > self.keep:
+                gone, _ = self._caches.popitem(last=False)
+                self._locks.pop(gone, None)
+            return cache, lock
+
+
 class ContextService:
     """Attributes:
         store: the project's conversations (for each conversation's own settings and history).
@@ -47,10 +76,12 @@ class ContextService:
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
         ask_servers: bool = True,
         offer_tools: bool = False,
+        caches: BuildCaches | None = None,
     ) -> None:
         """`ask_servers`: False for builds on the window's thread, which use only what a server
         already said (the engine's thread asks). `offer_tools`: requests offer the mode's tools
-        (an engine that can run them: one with a project folder)."""
+        (an engine that can run them: one with a project folder). `caches`: shared with
+        another service of the same project (see the module's doc)."""
         self.ask_servers = ask_servers
         self.offer_tools = offer_tools
         self.store = store
@@ -58,7 +89,7 @@ class ContextService:
         self.calibration = calibration
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
-        self._caches: OrderedDict[str, BuildCache] = OrderedDict()
+        self.caches = caches or BuildCaches()
         self.no_tools: set[str] = set()  # models whose server refused a request with tools
 
     def counter(self, model: str | None) -> TokenCounter:
@@ -89,23 +120,31 @@ class ContextService:
         self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,
         mode: Mode = "chat", usable_override: int | None = None,
         known_window: int | None = None, run_context: RunContext | None = None,
-        agent: Agent | None = None,
+        agent: Agent | None = None, what_if: bool = False,
     ) -> BuiltRequest:
         """The request for `history` (the conversation's log, or what a Retry would resend).
 
         With `conv_id`, the candidates of the previous build are reused, so a build after an
-        append only looks at what is new.
+        append only looks at what is new. `what_if`: a build that is never sent (the
+        Inspector's budget slider); it leaves the compaction kept for the real ones alone.
 
         Raises:
             BudgetError: not even the system prompt and the latest user message fit.
         """
         budget = self.budget(conv_id, settings, usable_override, known_window)
-        return build_request(history, mode, model=settings.model, budget=budget,
-                             counter=self.counter(settings.model), composer=self.composer,
-                             cache=self._cache(conv_id), run_context=run_context,
-                             tools=[] if settings.model in self.no_tools
-                             else self.tool_schemas(mode, agent),
-                             persona=agent.instructions if agent is not None else None)
+        tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent)
+        persona = agent.instructions if agent is not None else None
+        counter = self.counter(settings.model)
+        if conv_id is None:
+            return build_request(history, mode, model=settings.model, budget=budget,
+                                 counter=counter, composer=self.composer,
+                                 run_context=run_context, tools=tools, persona=persona)
+        cache, lock = self.caches.take(conv_id)
+        with lock:
+            return build_request(history, mode, model=settings.model, budget=budget,
+                                 counter=counter, composer=self.composer, cache=cache,
+                                 run_context=run_context, tools=tools, persona=persona,
+                                 keep_view=not what_if)
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None) -> list[dict[str, Any]]:
         """The `tools[]` a request in `mode` offers (none when this service's engine cannot
@@ -126,7 +165,7 @@ class ContextService:
         what its cache already holds, without a stored count in the model's encoding (after a
         model change, every entry of the log)."""
         enc = self.counter(model).encoding_name
-        cache = self._caches.get(conv_id)
+        cache = self.caches.get(conv_id)
         start = 0
         if cache is not None and cache.encoding == enc and cache.history and \
                 len(history) >= len(cache.history) and \
@@ -137,7 +176,7 @@ class ContextService:
     def cold(self, conv_id: str, history: list[ConversationMessage]) -> bool:
         """The next build of `conv_id` starts from nothing (no cache for this log): on a long
         log, with compaction, it is the slow one."""
-        cache = self._caches.get(conv_id)
+        cache = self.caches.get(conv_id)
         return cache is None or not cache.history or len(history) < len(cache.history) or \
             history[len(cache.history) - 1] is not cache.history[-1]
 
@@ -148,12 +187,3 @@ class ContextService:
             return str(e)
         return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
                 "earlier for this model; if that is wrong, reset it in Settings.")
-
-    def _cache(self, conv_id: str | None) -> BuildCache | None:
-        if conv_id is None:
-            return None
-        cache = self._caches.pop(conv_id, None) or BuildCache()
-        self._caches[conv_id] = cache
-        while len(self._caches) > CACHED_CONVERSATIONS:
-            self._caches.popitem(last=False)
-        return cache

@@ -222,3 +222,27 @@ def test_a_long_imported_conversation_keeps_working_at_a_small_window(
         "[Context digest"))
     assert "Round 0: please look at src/mod_0.py" in digest  # the first request survives
     assert "read_tool_result" in json.dumps(sent)  # old outputs point to the full text
+
+
+def test_the_window_and_the_engine_share_the_kept_compaction(project_dir: Path) -> None:
+    # The meter (window thread) and the engine each have a context service; they share their
+    # build caches, so the request the meter shows after a compaction is the one the engine
+    # sends, the compaction kept and extended by what is new.
+    from core.factory import build_engine, context_service
+    from core.model import ConversationMessage
+
+    conv = session_project(project_dir, rounds=30)
+    with Project.open(project_dir) as p:
+        window = context_service(p, ask_servers=False)
+        engine = build_engine(p)
+        settings = LLMSettings(model="gpt-4o", context_window=9000, max_output_tokens=1000)
+        shown = window.preview(conv, settings, "agent")
+        assert any(s["name"] == "key messages" for s in shown.report.stages)
+        p.conversations.append(conv, COUNTER.with_count(
+            ConversationMessage(role="user", content="Go on with the next file.")))
+        history = p.conversations.load(conv).messages
+        sent = engine.build(history, settings, "agent", conv_id=conv)
+        assert [s["name"] for s in sent.report.stages if s["name"] == "reused"] == ["reused"]
+        assert sent.messages[:len(shown.messages)] == shown.messages
+        again = window.build(conv, history, settings, "agent")
+        assert again.messages == sent.messages

@@ -9,6 +9,7 @@ from core.context.budget import Budget
 from core.context.builder import ACK, BuildCache, build_request
 from core.context.normalize import protocol_errors
 from core.context.prompts import PromptComposer
+from core.context.stages import TRIGGER
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 from tests.helpers.trajectories import make_agent_session
@@ -246,3 +247,53 @@ def test_at_any_budget_every_request_is_sent_or_listed_in_the_digest_or_counted_
                         if r.text() in sent or f"{r.text()[:12]}" in digest)
         accounted += int(unlisted.group(1)) if unlisted else 0
         assert accounted == len(requests), (budget, digest)
+
+
+def stage_names(built) -> list[str]:  # noqa: ANN001
+    return [s["name"] for s in built.report.stages]
+
+
+def test_after_a_compaction_each_request_extends_the_previous_one_until_the_trigger() -> None:
+    # A provider's prompt cache needs the previous request as the exact prefix of the next:
+    # the compaction is kept and only what is new is appended, until that passes the trigger.
+    history = session(40)
+    budget = full_size(history) // 3
+    cache = BuildCache()
+    previous = build(history, budget, cache)
+    assert "key messages" in stage_names(previous)
+    reused = 0
+    for k in range(200):
+        history = history + [COUNTER.with_count(m) for m in (
+            ConversationMessage(role="assistant", content=f"Done with step {k}. " * 12),
+            ConversationMessage(role="user", content=f"Now step {k + 1}, please."))]
+        built = build(history, budget, cache)
+        assert built.report.used <= budget
+        if "reused" not in stage_names(built):
+            break
+        reused += 1
+        assert built.messages[:len(previous.messages)] == previous.messages
+        assert built.report.used <= TRIGGER * budget + 60
+        previous = built
+    else:
+        raise AssertionError("the kept compaction was never renewed")
+    assert reused >= 5, "a compaction should carry several turns"
+    # the renewed compaction is a fresh one: what a build without the cache makes
+    assert "key messages" in stage_names(built)
+    assert built.messages == build(history, budget).messages
+
+
+def test_a_what_if_build_and_a_budget_change_leave_or_renew_the_kept_compaction() -> None:
+    history = session(40)
+    budget = full_size(history) // 3
+    cache = BuildCache()
+    first = build(history, budget, cache)
+    more = history + [COUNTER.with_count(ConversationMessage(role="user", content="and then?"))]
+    what_if = build_request(more, "agent", model="gpt-4o",
+                            budget=Budget(budget // 2, 0, 0, "override"), counter=COUNTER,
+                            composer=PromptComposer(), cache=cache, keep_view=False)
+    assert "reused" not in stage_names(what_if) and what_if.report.used <= budget // 2
+    after = build(more, budget, cache)
+    assert "reused" in stage_names(after)
+    assert after.messages[:len(first.messages)] == first.messages
+    other = build(more, budget - 500, cache)  # another budget: a new compaction
+    assert "reused" not in stage_names(other) and other.report.used <= budget - 500
