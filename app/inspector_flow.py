@@ -49,15 +49,17 @@ class InspectorFlow:
         self.panel.summary_action.connect(lambda entry, action: self.annotate([entry], action))
         window.transcript.entry_action.connect(self.annotate)
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
-        self._slider = QTimer(self.panel)  # a slider step rebuilds once it rests
-        self._slider.setSingleShot(True)
-        self._slider.setInterval(SLIDER_DEBOUNCE_MS)
-        self._slider.timeout.connect(self.refresh)
-        self.panel.budget_changed.connect(lambda _value: self._slider.start())
+        self.slider_timer = QTimer(self.panel)  # a slider step rebuilds once it rests
+        self.slider_timer.setSingleShot(True)
+        self.slider_timer.setInterval(SLIDER_DEBOUNCE_MS)
+        self.slider_timer.timeout.connect(self.refresh)
+        self.panel.budget_changed.connect(lambda _value: self.slider_timer.start())
         self.panel.request_picked.connect(lambda _k: self.refresh())
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
+        self._rows: tuple[BuildReport, int, list[tuple[int, str, str, str, int, int, str, str]]] \
+            | None = None  # the last report's rows
 
     def annotate(self, ids: list[str], action: str) -> None:
         """Pin, unpin, exclude or include entries: appended to the log as annotations (never
@@ -122,8 +124,7 @@ class InspectorFlow:
                 return
             if built is not None:
                 report, preview = built.report, usable
-        positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        rows = inspector_rows(report, positions)
+        rows = self._rows_of(report, messages)
         header = inspector_header(report)
         if preview is not None:
             header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
@@ -139,6 +140,18 @@ class InspectorFlow:
                    f" · {next(iter(m.token_counts.values()), 0):,} tokens",
              m.include_in_context)
             for m in messages if m.kind == "summary"])
+
+    def _rows_of(self, report: BuildReport, messages: list[ConversationMessage]
+                 ) -> list[tuple[int, str, str, str, int, int, str, str]]:
+        """The panel's rows for `report` (kept for the last report: reopening the panel or
+        switching the model view on the same request does not redo 10,000 of them)."""
+        if self._rows is not None and self._rows[0] is report and \
+                self._rows[1] == len(messages):
+            return self._rows[2]
+        positions = {m.id: n for n, m in enumerate(messages, start=1)}
+        rows = inspector_rows(report, positions)
+        self._rows = (report, len(messages), rows)
+        return rows
 
     def _since_last(self, project: Project, conv: str, report: BuildReport) -> str | None:
         """The stable prefix against the last request sent (its copy in .workbench/requests)."""

@@ -68,9 +68,7 @@ class RowView(QAbstractItemView):
             return []
         width = max(200, self.viewport().width())
         fm = self.fontMetrics()
-        height_of = self.delegate.height_of
-        rows = model.rows()
-        return [height_of(rows[r], width, fm) for r in range(first, last + 1)]
+        return self.delegate.heights(model.rows()[first:last + 1], width, fm)
 
     def _remeasure_all(self) -> None:
         model = self.model()

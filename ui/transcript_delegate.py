@@ -92,6 +92,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
         self._heights: dict[tuple[str, int], tuple[int, int]] = {}  # -> (width, height)
+        # What an estimate needs of a row at any width: the lengths of the lines it shows and
+        # whether it has a footer (a new width then costs a sum per row, not a re-clip).
+        self._shapes: dict[str, tuple[int, bool, tuple[int, ...], bool]] = {}  # one per row
         self._pending: set[int] = set()
         self._stream_height = 0
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
@@ -152,16 +155,45 @@ class TranscriptDelegate(QStyledItemDelegate):
         view = self.parent()
         return view.viewport().width() if isinstance(view, QAbstractItemView) else 600
 
+    def heights(self, rows: list[Row], width: int, fm: QFontMetrics) -> list[int]:
+        """`height_of` for many rows at once (a relayout at a new width asks for all of
+        them: what does not depend on the row is worked out once)."""
+        line_h, per_line = _metrics(width, fm)
+        known_heights, shape = self._heights, self._shape
+        out = []
+        for row in rows:
+            if row.kind is RowKind.STREAMING:
+                out.append(self.height_of(row, width, fm))
+                continue
+            key = (row.key, row.version)
+            known = known_heights.get(key)
+            if known is not None and known[0] == width:
+                out.append(known[1])
+                continue
+            lengths, footer = shape(row)
+            height = _estimated(lengths, footer, line_h, per_line)
+            known_heights[key] = (width, height)
+            out.append(height)
+        return out
+
     def _estimate(self, row: Row, width: int, fm: QFontMetrics) -> int:
-        text_w = max(50, width - 2 * SIDE - 2 * PAD)
-        line_h = fm.lineSpacing()
-        chars_per_line = max(10, text_w // max(1, fm.averageCharWidth()))
+        lengths, footer = self._shape(row)
+        return _estimated(lengths, footer, *_metrics(width, fm))
+
+    def _shape(self, row: Row) -> tuple[tuple[int, ...], bool]:
+        """The lengths of the lines the row shows (clipped as the layout clips them, so the
+        estimate agrees) and whether it has a footer; kept per row version."""
+        known = self._shapes.get(row.key)
+        if known is not None and known[:2] == (row.version, row.expanded) and \
+                row.kind is not RowKind.STREAMING:
+            return known[2], known[3]
         body = body_text(row)
-        shown, hidden = clip(row, body)  # the same lines the layout will show, so it agrees
-        lines = sum(max(1, -(-len(part) // chars_per_line)) for part in shown.split("\n"))
+        shown, hidden = clip(row, body)
         footer = row.kind is RowKind.ERROR or hidden > 0 or (row.expanded and truncated(row, body))
-        extra = line_h if footer else 0
-        return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + extra + GAP
+        lengths = tuple(len(part) for part in shown.split("\n"))
+        if row.kind is not RowKind.STREAMING:
+            self._shapes[row.key] = (row.version, row.expanded, lengths, footer)
+        return lengths, footer
 
     # --- layout ----------------------------------------------------------------------------------
 
@@ -353,6 +385,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         """Drop every cached layout (a new conversation was loaded)."""
         self._cache.clear()
         self._heights.clear()
+        self._shapes.clear()
         self._stream_height = 0
 
     def stream_slack(self) -> int:
@@ -373,3 +406,18 @@ def _stopped(row: Row) -> bool:
     m = row.message
     return row.kind is RowKind.ERROR and m is not None and m.error is not None \
         and m.error.type == "stopped"
+
+
+def _metrics(width: int, fm: QFontMetrics) -> tuple[int, int]:
+    """(line height, characters per line) of a row's text at `width`."""
+    text_w = max(50, width - 2 * SIDE - 2 * PAD)
+    return fm.lineSpacing(), max(10, text_w // max(1, fm.averageCharWidth()))
+
+
+def _estimated(lengths: tuple[int, ...], footer: bool, line_h: int, per_line: int) -> int:
+    """A row's estimated height: its header, its lines wrapped at `per_line`, its footer."""
+    if len(lengths) == 1:
+        lines = max(1, -(-lengths[0] // per_line))
+    else:
+        lines = sum(max(1, -(-n // per_line)) for n in lengths)
+    return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + (line_h if footer else 0) + GAP

@@ -48,10 +48,7 @@ LEFT_OUT = ("dropped", "digested", "summarized")
 
 
 def decision_counts(r: BuildReport) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for entry in r.entries:
-        counts[entry.decision] = counts.get(entry.decision, 0) + 1
-    return counts
+    return r.decision_counts()
 
 
 def stage_line(r: BuildReport) -> str | None:
@@ -115,11 +112,10 @@ def inspector_rows(r: BuildReport, positions: dict[str, int]
                    ) -> list[tuple[int, str, str, str, int, int, str, str]]:
     """Every entry's decision in log order (synthetic ones first), for the Inspector:
     (position, id, decision, role, tokens before, tokens after, stage, reason)."""
-    out = []
-    for e in r.entries:
-        before = e.tokens_before if e.tokens_before is not None else e.tokens
-        out.append((positions.get(e.id, 0), e.id, e.decision, e.role, before, e.tokens,
-                    e.stage, e.reason))
+    at = positions.get
+    out = [(at(entry_id, 0), entry_id, decision, role,
+            before if before is not None else tokens, tokens, stage, reason)
+           for entry_id, role, _kind, decision, reason, tokens, stage, before in r.rows()]
     out.sort(key=lambda row: row[0])
     return out
 

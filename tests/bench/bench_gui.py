@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.bench.common import (
     ROOT,
+    StallWatch,
     big_messages,
     headless_window_env,
     median,
@@ -114,7 +115,7 @@ def run() -> None:
             def stream(label: str) -> None:
                 gaps: list[float] = []
 
-                async def measure() -> None:
+                async def measure(watch: StallWatch) -> None:
                     last = time.perf_counter()
                     controller.send("stream please")
                     settled = None  # keep measuring a little after the turn: it settles then
@@ -122,17 +123,21 @@ def run() -> None:
                         if settled is None and not controller.busy():
                             settled = time.perf_counter()
                         await asyncio.sleep(0.005)
+                        watch.tick()
                         now = time.perf_counter()
                         gaps.append((now - last) * 1000)
                         last = now
 
                 bar.setValue(bar.maximum())
                 t = time.perf_counter()
-                loop.run_until_complete(measure())
+                with StallWatch() as watch:
+                    loop.run_until_complete(measure(watch))
                 took = time.perf_counter() - t
                 report(f"stream 900 chunks at 300/s {label}: longest loop stall ({took:.1f} s)",
                        max(gaps), "ms", "< 50 ms")
                 report("  99th percentile loop gap", percentile(gaps, 99), "ms")
+                if watch.where():
+                    print(f"    longest stall: {watch.where()}")
 
             controller.new_conversation()
             stream("into a new conversation")
@@ -197,22 +202,26 @@ def _tool_storm(loop: asyncio.AbstractEventLoop, controller: Any, window: Any,
     window.mode_switcher.buttons["agent"].click()
     gaps: list[float] = []
 
-    async def measure() -> None:
+    async def measure(watch: StallWatch) -> None:
         last = time.perf_counter()
         controller.send("read everything")
         while controller.busy():
             await asyncio.sleep(0.005)
+            watch.tick()
             now = time.perf_counter()
             gaps.append((now - last) * 1000)
             last = now
 
     t = time.perf_counter()
-    loop.run_until_complete(measure())
+    with StallWatch() as watch:
+        loop.run_until_complete(measure(watch))
     server.close()
     cards = sum(1 for r in window.transcript_model.rows() if r.call is not None)
     report(f"agent turn with {cards} tool calls in 3 answers ({time.perf_counter() - t:.1f} s): "
            "longest loop stall", max(gaps), "ms", "< 50 ms")
     report("  99th percentile loop gap", percentile(gaps, 99), "ms")
+    if watch.where():
+        print(f"    longest stall: {watch.where()}")
 
 
 def _rss_mb() -> float:

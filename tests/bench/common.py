@@ -53,3 +53,63 @@ def headless_window_env(config: Path) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["XDG_CONFIG_HOME"] = str(config)
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+
+class StallWatch:
+    """Where the window's thread was during its longest stall: a sampler thread looks at the
+    thread's stack every few milliseconds while `tick()` has not been called for `after` ms,
+    and keeps the samples of the longest such stall (printed by `where`)."""
+
+    def __init__(self, after_ms: float = 30.0) -> None:
+        import threading
+
+        self.after = after_ms / 1000
+        self.main = threading.get_ident()
+        self.last = 0.0
+        self.current: list[str] = []
+        self.longest: tuple[float, list[str]] = (0.0, [])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StallWatch:
+        import time
+
+        self.last = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def tick(self) -> None:
+        import time
+
+        now = time.perf_counter()
+        if self.current and now - self.last > self.longest[0]:
+            self.longest = (now - self.last, self.current)
+        self.current = []
+        self.last = now
+
+    def _run(self) -> None:
+        import sys
+        import time
+        import traceback
+
+        while not self._stop.wait(0.004):
+            if time.perf_counter() - self.last > self.after:
+                frame = sys._current_frames().get(self.main)
+                if frame is not None:
+                    stack = traceback.extract_stack(frame)
+                    ours = [f for f in stack if "/work/" in f.filename or "main/" in f.filename]
+                    inner = (ours or stack)[-3:]
+                    self.current.append(" < ".join(
+                        f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(inner)))
+
+    def where(self) -> str:
+        """The commonest sample of the longest stall, or '' when none was seen."""
+        samples = self.longest[1]
+        if not samples:
+            return ""
+        common = max(set(samples), key=samples.count)
+        return f"{self.longest[0] * 1000:.0f} ms, mostly in {common}"

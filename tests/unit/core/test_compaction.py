@@ -297,3 +297,18 @@ def test_a_what_if_build_and_a_budget_change_leave_or_renew_the_kept_compaction(
     assert after.messages[:len(first.messages)] == first.messages
     other = build(more, budget - 500, cache)  # another budget: a new compaction
     assert "reused" not in stage_names(other) and other.report.used <= budget - 500
+
+
+def test_the_meters_decision_counts_agree_with_the_entries() -> None:
+    # The meter counts decisions on every refresh without making 10,000 entries; its counts
+    # must be the report's.
+    history = session(30)
+    history.insert(5, history[5].model_copy(update={"include_in_context": False, "id": "off"}))
+    full = full_size(history)
+    for budget in (full * 2, full // 2, full // 5, full // 12):
+        report = build(history, budget).report
+        expected: dict[str, int] = {}
+        for e in report.entries:
+            expected[e.decision] = expected.get(e.decision, 0) + 1
+        assert report.decision_counts() == expected
+        assert sum(expected.values()) >= len(history)
