@@ -23,7 +23,8 @@ from ui.main_window import MainWindow
 
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
-BUILD_ASIDE = 2000  # ... and so does the first build of a log this long (compaction has work)
+BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new compaction of it
+#                     costs tens of milliseconds, and only the build can tell when one is due)
 
 
 class _Relay(QObject):
@@ -118,8 +119,8 @@ class UsageMeter:
                 return lambda: self._apply(None, problem)
             return lambda: self._apply(built.report, None, built)
 
-        if context.uncounted(conv_id, messages, settings.model) <= COUNT_ASIDE and not (
-                len(messages) > BUILD_ASIDE and context.cold(conv_id, messages)):
+        uncounted = context.uncounted(conv_id, messages, settings.model)
+        if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE:
             build()()
             return
         def aside() -> None:
@@ -131,7 +132,9 @@ class UsageMeter:
             self._relay.done.emit(apply)
 
         self._counting = True
-        self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
+        if uncounted > COUNT_ASIDE or context.cold(conv_id, messages):
+            # long enough to notice; otherwise the last figure stays until the new one
+            self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
         self._aside.submit(aside)
 
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None,

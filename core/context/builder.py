@@ -350,12 +350,17 @@ class _View:
 
     Attributes:
         key: (encoding, usable, fixed tokens, recent rounds) it was made for; any change
-            (model, budget, mode's prompt, tools) makes a new compaction.
+            (model, budget, mode's prompt, tools) makes a new compaction. The usable budget
+            is the nominal one: calibration against the provider's counts moves a little
+            after every answer, and the fit is checked with the current one.
         decided: how many units it decided; the last of them is taken afresh by each build
             (tool results may still arrive for it; it is in the recent tail, never shortened).
         plan: what the stages decided (its lists are never changed after).
         units: units [0, decided - 1) with the plan's tokens.
         sent: tokens of those units that are sent, and of the digest.
+        room: how far later builds may grow it: the trigger, or the whole budget when even
+            the compaction could not get under the trigger (compacting again each turn
+            would change the request every time for nothing).
     """
 
     key: tuple[str, int, int, int]
@@ -363,14 +368,16 @@ class _View:
     plan: Compaction
     units: list[_Unit]
     sent: int
+    room: float
     builds: int = 0  # how many builds reused it since
 
 
 def _reuse(view: _View | None, key: tuple[str, int, int, int],
-           cands: list[tuple[ConversationMessage, int]], units: list[_Unit], limit: float
-           ) -> tuple[Compaction, list[_Unit]] | None:
+           cands: list[tuple[ConversationMessage, int]], units: list[_Unit], trigger: float,
+           usable: int) -> tuple[Compaction, list[_Unit]] | None:
     """The view extended with what came after it, when it is still for this build and the
-    result stays within `limit` tokens (the trigger); None when a new compaction is due."""
+    result stays within its room (`trigger` or `usable` tokens of history, see _View);
+    None when a new compaction is due."""
     if view is None or view.key != key or len(units) < view.decided:
         return None
     k = view.decided - 1
@@ -378,7 +385,7 @@ def _reuse(view: _View | None, key: tuple[str, int, int, int],
     if any(units[n].items != old[n].items for n in (0, k - 1) if 0 <= n < k):
         return None  # not the units it decided (cheap check; prepare resets it otherwise)
     fresh = units[k:]
-    if view.sent + sum(u.tokens for u in fresh) > limit:
+    if view.sent + sum(u.tokens for u in fresh) > (usable if view.room > trigger else trigger):
         return None
     first_fresh = fresh[0].items[0] if fresh else len(cands)
     p = view.plan
@@ -478,8 +485,9 @@ def build_request(
     limit = TRIGGER * budget.usable_ours
     if compact and fixed + sum(u.tokens for u in units) > limit:
         t = time.perf_counter()
-        key = (counter.encoding_name, budget.usable_ours, fixed, recent_rounds)
-        reused = _reuse(cache.view, key, cands, units, limit - fixed)
+        key = (counter.encoding_name, budget.usable, fixed, recent_rounds)
+        reused = _reuse(cache.view, key, cands, units, limit - fixed,
+                        budget.usable_ours - fixed)
         if reused is not None and view is not None:
             plan, units = reused
             view.builds += int(keep_view)
@@ -493,8 +501,12 @@ def build_request(
                      for u, tokens in zip(units, plan.unit_tokens, strict=True)]
             sent = plan.digest_tokens + sum(
                 u.tokens for n, u in enumerate(units[:-1]) if n not in plan.left_out)
-            view = _View(key, len(units), replace(plan, cands=list(plan.cands)),
-                         units[:-1], sent) if units else None
+            view = None
+            if units:
+                below = sent + units[-1].tokens <= limit - fixed
+                view = _View(key, len(units), replace(plan, cands=list(plan.cands)),
+                             units[:-1], sent,
+                             limit - fixed if below else budget.usable_ours - fixed)
         cands = plan.cands
         fixed += plan.digest_tokens
     elif compact:

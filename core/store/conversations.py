@@ -176,7 +176,7 @@ class ConversationStore:
                 stamp = _stamp(entry)
                 row = cached.get(entry.name)
                 if row is None or row.stamp != stamp:
-                    row = self._summarize(entry, stamp)
+                    row = self._summarize(entry, stamp, row)
                     if row is None:
                         continue
                     changed = True
@@ -384,10 +384,23 @@ class ConversationStore:
                 return True
         return False
 
-    def message_count(self, conv_id: str) -> int:
+    def message_count(self, conv_id: str, since: tuple[int, int] | None = None) -> int:
+        """Lines of the conversation's log. `since`: (size, count) of an earlier reading of
+        it; the log only grows, so only what was appended after that is read (a 10,000-entry
+        log is tens of megabytes: the conversation list recounts after every append)."""
         path = self._dir(conv_id) / "messages.jsonl"
         try:
-            return path.read_bytes().count(b"\n")
+            with path.open("rb") as f:
+                count = 0
+                if since is not None and since[0] > 0:
+                    f.seek(since[0] - 1)
+                    if f.read(1) == b"\n":  # still the file it was (it ended on a line)
+                        count = since[1]
+                    else:
+                        f.seek(0)
+                while chunk := f.read(1 << 20):
+                    count += chunk.count(b"\n")
+                return count
         except OSError:  # missing or unreadable: the conversation says why when opened
             return 0
 
@@ -558,11 +571,17 @@ class ConversationStore:
                 f"({describe_os_error(e)}).",
                 e.errno, describe_os_error(e)) from e
 
-    def _summarize(self, folder: Path, stamp: builtins.list[int]) -> ConversationSummary | None:
+    def _summarize(self, folder: Path, stamp: builtins.list[int],
+                   before: ConversationSummary | None = None) -> ConversationSummary | None:
+        """The list's row for a conversation; `before`: its row from an earlier stamp (the
+        log's lines are then counted from where that one stopped, when the log grew)."""
         try:
             meta = self.meta(folder.name)
         except StoreError:
             return None
+        since = None
+        if before is not None and before.stamp and before.stamp[0] <= stamp[0]:
+            since = (before.stamp[0], before.message_count)
         mtimes = [stamp[1], stamp[3]]
         updated = datetime.fromtimestamp(max(mtimes) / 1e9, UTC)
         return ConversationSummary(
@@ -571,7 +590,7 @@ class ConversationStore:
             created_at=meta.created_at,
             updated_at=max(updated, meta.created_at),
             mode=meta.mode,
-            message_count=self.message_count(folder.name),
+            message_count=self.message_count(folder.name, since),
             stamp=stamp,
         )
 

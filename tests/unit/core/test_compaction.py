@@ -312,3 +312,39 @@ def test_the_meters_decision_counts_agree_with_the_entries() -> None:
             expected[e.decision] = expected.get(e.decision, 0) + 1
         assert report.decision_counts() == expected
         assert sum(expected.values()) >= len(history)
+
+
+def test_a_compaction_that_cannot_get_under_the_trigger_is_still_kept() -> None:
+    # Recent rounds too big to compact: the view stays above the trigger. Compacting again on
+    # every turn would change the request each time for nothing; it is kept while it fits.
+    history = session(12, seed=4)
+    history += [COUNTER.with_count(ConversationMessage(role="user", content="x " * 5200))]
+    budget = 8000
+    cache = BuildCache()
+    first = build(history, budget, cache)
+    assert first.report.used > TRIGGER * budget
+    more = history + [COUNTER.with_count(m) for m in (
+        ConversationMessage(role="assistant", content="ok"),
+        ConversationMessage(role="user", content="go on"))]
+    again = build(more, budget, cache)
+    assert "reused" in stage_names(again)
+    assert again.messages[:len(first.messages)] == first.messages
+
+
+def test_calibration_moving_after_an_answer_keeps_the_compaction() -> None:
+    # Each answer recalibrates our counts against the provider's a little; that must not
+    # make a new compaction on every turn.
+    history = session(40)
+    budget = full_size(history) // 3
+
+    def calibrated(h: list[ConversationMessage], factor: float, cache: BuildCache):  # noqa: ANN202
+        return build_request(h, "agent", model="gpt-4o",
+                             budget=Budget(budget, 0, 0, "override", calibration=factor),
+                             counter=COUNTER, composer=PromptComposer(), cache=cache)
+
+    cache = BuildCache()
+    first = calibrated(history, 1.0, cache)
+    more = history + [COUNTER.with_count(ConversationMessage(role="user", content="next"))]
+    again = calibrated(more, 1.03, cache)
+    assert "reused" in stage_names(again)
+    assert again.messages[:len(first.messages)] == first.messages

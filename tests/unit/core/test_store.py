@@ -354,3 +354,22 @@ def test_search_finds_quoted_words_and_refusals(project: Project) -> None:
     assert store.search('"hello world"') == {a.id}
     assert store.search("C:\\temp") == {a.id}
     assert store.search("cannot assist") == {b.id}
+
+
+def test_the_list_counts_an_appended_log_from_where_it_stopped_and_a_rewritten_one_afresh(
+        project: Project) -> None:
+    store = project.conversations
+    c = store.create("counted")
+    store.append_many(c.id, [user(f"m{i}") for i in range(50)])
+    assert store.list()[0].message_count == 50
+    store.append(c.id, user("one more"))
+    assert store.list()[0].message_count == 51
+    # a log that is not the one counted before (shorter, or not ending where it did)
+    path = log_path(project, c.id)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:10]))
+    assert store.list()[0].message_count == 10
+    path.write_bytes(b"".join(lines[:10]) + b'{"torn": ')
+    assert store.list()[0].message_count == 10
+    path.write_bytes(b"".join(lines[:12]))
+    assert store.list()[0].message_count == 12
