@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
-from core.context.builder import BudgetError, BuildReport
+from core.context.builder import BudgetError, BuildReport, BuiltRequest
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
@@ -60,6 +60,10 @@ class InspectorFlow:
         self._saved: list[Path] = []
         self._rows: tuple[BuildReport, int, list[tuple[int, str, str, str, int, int, str, str]]] \
             | None = None  # the last report's rows
+        self._since: tuple[BuildReport, Path, str] | None = None  # and its "since the last"
+        self._shown = False  # the panel is open (read on the meter's thread)
+        meter.preparers["inspector rows"] = self._prepare_rows
+        meter.preparers["since last"] = self._prepare_since
 
     def annotate(self, ids: list[str], action: str) -> None:
         """Pin, unpin, exclude or include entries: appended to the log as annotations (never
@@ -76,7 +80,18 @@ class InspectorFlow:
         self.window.transcript_model.update_messages(folded)
         self.host.refresh_usage()
 
+    def _prepare_rows(self, built: BuiltRequest, messages: list[ConversationMessage]
+                      ) -> tuple[BuildReport, int, list[tuple[int, str, str, str, int, int,
+                                                              str, str]]] | None:
+        """The panel's rows of a new request, made where the meter builds it (off the window
+        for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
+        if not self._shown:
+            return None
+        positions = {m.id: n for n, m in enumerate(messages, start=1)}
+        return built.report, len(messages), inspector_rows(built.report, positions)
+
     def _on_visibility_changed(self, visible: bool) -> None:
+        self._shown = visible
         if visible:
             self.refresh()
         else:
@@ -145,6 +160,9 @@ class InspectorFlow:
                  ) -> list[tuple[int, str, str, str, int, int, str, str]]:
         """The panel's rows for `report` (kept for the last report: reopening the panel or
         switching the model view on the same request does not redo 10,000 of them)."""
+        prepared = self.meter.prepared.get("inspector rows")
+        if prepared is not None and prepared[0] is report and prepared[1] == len(messages):
+            self._rows = prepared
         if self._rows is not None and self._rows[0] is report and \
                 self._rows[1] == len(messages):
             return self._rows[2]
@@ -160,18 +178,44 @@ class InspectorFlow:
             return None
         if not self._saved:  # listed by `refresh` a moment ago
             return "No request sent yet in this conversation: nothing to compare with."
-        if self._previous is None or self._previous[0] != self._saved[0]:
-            found = latest_request(project.state / "requests", conv)  # once per request sent
-            if found is None:
+        prepared = self.meter.prepared.get("since last")
+        if prepared is not None and prepared[0] is report and prepared[1] == self._saved[0]:
+            self._since = prepared
+        if self._since is not None and self._since[0] is report and \
+                self._since[1] == self._saved[0]:
+            return self._since[2]  # the same request against the same one: said already
+        self._since = self._compare(project, conv, built)
+        return self._since[2] if self._since is not None else None
+
+    def _prepare_since(self, built: BuiltRequest, _messages: list[ConversationMessage]
+                       ) -> tuple[BuildReport, Path, str] | None:
+        """`_compare` where the meter builds (reading the last request's copy, megabytes on
+        a long log, off the window); only while the panel is open."""
+        project, conv = self.host.project, self.host.current_id
+        if not self._shown or project is None or conv is None:
+            return None
+        return self._compare(project, conv, built)
+
+    def _compare(self, project: Project, conv: str, built: BuiltRequest
+                 ) -> tuple[BuildReport, Path, str] | None:
+        """(request, the last one sent, what changed between them in words)."""
+        newest = saved_requests(project.state / "requests", conv)[:1]
+        if not newest or self.meter.context is None:
+            return None
+        previous = self._previous
+        if previous is None or previous[0] != newest[0]:
+            previous = latest_request(project.state / "requests", conv)  # once per request
+            if previous is None:
                 return None
-            self._previous = found
-        path, previous = self._previous
+            self._previous = previous
+        path, data = previous
         try:
             when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
         except OSError:
             when = "earlier"
-        return since_last(previous, built.messages, report,
-                          self.meter.context.counter(report.model), when)
+        report = built.report
+        return report, path, since_last(data, built.messages, report,
+                                        self.meter.context.counter(report.model), when)
 
     def _on_draft(self, tokens: int) -> None:
         """The draft as it is typed: only the bar follows (cheap on every keystroke)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -59,6 +60,11 @@ class UsageMeter:
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
+        # Work on each new request that a listener will want, done where the build is done
+        # (on the meter's thread for a long log, so the window never waits for it): name ->
+        # f(request, log) -> result or None; the results are in `prepared`.
+        self.preparers: dict[str, Callable[[BuiltRequest, list[ConversationMessage]], Any]] = {}
+        self.prepared: dict[str, Any] = {}
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
 
     def preview(self, conv_id: str, messages: list[ConversationMessage],
@@ -117,7 +123,8 @@ class UsageMeter:
             except BudgetError as e:
                 problem = ("context: does not fit", context.budget_message(e, settings))
                 return lambda: self._apply(None, problem)
-            return lambda: self._apply(built.report, None, built)
+            prepared = {name: f(built, messages) for name, f in list(self.preparers.items())}
+            return lambda: self._apply(built.report, None, built, prepared)
 
         uncounted = context.uncounted(conv_id, messages, settings.model)
         if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE:
@@ -138,8 +145,10 @@ class UsageMeter:
         self._aside.submit(aside)
 
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None,
-               built: BuiltRequest | None = None) -> None:
+               built: BuiltRequest | None = None, prepared: dict[str, Any] | None = None
+               ) -> None:
         self.report, self._problem, self.built = report, problem, built
+        self.prepared = prepared or {}
         self.show()
         for listener in self.listeners:
             listener()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.context.builder import BuildReport
-from core.llm.tokens import TokenCounter
+from core.llm.tokens import REPLY_PRIMER, TokenCounter
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 
@@ -145,13 +145,16 @@ def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report:
         if old != new:
             break
         same += 1
-    stable = sum(counter.openai_message(m) for m in messages[:same])
-    total = sum(counter.openai_message(m) for m in messages) or 1
+    # The request's messages cost what the report says (less the tools and the reply
+    # primer); only what follows the stable prefix is counted (usually the last turn's few
+    # messages, not the tens of thousands of tokens before them).
+    total = max(1, report.used - report.totals.get("tools", 0) - REPLY_PRIMER)
+    stable = max(0, total - sum(counter.openai_message(m) for m in messages[same:]))
     old_report = previous.get("report") if isinstance(previous.get("report"), dict) else {}
     old_entries = old_report.get("entries") if isinstance(old_report, dict) else None
     sent_before = {e.get("id") for e in old_entries or [] if isinstance(e, dict)
                    and e.get("decision") in SENT}
-    sent_now = {e.id for e in report.entries if e.decision in SENT}
+    sent_now = {row[0] for row in report.rows() if row[3] in SENT}
     added, gone = len(sent_now - sent_before), len(sent_before - sent_now)
     line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
             f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "

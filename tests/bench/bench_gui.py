@@ -133,6 +133,8 @@ def run() -> None:
                 with StallWatch() as watch:
                     loop.run_until_complete(measure(watch))
                 took = time.perf_counter() - t
+                answer = window.transcript_model.rows()[-1].text or ""
+                assert answer.endswith("tok899 "), f"the streamed answer did not arrive: {answer!r}"
                 report(f"stream 900 chunks at 300/s {label}: longest loop stall ({took:.1f} s)",
                        max(gaps), "ms", "< 50 ms")
                 report("  99th percentile loop gap", percentile(gaps, 99), "ms")
@@ -162,6 +164,12 @@ def run() -> None:
             report("  slowest of the 5", max(stops), "ms")
             controller.show_conversation(conv_id)
             stream("into the 10,000-message one (request fitted to the window)")
+        with ServerProcess(streamed) as server:  # its own: a Stop may take one more answer
+            os.environ["WORKBENCH_API_BASE"] = server.url
+            window.inspector_action.trigger()  # the Context Inspector open beside it
+            app.processEvents()
+            stream("into it again, the Inspector panel open")
+            window.inspector_action.trigger()
         _tool_storm(loop, controller, window, tmp / "big")
 
         # Memory stays bounded however many big conversations the user visits: only a few

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -93,18 +94,33 @@ class StallWatch:
 
     def _run(self) -> None:
         import sys
+        import threading
         import time
-        import traceback
 
         while not self._stop.wait(0.004):
             if time.perf_counter() - self.last > self.after:
-                frame = sys._current_frames().get(self.main)
+                frames = sys._current_frames()
+                frame = frames.get(self.main)
                 if frame is not None:
-                    stack = traceback.extract_stack(frame)
-                    ours = [f for f in stack if "/work/" in f.filename or "main/" in f.filename]
-                    inner = (ours or stack)[-3:]
-                    self.current.append(" < ".join(
-                        f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(inner)))
+                    where = self._where(frame)
+                    if where.startswith("bench_"):  # in Qt or waiting for the GIL:
+                        # what the other threads were doing meanwhile
+                        others = [self._where(f, 1) for t, f in frames.items()
+                                  if t not in (self.main, threading.get_ident())]
+                        busy = [o for o in others if "wait" not in o and "select" not in o]
+                        where += " (other threads: " + ("; ".join(busy) or "idle") + ")"
+                    self.current.append(where)
+
+    @staticmethod
+    def _where(frame: Any, depth: int = 3) -> str:
+        import traceback
+
+        stack = traceback.extract_stack(frame)
+        ours = [f for f in stack if "/site-packages/" not in f.filename
+                and "/lib/python3" not in f.filename]
+        inner = (ours or stack)[-depth:] if depth > 1 else stack[-1:]
+        return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                          for f in reversed(inner))
 
     def where(self) -> str:
         """The commonest sample of the longest stall, or '' when none was seen."""

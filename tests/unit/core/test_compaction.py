@@ -348,3 +348,21 @@ def test_calibration_moving_after_an_answer_keeps_the_compaction() -> None:
     again = calibrated(more, 1.03, cache)
     assert "reused" in stage_names(again)
     assert again.messages[:len(first.messages)] == first.messages
+
+
+def test_since_last_counts_the_stable_prefix_the_provider_can_reuse() -> None:
+    from core.context.report_text import since_last
+
+    history = session(20)
+    first = build(history, full_size(history) // 3, BuildCache())
+    cache = BuildCache()
+    build(history, full_size(history) // 3, cache)
+    more = history + [COUNTER.with_count(ConversationMessage(role="user", content="next"))]
+    built = build(more, full_size(history) // 3, cache)
+    line = since_last({"messages": first.messages}, built.messages, built.report, COUNTER, "now")
+    same = len(first.messages)
+    assert built.messages[:same] == first.messages
+    stable = sum(COUNTER.openai_message(m) for m in built.messages[:same])
+    total = sum(COUNTER.openai_message(m) for m in built.messages)
+    assert f"the first {same:,} of {len(built.messages):,} messages are identical" in line
+    assert f"a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%)" in line
