@@ -92,7 +92,8 @@ def _header(row: Row) -> tuple[str, str]:
         if m is not None and m.kind == "summary":
             covered = len(m.covers or ())
             by = f" · {m.model}" if m.model else ""
-            return f"∑ Summary of {covered:,} earlier entries", f"{when}{by}"
+            freed = f" · {row.note}" if row.note else ""
+            return f"∑ {covered:,} earlier entries summarized{freed}", f"{when}{by}"
         return "System prompt", when
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"

@@ -74,7 +74,10 @@ def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
     # the summary is a row of the transcript, and in the log
     model = window.transcript_model
     title, meta = header_line(model.row(model.rowCount() - 1))
-    assert title.startswith("∑ Summary of") and "openai/summary-model" in meta
+    assert title.startswith("∑ ") and " earlier entries summarized · " in title
+    freed = int(title.split(" · ")[1].split()[0].replace(",", ""))
+    assert freed == done[0].freed or abs(freed - done[0].freed) <= 0.1 * done[0].freed
+    assert "openai/summary-model" in meta
     with Project.open(project_dir, read_only=True) as p:
         kinds = [m.kind for m in p.conversations.load(conv).messages]
         assert kinds.count("summary") == 1
