@@ -27,6 +27,7 @@ from core.store.requests import latest_request, read_request, saved_requests
 from ui.main_window import MainWindow
 
 SLIDER_DEBOUNCE_MS = 60
+DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow the draft
 
 
 class InspectorHost(Protocol):
@@ -55,6 +56,10 @@ class InspectorFlow:
         self.slider_timer.timeout.connect(self.refresh)
         self.panel.budget_changed.connect(lambda _value: self.slider_timer.start())
         self.panel.request_picked.connect(lambda _k: self.refresh())
+        self.draft_timer = QTimer(self.panel)  # the decisions follow the draft once it rests
+        self.draft_timer.setSingleShot(True)
+        self.draft_timer.setInterval(DRAFT_DEBOUNCE_MS)
+        self.draft_timer.timeout.connect(self.refresh)
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
@@ -129,6 +134,8 @@ class InspectorFlow:
             return
         percent = self.panel.slider.value()
         preview = None
+        draft = self.window.composer.text().strip() if percent == 100 else ""
+        draft = "" if draft.startswith("/") else draft  # a command, not the next message
         if percent != 100:
             usable = max(1, report.usable * percent // 100)
             try:
@@ -139,14 +146,29 @@ class InspectorFlow:
                 return
             if built is not None:
                 report, preview = built.report, usable
+        elif draft:
+            # The request as it would go if the draft were sent now (debounced as it is typed)
+            with_draft = [*messages, ConversationMessage(role="user", content=draft)]
+            try:
+                built = self.meter.preview(conv, with_draft, None)
+            except BudgetError as e:
+                self.panel.clear(f"With your draft: {e}")
+                self._dim({})
+                return
+            if built is not None:
+                report, messages = built.report, with_draft
         rows = self._rows_of(report, messages)
         header = inspector_header(report)
         if preview is not None:
             header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
                       f"nothing is sent\n{header}")
-        since = None if preview is not None else self._since_last(project, conv, report)
+        elif report is not self.meter.report:
+            header = f"With your draft as the next message (not sent yet)\n{header}"
+        since = None if report is not self.meter.report else self._since_last(project, conv,
+                                                                               report)
+        draft_tokens = self._draft if report is self.meter.report else 0
         self.panel.show_request(header + ("\n" + since if since else ""),
-                                budget_parts(report, 0 if preview else self._draft), rows)
+                                budget_parts(report, draft_tokens), rows)
         if self.panel.model_view.isChecked():
             self._dim(_left_out(rows))
         self.panel.show_summaries([
@@ -218,12 +240,14 @@ class InspectorFlow:
                                         self.meter.context.counter(report.model), when)
 
     def _on_draft(self, tokens: int) -> None:
-        """The draft as it is typed: only the bar follows (cheap on every keystroke)."""
+        """The draft as it is typed: the bar follows each keystroke (cheap); the decisions
+        follow once typing rests (a build with the draft as the next message)."""
         self._draft = tokens
         report = self.meter.report
         if (self.panel.isVisible() and report is not None
                 and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
             self.panel.bar.set_parts(budget_parts(report, tokens))
+            self.draft_timer.start()
 
     @staticmethod
     def _label(path: Path) -> str:

@@ -68,10 +68,11 @@ class UsageMeter:
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
 
     def preview(self, conv_id: str, messages: list[ConversationMessage],
-                usable: int) -> BuiltRequest | None:
-        """The next request as it would be built with `usable` input tokens (the Inspector's
-        budget slider): the same build, another budget, nothing sent. None while a build runs
-        on the meter's thread (they share the conversation's cache) or without settings.
+                usable: int | None) -> BuiltRequest | None:
+        """The request `messages` would make with `usable` input tokens (the Inspector's
+        budget slider; None: the budget as configured) or with a draft appended: the same
+        build, nothing sent, the cache left as it was. None while a build runs on the meter's
+        thread (they share the conversation's cache) or without settings.
 
         Raises:
             BudgetError: not even the system prompt and the latest message fit.

@@ -250,6 +250,20 @@ class BuildCache:
         self.memo = CompactionMemo()
         self.view: _View | None = None  # the last compaction, kept for the builds after it
 
+    def fork(self) -> BuildCache:
+        """A copy for a build that is never sent (a draft or another budget): it starts from
+        this cache's work, and what it does stays out of this one (the per-entry memo is
+        shared: entries never change)."""
+        other = BuildCache()
+        other.history, other.cands, other.excluded = list(self.history), list(self.cands), \
+            list(self.excluded)
+        other.units = list(self.units)
+        if 0 <= self._last_user < len(other.units):  # `prepare` flips its flag in place
+            other.units[self._last_user] = replace(other.units[self._last_user])
+        other._last_user, other.encoding = self._last_user, self.encoding
+        other.memo, other.view = self.memo, self.view
+        return other
+
     def prepare(self, history: list[ConversationMessage], counter: TokenCounter) -> None:
         n = len(self.history)
         reusable = (self.encoding == counter.encoding_name and len(history) >= n

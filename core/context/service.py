@@ -126,7 +126,8 @@ class ContextService:
 
         With `conv_id`, the candidates of the previous build are reused, so a build after an
         append only looks at what is new. `what_if`: a build that is never sent (the
-        Inspector's budget slider); it leaves the compaction kept for the real ones alone.
+        Inspector's budget slider, or its preview with the draft); it works on a copy of the
+        cache, so the real builds' cache and kept compaction stay as they were.
 
         Raises:
             BudgetError: not even the system prompt and the latest user message fit.
@@ -141,6 +142,8 @@ class ContextService:
                                  run_context=run_context, tools=tools, persona=persona)
         cache, lock = self.caches.take(conv_id)
         with lock:
+            if what_if:  # a draft appended, or another budget: the cache stays as it is
+                cache = cache.fork()
             return build_request(history, mode, model=settings.model, budget=budget,
                                  counter=counter, composer=self.composer, cache=cache,
                                  run_context=run_context, tools=tools, persona=persona,

@@ -218,3 +218,23 @@ def test_the_bar_follows_the_draft_as_it_is_typed(qtbot, qloop, project_dir,
     qtbot.waitUntil(lambda: dict(panel.bar.parts)["draft"] == 0, timeout=3000)
     assert panel.rows() == rows_before and llm_server.requests == []
     assert free >= 0
+
+
+def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot, qloop, project_dir,
+                                                          llm_server) -> None:
+    conv = agent_session_project(project_dir, 12, 6, "long")
+    window, controller, panel = inspect(qtbot, project_dir, conv)
+    with Project.open(project_dir, read_only=True) as p:
+        entries = len(p.conversations.load(conv).messages)
+    sent_before = sum(1 for r in panel.rows() if r[2] in ("kept", "previewed", "referenced"))
+    window.composer.set_text("Please also check the parser for off-by-one errors. " * 500)
+    qtbot.waitUntil(lambda: "With your draft" in panel.header.text(), timeout=5000)
+    draft_row = [r for r in panel.rows() if r[0] == entries + 1]
+    assert len(draft_row) == 1 and draft_row[0][2] == "kept" and draft_row[0][3] == "user"
+    # a long draft takes room: fewer earlier entries are sent whole
+    sent_now = sum(1 for r in panel.rows() if r[2] in ("kept", "previewed", "referenced"))
+    assert sent_now - 1 < sent_before
+    assert llm_server.requests == []  # nothing was sent
+    window.composer.set_text("")
+    qtbot.waitUntil(lambda: "With your draft" not in panel.header.text(), timeout=5000)
+    assert not [r for r in panel.rows() if r[0] == entries + 1]

@@ -366,3 +366,21 @@ def test_since_last_counts_the_stable_prefix_the_provider_can_reuse() -> None:
     total = sum(COUNTER.openai_message(m) for m in built.messages)
     assert f"the first {same:,} of {len(built.messages):,} messages are identical" in line
     assert f"a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%)" in line
+
+
+def test_a_what_if_build_on_a_fork_leaves_the_cache_as_it_was() -> None:
+    history = session(40)
+    budget = full_size(history) // 3
+    cache = BuildCache()
+    first = build(history, budget, cache)
+    draft = history + [COUNTER.with_count(ConversationMessage(role="user", content="draft " * 50))]
+    fork = cache.fork()
+    with_draft = build(draft, budget, fork)
+    assert with_draft.messages[-1]["content"].startswith("draft draft")
+    assert cache.history[-1] is history[-1] and len(cache.history) == len(history)
+    assert [u.latest_user for u in cache.units].count(True) == 1
+    more = history + [COUNTER.with_count(ConversationMessage(role="user", content="sent"))]
+    after = build(more, budget, cache)
+    assert "reused" in stage_names(after)  # the real cache went on where it was
+    assert after.messages[:len(first.messages)] == first.messages
+    assert after.messages == build(more, budget, BuildCache.fork(cache)).messages
