@@ -84,7 +84,7 @@ ERROR_WORDS = re.compile(r"(?:error|failed|failure|exception|traceback|panic|den
 ERROR = re.compile(r"\b(error|failed|failure|exception|traceback|panic|denied|not found)\b",
                    re.IGNORECASE)  # a line that names an error
 SCORED_CHARS = 3000  # of a message's text, scored ...
-SCORED_OUTPUT_CHARS = 800  # ... of a tool output's (its head says what it is)
+SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 FILE_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}\b")
 PATH_KEYS = ("path", "file_path", "filePath", "notebook_path", "file", "filename", "target")
 COMMAND_KEYS = ("command", "cmd")
@@ -394,14 +394,25 @@ class _Facts(NamedTuple):
     todo: str | None = None
     result: tuple[str, str, bool, str] | None = None  # (call id, outcome, failed, error line)
     error: str | None = None  # a failed request
-    line: str = ""  # the entry in one line (what followed an error)
+
+
+NO_FACTS = _Facts()  # an answer in plain text: nothing for the digest (but its line, on demand)
+
+
+def _line(m: ConversationMessage) -> str:
+    """The entry in one line (what followed an error, in the digest)."""
+    if m.tool_calls:
+        return ", ".join(c.function.name for c in m.tool_calls)
+    return _one_line(m.text()[:400], 100)
 
 
 def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
+    role = m.role
+    if role == "assistant" and not m.tool_calls and m.kind != "error":
+        return NO_FACTS  # the common case, without a memo entry
     cached = memo.facts.get(m.id)
     if cached is not None:
         return cached
-    role = m.role
     if role == "tool":
         facts = _Facts(result=_outcome(m))
     elif m.tool_calls:
@@ -412,16 +423,13 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
         named: tuple[tuple[str, str, str, str], ...] = ()
         if role == "user" and m.kind == "message":
             user = " ".join(text[:2000].split())
-            line = user if len(user) <= 100 else user[:99] + "…"
             if "/" in text:  # paths the user named (a long request, a pasted summary) ...
                 named = tuple(("", "", "named", p)  # ... outlive its opening
                               for p in dict.fromkeys(FILE_PATH.findall(text[:50_000])))
-        else:
-            line = _one_line(text[:400], 100)
         error = None
         if m.kind == "error" and m.error is not None:
             error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
-        facts = _Facts(user, named, error=error, line=line)
+        facts = _Facts(user, named, error=error)
     memo.facts[m.id] = facts
     return facts
 
@@ -463,7 +471,7 @@ def _call_facts(m: ConversationMessage) -> _Facts:
     error = None
     if m.kind == "error" and m.error is not None:
         error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
-    return _Facts(None, tuple(calls), tuple(commands), names, todo, None, error, names)
+    return _Facts(None, tuple(calls), tuple(commands), names, todo, None, error)
 
 
 @dataclass
@@ -489,7 +497,7 @@ class _Fold:
         f = _facts(m, memo)
         if self.after_error and m.role in ("assistant", "user"):
             who = "the user" if m.role == "user" else "the model"
-            self.errors[-1] += f" → then {who}: {f.line}"
+            self.errors[-1] += f" → then {who}: {_line(m)}"
             self.after_error = False
         if f.user is not None:
             self.users.append(f.user)
