@@ -666,7 +666,7 @@ class Engine:
             try:
                 save_request(requests_dir, conv_id, {
                     "messages": built.messages, "tools": built.tools,
-                    "report": built.report.to_json()})
+                    "report": built.report.to_json(compact=True)})
             except OSError as e:
                 notes.append(f"A copy of this request could not be kept in .workbench/requests "
                              f"({describe_os_error(e)}); the answer is not affected.")

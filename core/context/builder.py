@@ -118,6 +118,10 @@ class BuildReport:
         than `entries` when they are only read once)."""
         return self._decide.rows() if self._decide is not None else iter(())
 
+    def sent_ids(self) -> set[str]:
+        """The ids of the entries the request carries (cheap: the entries are not made)."""
+        return self._decide.sent_ids() if self._decide is not None else set()
+
     def decision_counts(self) -> dict[str, int]:
         """How many log entries got each decision (cheap: the entries are not made)."""
         return self._decide.counts() if self._decide is not None else {}
@@ -127,9 +131,11 @@ class BuildReport:
         """One decision per log entry (made on first use: most builds never need them)."""
         return self._decide.entries() if self._decide is not None else []
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, compact: bool = False) -> dict[str, Any]:
         """Plain data, written field by field: `asdict` would deep-copy the decisions' whole
-        history first (a second on a 10,000-entry log)."""
+        history first (a second on a 10,000-entry log). `compact`: the entries as rows under
+        "entry_keys" (what kept requests store: a third of the size, no dict per entry; read
+        them with `entry_dicts`)."""
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)
                                 if f.name != "_decide"}
         data["totals"] = dict(self.totals)
@@ -137,9 +143,39 @@ class BuildReport:
         data["stages"] = [dict(s) for s in self.stages]
         keys = ENTRY_KEYS
         rows = self._decide.rows() if self._decide is not None else iter(())
-        data["entries"] = [dict(zip(keys, row, strict=True)) for row in rows]
+        if compact:
+            data["entry_keys"] = list(keys)
+            data["entries"] = [list(row) for row in rows]
+        else:
+            data["entries"] = [dict(zip(keys, row, strict=True)) for row in rows]
         data["percent"] = round(self.percent, 1)
         return data
+
+
+def sent_in(report: dict[str, Any], sent: tuple[str, ...]) -> set[str] | None:
+    """The ids of the entries with a decision in `sent`, from a report's JSON in either form
+    (without a dict per row); None when it has no entries."""
+    entries = report.get("entries")
+    if not isinstance(entries, list):
+        return None
+    keys = report.get("entry_keys")
+    if isinstance(keys, list) and "id" in keys and "decision" in keys:
+        at, d = keys.index("id"), keys.index("decision")
+        return {e[at] for e in entries if isinstance(e, list) and len(e) > max(at, d)
+                and e[d] in sent}
+    return {str(e.get("id")) for e in entries if isinstance(e, dict) and e.get("decision") in sent}
+
+
+def entry_dicts(report: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The entries of a report's JSON as dicts, in either form `BuildReport.to_json` writes;
+    None when it has none."""
+    entries = report.get("entries")
+    if not isinstance(entries, list):
+        return None
+    keys = report.get("entry_keys")
+    if isinstance(keys, list):
+        return [dict(zip(keys, e, strict=False)) for e in entries if isinstance(e, list)]
+    return [e for e in entries if isinstance(e, dict)]
 
 
 class _Decisions:
@@ -162,6 +198,11 @@ class _Decisions:
         self.counter = counter
         self.synthetic = synthetic
         self._entries: list[EntryDecision] | None = None
+
+    def sent_ids(self) -> set[str]:
+        """The ids of the entries the request carries (kept, previewed or referenced)."""
+        cands = self.cands
+        return {cands[i][0].id for i in self.kept}
 
     def counts(self) -> dict[str, int]:
         """How many entries got each decision, without making the entries (the meter asks on

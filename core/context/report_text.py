@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.context.builder import BuildReport
+from core.context.builder import BuildReport, entry_dicts, sent_in
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
@@ -151,15 +151,14 @@ def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report:
     total = max(1, report.used - report.totals.get("tools", 0) - REPLY_PRIMER)
     stable = max(0, total - sum(counter.openai_message(m) for m in messages[same:]))
     old_report = previous.get("report") if isinstance(previous.get("report"), dict) else {}
-    old_entries = old_report.get("entries") if isinstance(old_report, dict) else None
-    sent_before = {e.get("id") for e in old_entries or [] if isinstance(e, dict)
-                   and e.get("decision") in SENT}
-    sent_now = {row[0] for row in report.rows() if row[3] in SENT}
+    old_sent = sent_in(old_report, SENT) if isinstance(old_report, dict) else None
+    sent_before = old_sent or set()
+    sent_now = report.sent_ids()
     added, gone = len(sent_now - sent_before), len(sent_before - sent_now)
     line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
             f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "
             "a provider's prompt cache can reuse")
-    if old_entries is not None:
+    if old_sent is not None:
         line += (f"; {added:,} {'entry' if added == 1 else 'entries'} joined, {gone:,} "
                  f"{'entry' if gone == 1 else 'entries'} left")
     return line + "."
@@ -180,9 +179,7 @@ def saved_view(report: dict[str, Any], positions: dict[str, int]
     parts.append(("free", max(0, num("window") - sum(t for _, t in parts))))
     rows = []
     counts: dict[str, int] = {}
-    for e in report.get("entries") or []:
-        if not isinstance(e, dict):
-            continue
+    for e in entry_dicts(report) or []:
         decision = str(e.get("decision", ""))
         counts[decision] = counts.get(decision, 0) + 1
         tokens = num("tokens", e)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.store.fileio import atomic_write_json, read_json, timestamp_tag
+from core.store.fileio import atomic_write_json_in_pieces, read_json, timestamp_tag
 
 KEEP = 20
 
@@ -16,7 +16,7 @@ def save_request(requests_dir: Path, conv_id: str, payload: dict[str, Any],
     folder = requests_dir / conv_id
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{timestamp_tag()}.json"
-    atomic_write_json(path, payload, indent=None)  # compact: the C encoder, 10x faster
+    atomic_write_json_in_pieces(path, payload)  # compact, and the window keeps turning
     for old in sorted(folder.glob("*.json"))[:-keep]:
         old.unlink(missing_ok=True)
     return path

@@ -3,6 +3,7 @@ selection and the digest, on an agent session the test makes itself."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from core.context.budget import Budget
@@ -384,3 +385,22 @@ def test_a_what_if_build_on_a_fork_leaves_the_cache_as_it_was() -> None:
     assert "reused" in stage_names(after)  # the real cache went on where it was
     assert after.messages[:len(first.messages)] == first.messages
     assert after.messages == build(more, budget, BuildCache.fork(cache)).messages
+
+
+def test_a_kept_request_stores_its_entries_as_rows_and_both_forms_read_back() -> None:
+    from core.context.builder import entry_dicts
+
+    report = build(session(10), 4000).report
+    full, compact = report.to_json(), report.to_json(compact=True)
+    assert entry_dicts(compact) == entry_dicts(full) == full["entries"]
+    assert len(json.dumps(compact)) < 0.7 * len(json.dumps(full))
+
+
+def test_the_sent_ids_agree_with_the_entries_in_every_form() -> None:
+    from core.context.builder import sent_in
+
+    report = build(session(20), full_size(session(20)) // 4).report
+    sent = {e.id for e in report.entries if e.decision in ("kept", "previewed", "referenced")}
+    assert report.sent_ids() == sent
+    assert sent_in(report.to_json(), ("kept", "previewed", "referenced")) == sent
+    assert sent_in(report.to_json(compact=True), ("kept", "previewed", "referenced")) == sent

@@ -373,3 +373,18 @@ def test_the_list_counts_an_appended_log_from_where_it_stopped_and_a_rewritten_o
     assert store.list()[0].message_count == 10
     path.write_bytes(b"".join(lines[:12]))
     assert store.list()[0].message_count == 12
+
+
+def test_json_made_in_pieces_is_the_json_of_one_call() -> None:
+    # Kept requests are written in pieces (so the window's thread gets the GIL in between);
+    # the file must read back exactly as one json.dumps would have written it.
+    from core.store.fileio import json_in_pieces
+
+    entries = [{"id": f"e{i}", "reason": "fits — “quoted”", "tokens": i, "stage": None}
+               for i in range(1000)]
+    value = {"messages": [{"role": "user", "content": "é" * 3}] * 600, "tools": [],
+             "report": {"entries": entries, "totals": {"system": 1}, "ok": True, 3: "x"},
+             "small": [1, 2.5, None]}
+    text = "".join(json_in_pieces(value))
+    assert text == json.dumps(value, ensure_ascii=False)
+    assert json.loads(text) == json.loads(json.dumps(value))
