@@ -86,8 +86,9 @@ ERROR = re.compile(r"\b(error|failed|failure|exception|traceback|panic|denied|no
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 FILE_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}\b")
-PATH_KEYS = ("path", "file_path", "filePath", "notebook_path", "file", "filename", "target")
-COMMAND_KEYS = ("command", "cmd")
+PATH_KEYS = frozenset({"path", "file_path", "filePath", "notebook_path", "file", "filename",
+                       "target"})
+COMMAND_KEYS = frozenset({"command", "cmd"})
 WRITE_TOOLS = {"write_file": "written", "Write": "written", "edit_file": "edited",
                "Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited"}
 
@@ -397,6 +398,9 @@ class _Facts(NamedTuple):
 
 
 NO_FACTS = _Facts()  # an answer in plain text: nothing for the digest (but its line, on demand)
+OK_RESULT = _Facts(result=("", "ok", False, ""))  # a tool result that went well (its call id
+#                                                   is the entry's own: see _Fold.add)
+ERROR_OPENINGS = ("Error", "<tool_use_error>", "error:")  # a result that says it failed
 
 
 def _line(m: ConversationMessage) -> str:
@@ -410,6 +414,9 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
     role = m.role
     if role == "assistant" and not m.tool_calls and m.kind != "error":
         return NO_FACTS  # the common case, without a memo entry
+    if role == "tool" and m.exit_code is None and m.status in (None, "ok") and \
+            not m.text()[:400].lstrip().startswith(ERROR_OPENINGS):
+        return OK_RESULT  # the common case again: a result that went well, no memo entry
     cached = memo.facts.get(m.id)
     if cached is not None:
         return cached
@@ -424,8 +431,11 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
         if role == "user" and m.kind == "message":
             user = " ".join(text[:2000].split())
             if "/" in text:  # paths the user named (a long request, a pasted summary) ...
-                named = tuple(("", "", "named", p)  # ... outlive its opening
-                              for p in dict.fromkeys(FILE_PATH.findall(text[:50_000])))
+                # ... outlive its opening. A path has no spaces: only the words with a slash
+                # are searched (the same matches, far fewer positions tried).
+                found = [p for word in text[:50_000].split() if "/" in word
+                         for p in FILE_PATH.findall(word)]
+                named = tuple(("", "", "named", p) for p in dict.fromkeys(found))
         error = None
         if m.kind == "error" and m.error is not None:
             error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
@@ -438,7 +448,7 @@ def _outcome(m: ConversationMessage) -> tuple[str, str, bool, str]:
     """(call id, outcome, failed, error line) of a tool result."""
     text = m.text()
     failed = m.status in ("error", "denied") or (m.exit_code not in (None, 0)) or \
-        text[:400].lstrip().startswith(("Error", "<tool_use_error>", "error:"))
+        text[:400].lstrip().startswith(ERROR_OPENINGS)
     outcome = (f"exit {m.exit_code}" if m.exit_code is not None
                else ("failed" if failed else "ok"))
     return (m.tool_call_id or "", outcome, failed,
@@ -459,13 +469,12 @@ def _call_facts(m: ConversationMessage) -> _Facts:
         name = c.function.name
         if name in PROTECTED_TOOLS:
             todo = _todo_text(args)
-        for key in PATH_KEYS:
-            value = args.get(key)
-            if isinstance(value, str) and value:
+        for key, value in args.items():  # a call has a few arguments: fewer lookups
+            if not isinstance(value, str) or not value:
+                continue
+            if key in PATH_KEYS:
                 calls.append((c.id, name, WRITE_TOOLS.get(name, "read"), value))
-        for key in COMMAND_KEYS:
-            value = args.get(key)
-            if isinstance(value, str) and value:
+            elif key in COMMAND_KEYS:
                 commands.append((c.id, _one_line(value, 160)))
     names = ", ".join(c.function.name for c in m.tool_calls or ())
     error = None
@@ -499,6 +508,13 @@ class _Fold:
             who = "the user" if m.role == "user" else "the model"
             self.errors[-1] += f" → then {who}: {_line(m)}"
             self.after_error = False
+        if f is NO_FACTS:
+            return
+        if f is OK_RESULT:
+            cid = m.tool_call_id or ""
+            if cid in self.commands:
+                self.commands[cid] = (self.commands[cid][0], "ok")
+            return
         if f.user is not None:
             self.users.append(f.user)
         for _cid, _name, verb, path in f.calls:
@@ -509,6 +525,7 @@ class _Fold:
             self.todo = f.todo
         if f.result is not None:
             cid, outcome, failed, line = f.result
+            cid = cid or m.tool_call_id or ""
             if cid in self.commands:
                 self.commands[cid] = (self.commands[cid][0], outcome)
             if failed:
