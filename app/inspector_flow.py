@@ -136,27 +136,21 @@ class InspectorFlow:
         preview = None
         draft = self.window.composer.text().strip() if percent == 100 else ""
         draft = "" if draft.startswith("/") else draft  # a command, not the next message
-        if percent != 100:
-            usable = max(1, report.usable * percent // 100)
+        if percent != 100 or draft:
+            # Another budget, or the request as it would go if the draft were sent now
+            # (debounced as it is typed): a what-if build, nothing sent.
+            usable = max(1, report.usable * percent // 100) if percent != 100 else None
+            what_if = [*messages, ConversationMessage(role="user", content=draft)] if draft \
+                else messages
             try:
-                built = self.meter.preview(conv, messages, usable)
+                built = self.meter.preview(conv, what_if, usable)
             except BudgetError as e:
-                self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}")
+                self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}"
+                                 if usable else f"With your draft: {e}")
                 self._dim({})
                 return
             if built is not None:
-                report, preview = built.report, usable
-        elif draft:
-            # The request as it would go if the draft were sent now (debounced as it is typed)
-            with_draft = [*messages, ConversationMessage(role="user", content=draft)]
-            try:
-                built = self.meter.preview(conv, with_draft, None)
-            except BudgetError as e:
-                self.panel.clear(f"With your draft: {e}")
-                self._dim({})
-                return
-            if built is not None:
-                report, messages = built.report, with_draft
+                report, preview, messages = built.report, usable, what_if
         rows = self._rows_of(report, messages)
         header = inspector_header(report)
         if preview is not None:

@@ -193,7 +193,9 @@ class _Decisions:
         self.digest = digest  # (reason, tokens) of the digest message, when there is one
         self.excluded = list(excluded)
         self.cands = cands[:]
-        self.units, self.keep, self.reasons = units, keep, reasons
+        # copies: the cache goes on growing its lists after this build (read later, maybe on
+        # another thread, the decisions must still be this build's)
+        self.units, self.keep, self.reasons = list(units), keep, reasons
         self.kept = set(kept_items)
         self.counter = counter
         self.synthetic = synthetic

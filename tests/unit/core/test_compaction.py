@@ -404,3 +404,19 @@ def test_the_sent_ids_agree_with_the_entries_in_every_form() -> None:
     assert report.sent_ids() == sent
     assert sent_in(report.to_json(), ("kept", "previewed", "referenced")) == sent
     assert sent_in(report.to_json(compact=True), ("kept", "previewed", "referenced")) == sent
+
+
+def test_a_report_read_after_later_builds_still_tells_its_own_request() -> None:
+    # The decisions are made into entries only when asked (maybe later, on another thread);
+    # by then the cache has grown its lists for newer builds. Before: IndexError.
+    history = session(12)
+    cache = BuildCache()
+    first = build(history, 10**6, cache)
+    expected_ids = [m.id for m in history if m.kind == "message"]
+    for k in range(3):
+        history = history + [COUNTER.with_count(ConversationMessage(role="user",
+                                                                    content=f"more {k}"))]
+        build(history, 10**6, cache)
+    assert [e.id for e in first.report.entries if e.decision == "kept"] == \
+        [i for i in expected_ids if i in {e.id for e in first.report.entries}]
+    assert len(first.report.entries) == len(expected_ids)
