@@ -149,7 +149,7 @@ class CompactionFlow(QObject):
             what = "Preparing a summary in the background" if event.automatic else "Summarizing"
             calls = f" in {event.calls} calls" if event.calls > 1 else ""
             self.window.set_notice(f"{what}: {event.entries:,} older entries, with "
-                                   f"{event.model}{calls}…")
+                                   f"{event.model}{calls}…", kind="info")
             self.window.set_status(model, "Summarizing older history…")
         elif isinstance(event, CompactionProgress):
             self.window.set_status(model, f"Summarizing older history… {event.chars:,} "
@@ -161,7 +161,8 @@ class CompactionFlow(QObject):
         elif isinstance(event, CompactionFinished):
             if event.status != "skipped" or not event.automatic:
                 prefix = "Automatic summary: " if event.automatic else ""
-                self.window.set_notice(prefix + event.message)
+                self.window.set_notice(prefix + event.message,
+                                       kind="info" if event.status == "ok" else "problem")
             self.window.set_status(model, "Ready")
             self.finished.emit(event)
 

@@ -50,6 +50,14 @@ WELCOME_READY = (
 )
 
 
+
+NOTICE_STYLES = {
+    "problem": "#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; } "
+               "QLabel { color: #7f1d1d; }",
+    "info": "#notice { background: #e0f2fe; border-bottom: 1px solid #7dd3fc; } "
+            "QLabel { color: #0c4a6e; }",
+}
+
 class MainWindow(QMainWindow):
     """Signals:
         new_project_requested(str): a folder the user chose for a new project.
@@ -93,9 +101,7 @@ class MainWindow(QMainWindow):
         # dismiss button; unlike the read-only banner it does not stay.
         self.notice = QWidget(self)
         self.notice.setObjectName("notice")
-        self.notice.setStyleSheet(
-            "#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; } "
-            "QLabel { color: #7f1d1d; }")
+        self.notice.setStyleSheet(NOTICE_STYLES["problem"])
         self.notice_label = QLabel(self.notice)
         self.notice_label.setWordWrap(True)
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -296,9 +302,12 @@ class MainWindow(QMainWindow):
     def show_warning(self, title: str, text: str) -> None:
         QMessageBox.warning(self, title, text)
 
-    def set_notice(self, text: str | None, action: str | None = None) -> None:
+    def set_notice(self, text: str | None, action: str | None = None,
+                   kind: str = "problem") -> None:
         """Show (or, with None, dismiss) a notice above the transcript, with an optional action
-        button (its press is the `notice_action` signal)."""
+        button (its press is the `notice_action` signal). `kind`: "problem" (red) or "info"
+        (blue: something under way, or done as asked)."""
+        self.notice.setStyleSheet(NOTICE_STYLES.get(kind, NOTICE_STYLES["problem"]))
         self.notice_label.setText(text or "")
         self.notice_button.setText(action or "")
         self.notice_button.setVisible(bool(text and action))
