@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
-from core.context.builder import BudgetError, BuildReport, BuiltRequest
+from core.context.builder import BudgetError, BuildReport, BuiltRequest, let_others_run
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
@@ -93,7 +93,8 @@ class InspectorFlow:
         if not self._shown:
             return None
         positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        return built.report, len(messages), inspector_rows(built.report, positions)
+        return built.report, len(messages), inspector_rows(built.report, positions,
+                                                           let_others_run)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.context.builder import BudgetError, BuiltRequest
+from core.context.builder import BudgetError, BuiltRequest, let_others_run
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
 from core.context.service import ContextService
@@ -666,7 +666,7 @@ class Engine:
             try:
                 save_request(requests_dir, conv_id, {
                     "messages": built.messages, "tools": built.tools,
-                    "report": built.report.to_json(compact=True)})
+                    "report": built.report.to_json(compact=True, pause=let_others_run)})
             except OSError as e:
                 notes.append(f"A copy of this request could not be kept in .workbench/requests "
                              f"({describe_os_error(e)}); the answer is not affected.")

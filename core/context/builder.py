@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import operator
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -113,10 +113,11 @@ class BuildReport:
         """Share of the usable budget, in the provider's counting."""
         return 100.0 * self.provider_estimate / self.usable if self.usable else 100.0
 
-    def rows(self) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
+    def rows(self, pause: Callable[[], None] | None = None
+             ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
         """The entries' decisions as plain tuples, in EntryDecision's field order (cheaper
-        than `entries` when they are only read once)."""
-        return self._decide.rows() if self._decide is not None else iter(())
+        than `entries` when they are only read once); `pause` as in `_Decisions.rows`."""
+        return self._decide.rows(pause) if self._decide is not None else iter(())
 
     def sent_ids(self) -> set[str]:
         """The ids of the entries the request carries (cheap: the entries are not made)."""
@@ -131,7 +132,8 @@ class BuildReport:
         """One decision per log entry (made on first use: most builds never need them)."""
         return self._decide.entries() if self._decide is not None else []
 
-    def to_json(self, compact: bool = False) -> dict[str, Any]:
+    def to_json(self, compact: bool = False,
+                pause: Callable[[], None] | None = None) -> dict[str, Any]:
         """Plain data, written field by field: `asdict` would deep-copy the decisions' whole
         history first (a second on a 10,000-entry log). `compact`: the entries as rows under
         "entry_keys" (what kept requests store: a third of the size, no dict per entry; read
@@ -142,7 +144,7 @@ class BuildReport:
         data["normalize_notes"] = list(self.normalize_notes)
         data["stages"] = [dict(s) for s in self.stages]
         keys = ENTRY_KEYS
-        rows = self._decide.rows() if self._decide is not None else iter(())
+        rows = self._decide.rows(pause) if self._decide is not None else iter(())
         if compact:
             data["entry_keys"] = list(keys)
             data["entries"] = [list(row) for row in rows]
@@ -176,6 +178,16 @@ def entry_dicts(report: dict[str, Any]) -> list[dict[str, Any]] | None:
     if isinstance(keys, list):
         return [dict(zip(keys, e, strict=False)) for e in entries if isinstance(e, list)]
     return [e for e in entries if isinstance(e, dict)]
+
+
+PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's decisions
+
+
+def let_others_run() -> None:
+    """A pause for work done off the window's thread: let a thread waiting for the GIL (the
+    window, painting) have it now. A long pure-Python walk otherwise makes each of its many
+    small calls back into Python wait a switch interval, and the window stalls."""
+    time.sleep(0)
 
 
 class _Decisions:
@@ -232,9 +244,17 @@ class _Decisions:
             self._entries = [EntryDecision(*row) for row in self.rows()]
         return self._entries
 
-    def rows(self) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
+    def rows(self, pause: Callable[[], None] | None = None
+             ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
         """(id, role, kind, decision, reason, tokens, stage, tokens_before) per entry, in the
-        order of EntryDecision's fields: cheap enough to write 10,000 of them per request."""
+        order of EntryDecision's fields: cheap enough to write 10,000 of them per request.
+        `pause`: called every PAUSE_EVERY rows (see `let_others_run`)."""
+        if pause is not None:
+            for n, row in enumerate(self.rows(), start=1):
+                if n % PAUSE_EVERY == 0:
+                    pause()
+                yield row
+            return
         if self._entries is not None:
             for e in self._entries:
                 yield (e.id, e.role, e.kind, e.decision, e.reason, e.tokens, e.stage,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.context.builder import BuildReport, entry_dicts, sent_in
@@ -108,14 +109,17 @@ def budget_parts(r: BuildReport, draft: int = 0) -> list[tuple[str, int]]:
     return parts
 
 
-def inspector_rows(r: BuildReport, positions: dict[str, int]
+def inspector_rows(r: BuildReport, positions: dict[str, int],
+                   pause: Callable[[], None] | None = None
                    ) -> list[tuple[int, str, str, str, int, int, str, str]]:
     """Every entry's decision in log order (synthetic ones first), for the Inspector:
-    (position, id, decision, role, tokens before, tokens after, stage, reason)."""
+    (position, id, decision, role, tokens before, tokens after, stage, reason). `pause`: see
+    BuildReport.rows."""
     at = positions.get
     out = [(at(entry_id, 0), entry_id, decision, role,
             before if before is not None else tokens, tokens, stage, reason)
-           for entry_id, role, _kind, decision, reason, tokens, stage, before in r.rows()]
+           for entry_id, role, _kind, decision, reason, tokens, stage, before
+           in r.rows(pause)]
     out.sort(key=lambda row: row[0])
     return out
 

@@ -603,7 +603,9 @@ class ConversationStore:
 
     def _write_index(self, rows: builtins.list[ConversationSummary]) -> None:
         if self.writable:
-            atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows])
+            # a cache, rebuilt from the folders when lost: no fsync (this is the window's thread)
+            atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows],
+                              durable=False)
 
 
 def _file_stamp(path: Path) -> tuple[int, int]:

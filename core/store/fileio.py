@@ -30,15 +30,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file.
+    `durable=False` for a cache that is rebuilt when lost (no fsync: tens of milliseconds on
+    the window's thread for nothing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -46,12 +49,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, value: Any, indent: int | None = 2) -> None:
+def atomic_write_json(path: Path, value: Any, indent: int | None = 2,
+                      durable: bool = True) -> None:
     text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), durable)
 
 
 PIECE = 256  # list items encoded per call (see json_in_pieces)
