@@ -420,3 +420,14 @@ def test_a_report_read_after_later_builds_still_tells_its_own_request() -> None:
     assert [e.id for e in first.report.entries if e.decision == "kept"] == \
         [i for i in expected_ids if i in {e.id for e in first.report.entries}]
     assert len(first.report.entries) == len(expected_ids)
+
+
+def test_a_walk_over_the_decisions_can_pause_and_gives_the_same_rows() -> None:
+    from core.context.builder import PAUSE_EVERY
+
+    report = build(session(120), 10**6).report
+    pauses: list[int] = []
+    paused = list(report.rows(lambda: pauses.append(1)))
+    assert paused == list(report.rows())
+    assert pauses and len(pauses) == len(paused) // PAUSE_EVERY
+    assert report.to_json(compact=True, pause=lambda: None) == report.to_json(compact=True)
