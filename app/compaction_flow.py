@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
-from core.context.builder import BuildReport
+from core.context.report import BuildReport
 from core.context.stages import TRIGGER
 from core.engine import (
     CompactionFinished,

@@ -11,7 +11,8 @@ from typing import Any, Protocol
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
-from core.context.builder import BudgetError, BuildReport, BuiltRequest, let_others_run
+from core.context.builder import BudgetError, BuiltRequest
+from core.context.report import BuildReport, let_others_run
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,

@@ -14,7 +14,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
-from core.context.builder import BudgetError, BuildReport, BuiltRequest
+from core.context.builder import BudgetError, BuiltRequest
+from core.context.report import BuildReport
 from core.context.report_text import tooltip_lines, usage_state
 from core.context.service import ContextService
 from core.llm import runtime

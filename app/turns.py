@@ -19,7 +19,7 @@ from app.meter import UsageMeter
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.agents import Agent
-from core.context.builder import BuildReport
+from core.context.report import BuildReport
 from core.engine import (
     Engine,
     EntryAppended,

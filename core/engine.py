@@ -16,9 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.context.builder import BudgetError, BuiltRequest, let_others_run
+from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
+from core.context.report import let_others_run
 from core.context.service import ContextService
 from core.llm.adapter import (
     Finished,

@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 
 from core.model import continuable
 from ui.highlight import highlight_code_blocks
+from ui.row_heights import GAP, PAD, SIDE, RowHeights
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     body_text,
@@ -53,9 +54,6 @@ from ui.transcript_text import (
     truncated,
 )
 
-PAD = 10  # inside a bubble
-GAP = 6  # between bubbles
-SIDE = 12  # bubble to view edge
 CACHE_SIZE = 300
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
@@ -91,10 +89,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
-        self._heights: dict[tuple[str, int], tuple[int, int]] = {}  # -> (width, height)
-        # What an estimate needs of a row at any width: the lengths of the lines it shows and
-        # whether it has a footer (a new width then costs a sum per row, not a re-clip).
-        self._shapes: dict[str, tuple[int, bool, tuple[int, ...], bool]] = {}  # one per row
+        self.sizes = RowHeights()
         self._pending: set[int] = set()
         self._stream_height = 0
         self.stream_rect: QRect | None = None  # where the streaming row was last painted
@@ -128,15 +123,13 @@ class TranscriptDelegate(QStyledItemDelegate):
         """The row's height at `width`: exact once it was painted, estimated before."""
         if row.kind is RowKind.STREAMING:
             if self._stream_height == 0:
-                self._stream_height = self._estimate(row, width, fm)
+                self._stream_height = self.sizes.estimate(row, width, fm)
             return self._stream_height
-        key = (row.key, row.version)
-        known = self._heights.get(key)
-        if known is not None and known[0] == width:
-            return known[1]
-        height = self._estimate(row, width, fm)
-        self._heights[key] = (width, height)  # one entry per row: resizing never piles up
-        return height
+        return self.sizes.height(row, width, fm)
+
+    def heights(self, rows: list[Row], width: int, fm: QFontMetrics) -> list[int]:
+        """`height_of` for many rows at once (a relayout at a new width asks for all)."""
+        return self.sizes.heights(rows, width, fm, lambda row: self.height_of(row, width, fm))
 
     def _row(self, index: QModelIndex | QPersistentModelIndex) -> Row:
         # A relayout asks every row for its size: reading our own model's list directly skips
@@ -154,46 +147,6 @@ class TranscriptDelegate(QStyledItemDelegate):
     def _view_width(self) -> int:
         view = self.parent()
         return view.viewport().width() if isinstance(view, QAbstractItemView) else 600
-
-    def heights(self, rows: list[Row], width: int, fm: QFontMetrics) -> list[int]:
-        """`height_of` for many rows at once (a relayout at a new width asks for all of
-        them: what does not depend on the row is worked out once)."""
-        line_h, per_line = _metrics(width, fm)
-        known_heights, shape = self._heights, self._shape
-        out = []
-        for row in rows:
-            if row.kind is RowKind.STREAMING:
-                out.append(self.height_of(row, width, fm))
-                continue
-            key = (row.key, row.version)
-            known = known_heights.get(key)
-            if known is not None and known[0] == width:
-                out.append(known[1])
-                continue
-            lengths, footer = shape(row)
-            height = _estimated(lengths, footer, line_h, per_line)
-            known_heights[key] = (width, height)
-            out.append(height)
-        return out
-
-    def _estimate(self, row: Row, width: int, fm: QFontMetrics) -> int:
-        lengths, footer = self._shape(row)
-        return _estimated(lengths, footer, *_metrics(width, fm))
-
-    def _shape(self, row: Row) -> tuple[tuple[int, ...], bool]:
-        """The lengths of the lines the row shows (clipped as the layout clips them, so the
-        estimate agrees) and whether it has a footer; kept per row version."""
-        known = self._shapes.get(row.key)
-        if known is not None and known[:2] == (row.version, row.expanded) and \
-                row.kind is not RowKind.STREAMING:
-            return known[2], known[3]
-        body = body_text(row)
-        shown, hidden = clip(row, body)
-        footer = row.kind is RowKind.ERROR or hidden > 0 or (row.expanded and truncated(row, body))
-        lengths = tuple(len(part) for part in shown.split("\n"))
-        if row.kind is not RowKind.STREAMING:
-            self._shapes[row.key] = (row.version, row.expanded, lengths, footer)
-        return lengths, footer
 
     # --- layout ----------------------------------------------------------------------------------
 
@@ -263,7 +216,6 @@ class TranscriptDelegate(QStyledItemDelegate):
             self.stream_rect = QRect(rect)
             self.stream_text_height = self.layout(row, rect.width(), option.font).height
         lay = self.layout(row, rect.width(), option.font)
-        est_key = (row.key, row.version)
         if row.kind is RowKind.STREAMING:
             # The streaming row's height only grows, a few lines at a time: every change costs
             # the list a relayout of all rows, so it must not happen on every update.
@@ -273,8 +225,7 @@ class TranscriptDelegate(QStyledItemDelegate):
                 self._stream_height = lay.height + reserve
                 self._pending.add(index.row())
                 self._timer.start(0)
-        elif self._heights.get(est_key) != (rect.width(), lay.height):
-            self._heights[est_key] = (rect.width(), lay.height)
+        elif self.sizes.note(row, rect.width(), lay.height):
             self._pending.add(index.row())
             self._timer.start(0)
 
@@ -384,8 +335,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def forget(self) -> None:
         """Drop every cached layout (a new conversation was loaded)."""
         self._cache.clear()
-        self._heights.clear()
-        self._shapes.clear()
+        self.sizes.forget()
         self._stream_height = 0
 
     def stream_slack(self) -> int:
@@ -407,17 +357,3 @@ def _stopped(row: Row) -> bool:
     return row.kind is RowKind.ERROR and m is not None and m.error is not None \
         and m.error.type == "stopped"
 
-
-def _metrics(width: int, fm: QFontMetrics) -> tuple[int, int]:
-    """(line height, characters per line) of a row's text at `width`."""
-    text_w = max(50, width - 2 * SIDE - 2 * PAD)
-    return fm.lineSpacing(), max(10, text_w // max(1, fm.averageCharWidth()))
-
-
-def _estimated(lengths: tuple[int, ...], footer: bool, line_h: int, per_line: int) -> int:
-    """A row's estimated height: its header, its lines wrapped at `per_line`, its footer."""
-    if len(lengths) == 1:
-        lines = max(1, -(-lengths[0] // per_line))
-    else:
-        lines = sum(max(1, -(-n // per_line)) for n in lengths)
-    return 2 * PAD + line_h + 4 + int(lines * line_h * 1.15) + (line_h if footer else 0) + GAP

@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import operator
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.context.budget import Budget
@@ -37,13 +36,18 @@ from core.context.compaction import (
 )
 from core.context.normalize import ABORTED_RESULT, normalize
 from core.context.prompts import PromptComposer, RunContext
+from core.context.report import (
+    DECISIONS,
+    DEFAULT_DROP_REASON,
+    BuildReport,
+    _Decisions,
+)
 from core.context.stages import TARGET, TRIGGER, CompressionStage
 from core.context.summary import active_summaries
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
 
 USER_MESSAGE_CAP = 20
-DEFAULT_DROP_REASON = "older round dropped to fit the budget"
 RECENT_ROUNDS = 2
 
 
@@ -58,235 +62,6 @@ class BudgetError(ValueError):
         )
         self.needed = needed
         self.usable = usable
-
-
-DECISIONS = ("kept", "previewed", "referenced", "summarized", "digested", "dropped", "excluded",
-             "synthetic")
-
-
-@dataclass
-class EntryDecision:
-    """What one log entry became in the request.
-
-    Attributes:
-        decision: kept | previewed | referenced | summarized | digested (a stage changed or
-            replaced it) | dropped (left out to fit) | excluded (never a candidate: switched off,
-            a notice, an old system entry, a failed attempt a retry replaced) | synthetic.
-        tokens: what it costs in the request (0 when left out); tokens_before: as logged.
-        stage: the stage that decided, when one did.
-    """
-
-    id: str
-    role: str
-    kind: str
-    decision: str
-    reason: str
-    tokens: int
-    stage: str = ""
-    tokens_before: int | None = None
-
-
-ENTRY_KEYS = ("id", "role", "kind", "decision", "reason", "tokens", "stage", "tokens_before")
-
-
-@dataclass
-class BuildReport:
-    model: str
-    mode: str
-    window: int
-    usable: int
-    reserved_output: int
-    safety: int
-    budget_source: str
-    budget_note: str | None
-    used: int = 0  # our count
-    calibration: float = 1.0
-    provider_estimate: int = 0  # used x calibration: what the provider is expected to count
-    totals: dict[str, int] = field(default_factory=dict)
-    normalize_notes: list[str] = field(default_factory=list)
-    stages: list[dict[str, Any]] = field(default_factory=list)
-    elapsed_ms: float = 0.0
-    _decide: _Decisions | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def percent(self) -> float:
-        """Share of the usable budget, in the provider's counting."""
-        return 100.0 * self.provider_estimate / self.usable if self.usable else 100.0
-
-    def rows(self, pause: Callable[[], None] | None = None
-             ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
-        """The entries' decisions as plain tuples, in EntryDecision's field order (cheaper
-        than `entries` when they are only read once); `pause` as in `_Decisions.rows`."""
-        return self._decide.rows(pause) if self._decide is not None else iter(())
-
-    def sent_ids(self) -> set[str]:
-        """The ids of the entries the request carries (cheap: the entries are not made)."""
-        return self._decide.sent_ids() if self._decide is not None else set()
-
-    def decision_counts(self) -> dict[str, int]:
-        """How many log entries got each decision (cheap: the entries are not made)."""
-        return self._decide.counts() if self._decide is not None else {}
-
-    @property
-    def entries(self) -> list[EntryDecision]:
-        """One decision per log entry (made on first use: most builds never need them)."""
-        return self._decide.entries() if self._decide is not None else []
-
-    def to_json(self, compact: bool = False,
-                pause: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Plain data, written field by field: `asdict` would deep-copy the decisions' whole
-        history first (a second on a 10,000-entry log). `compact`: the entries as rows under
-        "entry_keys" (what kept requests store: a third of the size, no dict per entry; read
-        them with `entry_dicts`)."""
-        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)
-                                if f.name != "_decide"}
-        data["totals"] = dict(self.totals)
-        data["normalize_notes"] = list(self.normalize_notes)
-        data["stages"] = [dict(s) for s in self.stages]
-        keys = ENTRY_KEYS
-        rows = self._decide.rows(pause) if self._decide is not None else iter(())
-        if compact:
-            data["entry_keys"] = list(keys)
-            data["entries"] = [list(row) for row in rows]
-        else:
-            data["entries"] = [dict(zip(keys, row, strict=True)) for row in rows]
-        data["percent"] = round(self.percent, 1)
-        return data
-
-
-def sent_in(report: dict[str, Any], sent: tuple[str, ...]) -> set[str] | None:
-    """The ids of the entries with a decision in `sent`, from a report's JSON in either form
-    (without a dict per row); None when it has no entries."""
-    entries = report.get("entries")
-    if not isinstance(entries, list):
-        return None
-    keys = report.get("entry_keys")
-    if isinstance(keys, list) and "id" in keys and "decision" in keys:
-        at, d = keys.index("id"), keys.index("decision")
-        return {e[at] for e in entries if isinstance(e, list) and len(e) > max(at, d)
-                and e[d] in sent}
-    return {str(e.get("id")) for e in entries if isinstance(e, dict) and e.get("decision") in sent}
-
-
-def entry_dicts(report: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The entries of a report's JSON as dicts, in either form `BuildReport.to_json` writes;
-    None when it has none."""
-    entries = report.get("entries")
-    if not isinstance(entries, list):
-        return None
-    keys = report.get("entry_keys")
-    if isinstance(keys, list):
-        return [dict(zip(keys, e, strict=False)) for e in entries if isinstance(e, list)]
-    return [e for e in entries if isinstance(e, dict)]
-
-
-PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's decisions
-
-
-def let_others_run() -> None:
-    """A pause for work done off the window's thread: let a thread waiting for the GIL (the
-    window, painting) have it now. A long pure-Python walk otherwise makes each of its many
-    small calls back into Python wait a switch interval, and the window stalls."""
-    time.sleep(0)
-
-
-class _Decisions:
-    """What happened to each log entry, kept compact until someone asks."""
-
-    def __init__(self, excluded: list[tuple[ConversationMessage, str]],
-                 cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
-                 keep: list[bool], reasons: dict[int, str], kept_items: list[int],
-                 counter: TokenCounter, synthetic: list[Any],
-                 staged: dict[str, tuple[str, str, str, int]] | None = None,
-                 digested: set[int] | None = None, digest: tuple[str, int] | None = None
-                 ) -> None:
-        self.staged = staged or {}  # id -> (decision, reason, stage, tokens before)
-        self.digested = digested or set()  # units the digest stands for
-        self.digest = digest  # (reason, tokens) of the digest message, when there is one
-        self.excluded = list(excluded)
-        self.cands = cands[:]
-        # copies: the cache goes on growing its lists after this build (read later, maybe on
-        # another thread, the decisions must still be this build's)
-        self.units, self.keep, self.reasons = list(units), keep, reasons
-        self.kept = set(kept_items)
-        self.counter = counter
-        self.synthetic = synthetic
-        self._entries: list[EntryDecision] | None = None
-
-    def sent_ids(self) -> set[str]:
-        """The ids of the entries the request carries (kept, previewed or referenced)."""
-        cands = self.cands
-        return {cands[i][0].id for i in self.kept}
-
-    def counts(self) -> dict[str, int]:
-        """How many entries got each decision, without making the entries (the meter asks on
-        every refresh: ten thousand EntryDecisions are ~100 ms)."""
-        counts: dict[str, int] = {}
-
-        def add(decision: str, n: int = 1) -> None:
-            if n:
-                counts[decision] = counts.get(decision, 0) + n
-
-        for _, why in self.excluded:
-            add(_excluded_decision(why))
-        cands, staged = self.cands, self.staged
-        for i in self.kept:
-            found = staged.get(cands[i][0].id) if staged else None
-            add(found[0] if found is not None else "kept")
-        digested = sum(len(self.units[n].items) for n in self.digested)
-        add("digested", digested)
-        add("dropped", len(cands) - len(self.kept) - digested)
-        add("synthetic", len(self.synthetic) + (self.digest is not None))
-        return counts
-
-    def entries(self) -> list[EntryDecision]:
-        if self._entries is None:
-            self._entries = [EntryDecision(*row) for row in self.rows()]
-        return self._entries
-
-    def rows(self, pause: Callable[[], None] | None = None
-             ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
-        """(id, role, kind, decision, reason, tokens, stage, tokens_before) per entry, in the
-        order of EntryDecision's fields: cheap enough to write 10,000 of them per request.
-        `pause`: called every PAUSE_EVERY rows (see `let_others_run`)."""
-        if pause is not None:
-            for n, row in enumerate(self.rows(), start=1):
-                if n % PAUSE_EVERY == 0:
-                    pause()
-                yield row
-            return
-        if self._entries is not None:
-            for e in self._entries:
-                yield (e.id, e.role, e.kind, e.decision, e.reason, e.tokens, e.stage,
-                       e.tokens_before)
-            return
-        message = self.counter.message
-        if self.digest is not None:
-            yield ("", "user", "digest", "synthetic", self.digest[0], self.digest[1], "digest", 0)
-        for m, why in self.excluded:
-            yield (m.id, m.role, m.kind, _excluded_decision(why), why, 0, "", message(m))
-        reason_of = {i: self.reasons.get(n, DEFAULT_DROP_REASON)
-                     for n, u in enumerate(self.units) if not self.keep[n] for i in u.items}
-        digested = {i for n in self.digested for i in self.units[n].items}
-        kept, staged_of = self.kept, self.staged
-        for i, (m, tokens) in enumerate(self.cands):
-            if i in kept:
-                staged = staged_of.get(m.id) if staged_of else None
-                if staged is not None:
-                    decision, why, stage, before = staged
-                    yield (m.id, m.role, m.kind, decision, why, tokens, stage, before)
-                    continue
-                why = ("error entry sent with an LLM_ERROR block" if m.kind == "error"
-                       else "fits the budget")
-                yield (m.id, m.role, m.kind, "kept", why, tokens, "", tokens)
-            elif i in digested:
-                yield (m.id, m.role, m.kind, "digested", reason_of.get(i, "over budget"), 0,
-                       "key messages", tokens)
-            else:
-                yield (m.id, m.role, m.kind, "dropped", reason_of.get(i, "over budget"), 0, "",
-                       tokens)
-        for note in self.synthetic:
-            yield ("", "tool", "message", "synthetic", note.reason, 0, "", 0)
 
 
 @dataclass
@@ -563,8 +338,7 @@ def build_request(
     if compact and fixed + sum(u.tokens for u in units) > limit:
         t = time.perf_counter()
         key = (counter.encoding_name, budget.usable, fixed, recent_rounds)
-        reused = _reuse(cache.view, key, cands, units, limit - fixed,
-                        budget.usable_ours - fixed)
+        reused = _reuse(view, key, cands, units, limit - fixed, budget.usable_ours - fixed)
         if reused is not None and view is not None:
             plan, units = reused
             view.builds += int(keep_view)
@@ -682,13 +456,6 @@ def build_request(
 
 
 SUMMARIZED = "summarized"
-
-
-def _excluded_decision(reason: str) -> str:
-    """An entry left out before trimming: summarized (a summary or stage replaced it) or
-    excluded (switched off, a notice, an old system entry, a superseded attempt)."""
-    head = reason.split(":", 1)[0]
-    return head if head in DECISIONS and head not in ("kept", "dropped") else "excluded"
 
 
 def _superseded(m: ConversationMessage, following: ConversationMessage) -> bool:

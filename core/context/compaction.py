@@ -80,9 +80,9 @@ CONSTRAINT = re.compile(
 PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml|yml|toml|txt|"
                   r"sh|sql|html|css)\b")
 NUMBER = re.compile(r"\d[\d,.:]*")
-ERROR_WORDS = re.compile(r"(?:error|failed|failure|exception|traceback|panic|denied|not found)\b")
-ERROR = re.compile(r"\b(error|failed|failure|exception|traceback|panic|denied|not found)\b",
-                   re.IGNORECASE)  # a line that names an error
+_ERROR_TERMS = r"(?:error|failed|failure|exception|traceback|panic|denied|not found)\b"
+ERROR_WORDS = re.compile(_ERROR_TERMS)
+ERROR = re.compile(r"\b" + _ERROR_TERMS, re.IGNORECASE)  # a line that names an error
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 FILE_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}\b")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.context.builder import BuildReport, entry_dicts, sent_in
+from core.context.report import BuildReport, entry_dicts, sent_in
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange

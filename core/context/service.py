@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from core.agents import Agent
@@ -135,19 +136,14 @@ class ContextService:
         budget = self.budget(conv_id, settings, usable_override, known_window)
         tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent)
         persona = agent.instructions if agent is not None else None
-        counter = self.counter(settings.model)
-        if conv_id is None:
-            return build_request(history, mode, model=settings.model, budget=budget,
-                                 counter=counter, composer=self.composer,
-                                 run_context=run_context, tools=tools, persona=persona)
-        cache, lock = self.caches.take(conv_id)
+        cache, lock = self.caches.take(conv_id) if conv_id is not None else (None, nullcontext())
         with lock:
-            if what_if:  # a draft appended, or another budget: the cache stays as it is
+            if what_if and cache is not None:  # a draft, or another budget: the cache stays
                 cache = cache.fork()
             return build_request(history, mode, model=settings.model, budget=budget,
-                                 counter=counter, composer=self.composer, cache=cache,
-                                 run_context=run_context, tools=tools, persona=persona,
-                                 keep_view=not what_if)
+                                 counter=self.counter(settings.model), composer=self.composer,
+                                 cache=cache, run_context=run_context, tools=tools,
+                                 persona=persona, keep_view=not what_if)
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None) -> list[dict[str, Any]]:
         """The `tools[]` a request in `mode` offers (none when this service's engine cannot

@@ -252,7 +252,7 @@ def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir
     folder = project_dir / ".workbench" / "requests" / str(_only_conversation(project_dir))
     copies = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     assert [c["messages"] for c in copies] == [r.body["messages"] for r in llm_server.requests]
-    from core.context.builder import entry_dicts
+    from core.context.report import entry_dicts
 
     entries = entry_dicts(copies[-1]["report"])  # kept as rows, with their keys once
     assert copies[-1]["report"]["entry_keys"][:4] == ["id", "role", "kind", "decision"]

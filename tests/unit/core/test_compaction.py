@@ -388,7 +388,7 @@ def test_a_what_if_build_on_a_fork_leaves_the_cache_as_it_was() -> None:
 
 
 def test_a_kept_request_stores_its_entries_as_rows_and_both_forms_read_back() -> None:
-    from core.context.builder import entry_dicts
+    from core.context.report import entry_dicts
 
     report = build(session(10), 4000).report
     full, compact = report.to_json(), report.to_json(compact=True)
@@ -397,7 +397,7 @@ def test_a_kept_request_stores_its_entries_as_rows_and_both_forms_read_back() ->
 
 
 def test_the_sent_ids_agree_with_the_entries_in_every_form() -> None:
-    from core.context.builder import sent_in
+    from core.context.report import sent_in
 
     report = build(session(20), full_size(session(20)) // 4).report
     sent = {e.id for e in report.entries if e.decision in ("kept", "previewed", "referenced")}
@@ -423,7 +423,7 @@ def test_a_report_read_after_later_builds_still_tells_its_own_request() -> None:
 
 
 def test_a_walk_over_the_decisions_can_pause_and_gives_the_same_rows() -> None:
-    from core.context.builder import PAUSE_EVERY
+    from core.context.report import PAUSE_EVERY
 
     report = build(session(120), 10**6).report
     pauses: list[int] = []
