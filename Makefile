@@ -29,7 +29,7 @@ SYSTEM_PACKAGES := $(XCB_PACKAGES) bubblewrap
 system-deps:
 	@if [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then \
 	  missing=""; \
-	  for pkg in $(XCB_PACKAGES); do \
+	  for pkg in $(SYSTEM_PACKAGES); do \
 	    dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" \
 	      || missing="$$missing $$pkg"; \
 	  done; \
