@@ -20,7 +20,7 @@ from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
 from core.context.report import let_others_run
-from core.context.service import ContextService
+from core.context.service import ContextService, run_tools
 from core.llm.adapter import (
     Finished,
     LLMClient,
@@ -35,12 +35,12 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.questions import Question
 from core.redact import redact
+from core.runs.state import RunState
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
 from core.store.requests import save_request
 from core.summarize import summarize
-from core.tools import tools_for
 from core.tools.results import RESULTS_DIR, result_name
 from core.tools.runner import ToolResult, ToolRunner
 from core.turn_events import (
@@ -54,6 +54,7 @@ from core.turn_events import (
     RequestBuilt,
     RequestStarted,
     Retrying,
+    RunUpdated,
     SaveFailed,
     StoreNotice,
     StreamText,
@@ -67,6 +68,7 @@ from core.turn_events import (
 __all__ = ["DEFAULT_TURN", "CompactionFinished", "CompactionProgress", "CompactionStarted",
            "Engine", "EngineEvent", "EntryAppended", "NothingToContinue",
            "NothingToRetry", "QuestionAsked", "RequestBuilt", "RequestStarted", "Retrying",
+           "RunUpdated",
            "SaveFailed", "StoreNotice", "StreamText", "ToolSetup", "ToolStarted", "TurnFinished",
            "TurnOptions", "unanswered_calls"]
 
@@ -465,18 +467,45 @@ class Engine:
                 yield outcome[0]
                 return
             steps += 1
-            if steps >= (options.step_limit or settings.step_limit):
-                info = ErrorInfo(
-                    type="step_limit", retryable=False,
-                    message=f"The agent paused after {steps} round{'s' if steps != 1 else ''} "
-                            "of tool calls (the step limit for one turn). Continue lets it go "
-                            "on.")
+            limit = options.step_limit or settings.step_limit
+            message = (f"The agent paused after {steps} round{'s' if steps != 1 else ''} of "
+                       "tool calls (the step limit for one turn). Continue lets it go on.")
+            run = self.run_state(conv_id) if options.mode == "run" else None
+            if run is not None and run.status in ("paused", "aborted"):
+                yield finished  # the user paused or aborted the run: stop after this round
+                return
+            active = run.active if run is not None and run.open else None
+            if active is not None:  # a run counts rounds per step, not per turn
+                steps, limit = active.rounds, active.step.max_rounds or limit
+                message = (f"Step {active.step.title!r} paused after {steps} round"
+                           f"{'s' if steps != 1 else ''} of tool calls (its step limit). "
+                           "Continue lets it go on.")
+            if steps >= limit:
+                info = ErrorInfo(type="step_limit", retryable=False, message=message)
                 entry = self._error_entry(info, [], settings, options.mode, 0,
                                           self.counter(settings.model))
                 for event in self._persist(conv_id, entry, "the step-limit notice"):
                     yield event
                 yield TurnFinished("error", entry)
                 return
+
+    async def proceed(
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
+        instruction: str | None = None,
+    ) -> AsyncIterator[EngineEvent]:
+        """Carry on from the log as it stands (a run's next request): no entry is added
+        first; `instruction` is a one-off nudge, never stored."""
+        settings = _for_agent(settings, options)
+        for event in self.close_interrupted(conv_id):
+            yield event
+        async for event in self._loop(conv_id, settings, options, instruction=instruction):
+            yield event
+
+    def record(self, conv_id: str, msg: ConversationMessage, what: str
+               ) -> Iterator[EngineEvent]:
+        """Append an entry made outside a turn (a run's start or control entry) the way a
+        turn's entries are: never lost, reported as appended or as unsaved."""
+        return self._persist(conv_id, msg, what)
 
     async def summarize(
         self, conv_id: str, settings: LLMSettings, focus: str | None = None,
@@ -495,11 +524,23 @@ class Engine:
         network = options.network
         if network is None:
             network = self.store.meta(conv_id).allow_network
-        agent = options.agent
-        return ToolRunner(setup.root, setup.state,
-                          tools_for(options.mode, agent.tools if agent is not None else None),
+        run = self.run_state(conv_id) if options.mode == "run" else None
+        return ToolRunner(setup.root, setup.state, run_tools(options.mode, options.agent, run),
                           self.counter(settings.model), options.approve, setup.sandbox,
                           network, options.mode, settings.tool_output_tokens, setup.env)
+
+    def run_state(self, conv_id: str) -> RunState | None:
+        """The conversation's latest run as its log says (see core.runs.state)."""
+        return self.context.run_state(conv_id, self.store.load(conv_id).messages)
+
+    def _tagged(self, conv_id: str, msg: ConversationMessage) -> ConversationMessage:
+        """`msg`, made in run mode, tagged with the run and the step it belongs to."""
+        if msg.mode != "run" or msg.run_id is not None:
+            return msg
+        run = self.run_state(conv_id)
+        if run is None or not run.open:
+            return msg
+        return msg.model_copy(update=run.tags())
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,
@@ -537,6 +578,7 @@ class Engine:
                    "Not run: the user stopped the turn first.", running.get(c.id))
                 for c in calls if c.id not in answered]
             appended: list[ConversationMessage] = []
+            entries = [self._tagged(conv_id, e) for e in entries]
             try:
                 self.store.append_many(conv_id, entries)
                 appended = entries
@@ -614,6 +656,7 @@ class Engine:
                  notes: list[str] | None = None) -> Iterator[EngineEvent]:
         """Append `msg` and report it; a failed write never loses it: it is reported as
         unsaved, with the text, so whoever shows it can keep it and save it again."""
+        msg = self._tagged(conv_id, msg)
         try:
             problems = self._append(conv_id, msg)
         except (StoreError, OSError) as e:

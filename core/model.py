@@ -206,6 +206,28 @@ class ErrorInfo(BaseModel):
         return redact_optional(value)
 
 
+RunAction = Literal["start", "pause", "resume", "skip", "redo", "abort"]
+
+
+class RunEvent(BaseModel):
+    """What a run's control entry records (see core.runs.state).
+
+    Attributes:
+        action: start | pause | resume | skip (the step) | redo (the step, and the ones after
+            it start over) | abort.
+        step_id: the step skipped or redone.
+        workflow: the workflow as it was started (start), so editing its file later never
+            changes a run under way.
+        goal: what the user asked the run to achieve (start), when they said.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    action: RunAction
+    step_id: str | None = None
+    workflow: dict[str, Any] | None = None
+    goal: str | None = None
+
+
 class Offload(BaseModel):
     model_config = ConfigDict(frozen=True)
     path: str
@@ -243,6 +265,7 @@ class ConversationMessage(BaseModel):
     mode: Mode | None = None
     run_id: str | None = None
     step_id: str | None = None
+    run_event: RunEvent | None = None  # a run's control entry (start, skip, pause ...)
     covers: list[str] | None = None
     target: str | None = None  # an annotation's entry (its content is the action)
     offload: Offload | None = None

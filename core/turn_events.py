@@ -14,6 +14,7 @@ from core.context.builder import BuiltRequest
 from core.context.prompts import RunContext
 from core.model import ConversationMessage, Mode
 from core.questions import Question
+from core.runs.state import RunState
 from core.tools.runner import ApprovalPolicy
 from core.tools.runner import ToolStarted as ToolStarted  # an event like the others
 from core.tools.shell import Sandbox, detect_sandbox, tool_environment
@@ -164,9 +165,19 @@ class CompactionFinished:
         return max(0, self.tokens_before - self.tokens_after)
 
 
+@dataclass(frozen=True)
+class RunUpdated:
+    """A run moved on (started, a step finished, paused, ended ...): a snapshot of its state,
+    and why the driver stopped when it did (None while it goes on)."""
+
+    conv_id: str
+    state: RunState | None
+    stopped: str | None = None
+
+
 EngineEvent = (EntryAppended | StreamText | RequestBuilt | RequestStarted | Retrying | StoreNotice
                | SaveFailed | QuestionAsked | ToolStarted | TurnFinished | CompactionStarted
-               | CompactionProgress | CompactionFinished)
+               | CompactionProgress | CompactionFinished | RunUpdated)
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,24 @@ class RunContext:
     """What run mode needs to know about the active workflow (the run engine provides it).
 
     Attributes:
-        workflow_title: the workflow's name.
+        workflow_title: the workflow's name; goal: what the run is for.
         step_number, step_count: position of the active step (1-based).
-        step_title, brief, done_when: the active step's own text.
-        complete: the workflow has finished; only the post-run protocol applies.
+        step_id, step_title, brief, done_when: the active step's own text.
+        steps: the directive's list of steps with their status and one-line results.
+        step_context: the results of the steps the active one depends on.
+        complete: every step is done; only the post-run protocol applies.
     """
 
     workflow_title: str
+    goal: str = ""
     step_number: int = 0
     step_count: int = 0
+    step_id: str = ""
     step_title: str = ""
     brief: str = ""
     done_when: str = ""
+    steps: str = ""
+    step_context: str = ""
     complete: bool = False
 
 
@@ -68,13 +74,16 @@ class PromptComposer:
             names = [("base_run", {}), ("agent_persona", {}), ("tool_policy", {})]
             if run is None:
                 names.append(("run_directive_idle", {}))
-            elif run.complete:
-                names = [("post_run", {"workflow_title": run.workflow_title})]
+            elif run.complete:  # the post-run profile: no step rules, no step, no brief
+                names = [("base_chat", {}), ("agent_persona", {}), ("tool_policy", {}),
+                         ("post_run", {"workflow_title": run.workflow_title, "goal": run.goal})]
             else:
                 fields = {
-                    "workflow_title": run.workflow_title, "step_number": run.step_number,
-                    "step_count": run.step_count, "step_title": run.step_title,
-                    "brief": run.brief, "done_when": run.done_when or "(not stated)",
+                    "workflow_title": run.workflow_title, "goal": run.goal,
+                    "step_number": run.step_number, "step_count": run.step_count,
+                    "step_id": run.step_id, "step_title": run.step_title, "brief": run.brief,
+                    "done_when": run.done_when or "(not stated)", "steps": run.steps,
+                    "step_context": run.step_context,
                 }
                 names += [("run_directive", fields), ("node_brief", fields)]
         names.append(("mode_banner", {"mode": mode}))

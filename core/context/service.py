@@ -30,11 +30,21 @@ from core.context.prompts import PromptComposer, RunContext
 from core.context.server_window import cached_window, server_window
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, Mode
+from core.runs.state import RunState, RunTracker
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
-from core.tools import tool_schemas, tools_for
+from core.tools import Tool, tool_schemas, tools_for
 
 CACHED_CONVERSATIONS = 2
+
+
+def run_tools(mode: Mode, agent: Agent | None, run: RunState | None) -> list[Tool]:
+    """The tools a turn in `mode` offers: the mode's, narrowed by the agent and, in run mode,
+    by the active step's list; complete_step while a step is active."""
+    active = run.active if run is not None and run.open and mode == "run" else None
+    return tools_for(mode, agent.tools if agent is not None else None,
+                     active.step.tools if active is not None else None,
+                     completing=active is not None)
 
 
 class BuildCaches:
@@ -92,6 +102,8 @@ class ContextService:
         self._counters: dict[str, TokenCounter] = {}
         self.caches = caches or BuildCaches()
         self.no_tools: set[str] = set()  # models whose server refused a request with tools
+        self._runs: dict[str, RunTracker] = {}
+        self._runs_lock = threading.Lock()
 
     def counter(self, model: str | None) -> TokenCounter:
         enc = encoding_for_model(model)
@@ -134,7 +146,10 @@ class ContextService:
             BudgetError: not even the system prompt and the latest user message fit.
         """
         budget = self.budget(conv_id, settings, usable_override, known_window)
-        tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent)
+        run = self.run_state(conv_id, history) if mode == "run" else None
+        if run_context is None and run is not None and run.status != "aborted":
+            run_context = run.context()
+        tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent, run)
         persona = agent.instructions if agent is not None else None
         cache, lock = self.caches.take(conv_id) if conv_id is not None else (None, nullcontext())
         with lock:
@@ -145,12 +160,24 @@ class ContextService:
                                  cache=cache, run_context=run_context, tools=tools,
                                  persona=persona, keep_view=not what_if)
 
-    def tool_schemas(self, mode: Mode, agent: Agent | None = None) -> list[dict[str, Any]]:
+    def tool_schemas(self, mode: Mode, agent: Agent | None = None,
+                     run: RunState | None = None) -> list[dict[str, Any]]:
         """The `tools[]` a request in `mode` offers (none when this service's engine cannot
-        run tools)."""
+        run tools); in run mode, those of the active step of `run`, and complete_step."""
         if not self.offer_tools:
             return []
-        return tool_schemas(tools_for(mode, agent.tools if agent is not None else None))
+        return tool_schemas(run_tools(mode, agent, run))
+
+    def run_state(self, conv_id: str | None,
+                  history: list[ConversationMessage]) -> RunState | None:
+        """The state of the conversation's latest run, as its log says (folded only over what
+        is new since the last call for `conv_id`)."""
+        if conv_id is None:
+            from core.runs.state import fold
+            return fold(history)
+        with self._runs_lock:
+            tracker = self._runs.setdefault(conv_id, RunTracker())
+            return tracker.state(history)
 
     def preview(self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
                 usable_override: int | None = None, agent: Agent | None = None

@@ -17,6 +17,7 @@ from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from core.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, SEARCH_FILES, WRITE_FILE
 from core.tools.results import READ_TOOL_RESULT
 from core.tools.shell import RUN_SHELL
+from core.tools.step import COMPLETE_STEP_TOOL
 from core.tools.todo import MANAGE_TODO_LIST
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (READ_FILE, LIST_DIR, SEARCH_FILES, READ_TOOL_RESULT,
@@ -28,11 +29,18 @@ __all__ = ["BUILTIN_TOOLS", "READ_ONLY_TOOLS", "TOOL_NAMES", "Tool", "ToolArgs",
            "ToolError", "ToolOutput", "tool_schemas", "tools_for"]
 
 
-def tools_for(mode: Mode, allowed: Collection[str] | None = None) -> list[Tool]:
-    """The tools a request in `mode` offers; `allowed` (an agent's list) narrows them."""
+def tools_for(mode: Mode, allowed: Collection[str] | None = None,
+              step: Collection[str] | None = None, completing: bool = False) -> list[Tool]:
+    """The tools a request in `mode` offers; `allowed` (an agent's list) and `step` (the
+    active step's list, in run mode) narrow them; `completing`: a run has an active step, so
+    run mode offers complete_step too (last, whatever the lists say)."""
     out = [t for t in BUILTIN_TOOLS if mode != "chat" or t.name in READ_ONLY_TOOLS]
     if allowed is not None:
         out = [t for t in out if t.name in allowed]
+    if mode == "run" and step is not None:
+        out = [t for t in out if t.name in step]
+    if mode == "run" and completing:
+        out.append(COMPLETE_STEP_TOOL)
     return out
 
 

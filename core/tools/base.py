@@ -78,6 +78,7 @@ class ToolContext:
     network: bool = False
     env: dict[str, str] | None = None
     todo: TodoBoard | None = None  # the todo list shared by one batch of calls
+    shared: dict[str, object] = field(default_factory=dict)  # what one batch's calls share
 
     @property
     def results_dir(self) -> Path:

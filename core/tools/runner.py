@@ -138,6 +138,7 @@ class ToolRunner:
         ToolResult per call, in the calls' order. Cancelling stops the running tools."""
         allowed = allowed_for_conversation(history)
         board = TodoBoard(todo_state(history))
+        shared: dict[str, object] = {}
         i = 0
         while i < len(calls):
             group = [calls[i]]
@@ -150,14 +151,14 @@ class ToolRunner:
                 for c, plan in zip(group, plans, strict=True):
                     yield ToolStarted(c.id, c.function.name, plan.key)
                 entries = await asyncio.gather(*(
-                    self._execute(c, plan, self._context(conv_id, c, history, board), None)
+                    self._execute(c, plan, self._context(conv_id, c, history, board, shared), None)
                     for c, plan in zip(group, plans, strict=True)))
                 for entry in entries:
                     yield ToolResult(entry)
                 continue
             call = group[0]
             plan = self._plan(call)
-            ctx = self._context(conv_id, call, history, board)
+            ctx = self._context(conv_id, call, history, board, shared)
             approval: str | None = None
             if plan.problem is None and self._risk(call) != "read":
                 decision = None
@@ -192,9 +193,9 @@ class ToolRunner:
         return tool.risk if tool is not None else "read"  # unknown: answered at once
 
     def _context(self, conv_id: str, call: ToolCall, history: list[ConversationMessage],
-                 board: TodoBoard) -> ToolContext:
+                 board: TodoBoard, shared: dict[str, object]) -> ToolContext:
         return ToolContext(self.root, self.state, conv_id, call.id, history, self.sandbox,
-                           self.network, self.env, board)
+                           self.network, self.env, board, shared)
 
     def _plan(self, call: ToolCall) -> _Plan:
         """The call checked once: its tool and arguments, or why it cannot run at all (it is

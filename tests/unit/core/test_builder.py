@@ -54,12 +54,14 @@ def test_each_mode_has_its_own_prefix_and_history_is_unchanged() -> None:
 
 def test_run_mode_carries_the_active_step_or_only_the_post_run_protocol() -> None:
     history = log([{"role": "user", "content": "go"}])
-    step = RunContext("Release", 2, 3, "Write notes", "Summarize the changes", "notes.md exists")
+    step = RunContext("Release", step_number=2, step_count=3, step_id="notes",
+                      step_title="Write notes", brief="Summarize the changes",
+                      done_when="notes.md exists")
     text = build(history, 10_000, "run", run=step).messages[0]["content"]
-    assert "step 2 of 3: Write notes" in text and "notes.md exists" in text
+    assert "step 2 of 3: Write notes (id notes)" in text and "notes.md exists" in text
     done = RunContext("Release", complete=True)
     text = build(history, 10_000, "run", run=done).messages[0]["content"]
-    assert "is complete" in text and "Active step" not in text
+    assert "is complete" in text and "NODE_BRIEF" not in text and "active step" not in text
 
 
 def test_a_project_can_override_a_template(tmp_path: Path) -> None:

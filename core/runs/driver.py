@@ -1,0 +1,229 @@
+"""The run driver: starts a run, carries it through its steps turn after turn, and records
+what the user does to it (pause, resume, skip, redo, abort).
+
+It keeps nothing of its own: each decision reads the run's state from the log (see
+core.runs.state), so a run interrupted anywhere (a crash, a kill, an error entry, the app
+closed) carries on where the log says it is, in this process or the next. The engine does the
+requests; the context service gives every run-mode request the directive and the active step's
+brief; the driver only decides what to do next:
+
+    the log ends in ...                      the driver
+    a user message, a tool result, a start   asks for the next answer
+    an error entry                           continues it (Continue), else runs it again
+    an answer without complete_step          nudges once (an instruction, never stored),
+                                             then waits for the user
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+from core.engine import (
+    DEFAULT_TURN,
+    Engine,
+    EngineEvent,
+    EntryAppended,
+    RunUpdated,
+    StoreNotice,
+    TurnFinished,
+    TurnOptions,
+)
+from core.model import (
+    ConversationMessage,
+    RunAction,
+    RunEvent,
+    continuable,
+    new_id,
+    retryable_turn,
+)
+from core.runs.files import RunFiles
+from core.runs.state import RunState
+from core.runs.workflow import Workflow
+from core.settings import LLMSettings
+
+NUDGE = ("[Run: step {number} ({title}) is still active. Carry on with it; when its done-when "
+         "condition holds, call complete_step with the result. If you need something from the "
+         "user first, say what and stop.]")
+NUDGES = 1  # answers without complete_step before the run waits for the user
+MAX_TURNS = 200  # engine turns one drive may take (each is a full tool loop)
+
+STOPPED = {
+    "finished": "The workflow is complete.",
+    "aborted": "The run was aborted.",
+    "paused": "The run is paused; Resume carries on at the active step.",
+    "waiting": "The model stopped without completing the step: answer it, or Resume to let it "
+               "carry on.",
+    "limit": "The step reached its limit of tool rounds; Continue (or Resume) lets it go on.",
+    "failed": "The step's request failed; Resume (or Continue) carries on at the step once the "
+              "cause is fixed.",
+}
+
+
+class RunControlError(ValueError):
+    """A control that does not apply to the run as it stands; says why."""
+
+
+class RunDriver:
+    """Attributes:
+        engine: runs the requests and owns the store.
+        files: the run files (a cache of each run's state), when the project has a folder.
+        nudges: answers without complete_step before the run waits for the user.
+    """
+
+    def __init__(self, engine: Engine, state: Path | None = None, nudges: int = NUDGES) -> None:
+        self.engine = engine
+        self.files = RunFiles(state) if state is not None else None
+        self.nudges = nudges
+
+    def state(self, conv_id: str) -> RunState | None:
+        return self.engine.run_state(conv_id)
+
+    async def start(
+        self, conv_id: str, workflow: Workflow, settings: LLMSettings,
+        options: TurnOptions = DEFAULT_TURN, goal: str = "",
+    ) -> AsyncIterator[EngineEvent]:
+        """Record a new run of `workflow` in the conversation and carry it on."""
+        current = self.state(conv_id)
+        if current is not None and current.open and current.status != "post_run":
+            raise RunControlError(
+                f"The run of {current.workflow.name!r} is still {current.status} in this "
+                "conversation; abort it first, or resume it.")
+        goal = " ".join(goal.split())
+        text = f"Run the workflow {workflow.name!r}" + (f": {goal}" if goal else ".")
+        entry = ConversationMessage(
+            role="user", content=text, mode="run", run_id=new_id(),
+            step_id=workflow.steps[0].id,
+            run_event=RunEvent(action="start", workflow=workflow.model_dump(mode="json"),
+                               goal=goal or None))
+        saved = True
+        for event in self.engine.record(conv_id, entry, "the run's start"):
+            saved = saved and isinstance(event, (EntryAppended, StoreNotice))
+            yield event
+        if not saved:
+            return
+        async for event in self.drive(conv_id, settings, options):
+            yield event
+
+    async def send(
+        self, conv_id: str, text: str, settings: LLMSettings,
+        options: TurnOptions = DEFAULT_TURN,
+    ) -> AsyncIterator[EngineEvent]:
+        """The user's message during a run: it joins the active step, which then goes on."""
+        options = replace(options, mode="run")
+        finished: TurnFinished | None = None
+        async for event in self.engine.send(conv_id, text, settings, options):
+            if isinstance(event, TurnFinished):
+                finished = event
+            yield event
+        if finished is not None and finished.status == "ok":
+            async for event in self.drive(conv_id, settings, options, answered=True):
+                yield event
+        else:
+            yield self._updated(conv_id)
+
+    async def drive(
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
+        answered: bool = False,
+    ) -> AsyncIterator[EngineEvent]:
+        """Carry the conversation's run on from where its log is, until it is complete,
+        paused, aborted, waiting for the user, or a request fails. `answered`: the turn
+        just before already produced an answer (a nudge may follow it)."""
+        options = replace(options, mode="run")
+        nudged = 0
+        for _ in range(MAX_TURNS):
+            run = self.state(conv_id)
+            yield self._updated(conv_id, run)
+            if run is None or run.status in ("finished", "aborted", "paused"):
+                break
+            history = self.engine.store.load(conv_id).messages
+            last = history[-1] if history else None
+            instruction = None
+            if run.status == "waiting":
+                if answered and nudged >= self.nudges:
+                    break
+                active = run.active
+                if active is None:
+                    break
+                nudged += 1
+                instruction = NUDGE.format(number=run.steps.index(active) + 1,
+                                           title=active.step.title)
+            if last is not None and last.kind == "error" and instruction is None:
+                if continuable(last):
+                    events = self.engine.continue_(conv_id, settings, options)
+                elif retryable_turn(history):
+                    events = self.engine.retry(conv_id, settings, options)
+                else:
+                    events = self.engine.proceed(conv_id, settings, options)
+            else:
+                events = self.engine.proceed(conv_id, settings, options, instruction)
+            finished: TurnFinished | None = None
+            async for event in events:
+                if isinstance(event, TurnFinished):
+                    finished = event
+                yield event
+            answered = True
+            if finished is None or finished.status != "ok":
+                break
+        yield self._updated(conv_id, final=True)
+
+    def control(self, conv_id: str, action: RunAction, step_id: str | None = None
+                ) -> ConversationMessage:
+        """Record the user's pause, resume, skip, redo or abort as a control entry (the log
+        says it from then on) and return it; the caller resumes driving after a resume,
+        skip or redo.
+
+        Raises:
+            RunControlError: the conversation has no run, or the action does not apply now.
+        """
+        run = self.state(conv_id)
+        if run is None:
+            raise RunControlError("This conversation has no run; start one with a workflow.")
+        target = run.step(step_id) if step_id else run.active
+        if step_id and target is None:
+            raise RunControlError(f"The workflow has no step {step_id!r}.")
+        name = f"step {run.steps.index(target) + 1} ({target.step.title})" if target else ""
+        if action == "redo":
+            if target is None:
+                raise RunControlError("Which step should be redone? Name one.")
+            text = f"Run: {name} is redone; the steps after it start over."
+        elif run.status in ("finished", "aborted"):
+            raise RunControlError(f"The run of {run.workflow.name!r} is {run.status}; only "
+                                  "redoing a step starts it again.")
+        elif action == "pause":
+            if run.status == "paused":
+                raise RunControlError("The run is already paused.")
+            text = "Run paused by you."
+        elif action == "resume":
+            text = "Run resumed."
+        elif action == "skip":
+            if target is None or target.status not in ("pending", "active", "failed"):
+                raise RunControlError(f"There is no step to skip{' there' if step_id else ''}:"
+                                      " it is already " + (target.status if target else
+                                                           "finished") + ".")
+            text = f"Run: {name} skipped by you."
+        elif action == "abort":
+            text = "Run aborted by you."
+        else:
+            raise RunControlError(f"Unknown run action {action!r}.")
+        entry = ConversationMessage(
+            role="system", kind="notice", content=text, run_id=run.run_id,
+            step_id=target.step.id if target else None,
+            run_event=RunEvent(action=action, step_id=step_id or (
+                target.step.id if target and action in ("skip", "redo") else None)))
+        self.engine.store.append(conv_id, entry)
+        return entry
+
+    def _updated(self, conv_id: str, run: RunState | None = None,
+                 final: bool = False) -> RunUpdated:
+        """A snapshot for whoever shows the run (another thread may read it), the run file
+        brought up to date on the way."""
+        run = run if run is not None else self.state(conv_id)
+        if run is None:
+            return RunUpdated(conv_id, None, "This conversation has no run.")
+        snapshot = copy.deepcopy(run)
+        if self.files is not None and final:
+            self.files.sync(conv_id, snapshot)
+        return RunUpdated(conv_id, snapshot, STOPPED.get(run.status) if final else None)

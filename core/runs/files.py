@@ -1,0 +1,52 @@
+"""`.workbench/runs/<run_id>.json`: a cache of a run's state, for people and tools reading the
+project folder. The log is the source of truth: the file is rewritten from the log whenever it
+is missing, unreadable or says something else, and a disagreement is reported, never trusted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.runs.state import RunState
+from core.store.fileio import atomic_write_json
+
+RUNS_DIR = "runs"
+
+
+class RunFiles:
+    def __init__(self, state: Path) -> None:
+        self.folder = state / RUNS_DIR
+
+    def path(self, run_id: str) -> Path:
+        return self.folder / f"{run_id}.json"
+
+    def read(self, run_id: str) -> dict[str, object] | None:
+        try:
+            data = json.loads(self.path(run_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def sync(self, conv_id: str, run: RunState) -> str | None:
+        """Make the file say what the log says. Returns a sentence when the file was there
+        but corrupt or disagreeing with the log (it is rewritten from the log); None when it
+        agreed or was missing. A file that cannot be written is left alone: it is a cache."""
+        want = {**run.to_json(), "conversation": conv_id}
+        path = self.path(run.run_id)
+        problem = None
+        if path.exists():
+            have = self.read(run.run_id)
+            if have == want:
+                return None
+            problem = (f"The run file {path.name} was unreadable; it is rebuilt from the "
+                       "conversation log." if have is None else
+                       f"The run file {path.name} disagreed with the conversation log (it said "
+                       f"{have.get('status')!r} after {have.get('entries')} entries; the log "
+                       f"says {run.status!r} after {run.entries}); the log wins and the file "
+                       "is rewritten.")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, want, durable=False)
+        except OSError:
+            return problem
+        return problem

@@ -1,0 +1,304 @@
+"""A run's state, read from the conversation log alone.
+
+The log is the run's only source of truth: the start entry carries the workflow as started,
+control entries (pause, resume, skip, redo, abort) say what the user did, and the model's
+successful complete_step results say which steps are done and with what result. Every entry a
+run produces is tagged with its `run_id` and `step_id`. `fold` replays them; the run file in
+`.workbench/runs/` is only a cache of the result (see core.runs.files).
+
+Statuses of a run:
+    running    a step is active and nothing stands in its way
+    waiting    the model answered without completing the step (it may need the user)
+    limit      the step used its rounds of tool calls (Continue lets it go on)
+    failed     the step's last request failed (Continue or Retry carries on at the step)
+    paused     the user paused (or stopped) it; Resume carries on
+    post_run   every step is done or skipped: one more request writes the wrap-up
+    finished   the wrap-up is written
+    aborted    the user aborted it
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from core.context.prompts import RunContext
+from core.model import ConversationMessage
+from core.runs.workflow import Step, Workflow, WorkflowError, validate_workflow
+from core.tools.step import COMPLETE_STEP
+
+StepStatus = Literal["pending", "active", "done", "skipped", "failed"]
+RunStatus = Literal["running", "waiting", "limit", "failed", "paused", "post_run", "finished",
+                    "aborted"]
+OPEN = ("running", "waiting", "limit", "failed", "paused", "post_run")  # can carry on
+RESULT_LINE = 160  # characters of a result in the directive's step list
+ICON = {"pending": "○", "active": "▶", "done": "✓", "skipped": "↷", "failed": "✗"}
+
+
+@dataclass
+class StepState:
+    """Attributes:
+        rounds: rounds of tool calls since the step started, was redone or last hit its limit.
+        tokens: what its requests and answers cost (as the provider reported).
+        error: the last failure's message while the step is failed.
+    """
+
+    step: Step
+    status: StepStatus = "pending"
+    result: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+    tokens: int = 0
+    rounds: int = 0
+    error: str = ""
+
+    def elapsed_s(self, now: datetime | None = None) -> float:
+        """Seconds from the step's start to its end (or its last entry, or `now`)."""
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at or now or self.updated_at or self.started_at
+        return max(0.0, (end - self.started_at).total_seconds())
+
+
+@dataclass
+class RunState:
+    run_id: str
+    workflow: Workflow
+    goal: str
+    steps: list[StepState]
+    status: RunStatus = "running"
+    started_at: datetime | None = None
+    entries: int = 0  # log entries tagged with the run
+    last_entry: str = ""  # id of the last of them (the run file is stale when it differs)
+    _calls: dict[str, str] = field(default_factory=dict, repr=False)  # call id -> result
+
+    @property
+    def active(self) -> StepState | None:
+        return next((s for s in self.steps if s.status in ("active", "failed")), None)
+
+    @property
+    def open(self) -> bool:
+        return self.status in OPEN
+
+    def step(self, step_id: str) -> StepState | None:
+        return next((s for s in self.steps if s.step.id == step_id), None)
+
+    def tags(self) -> dict[str, str | None]:
+        """What an entry produced now belongs to."""
+        active = self.active
+        return {"run_id": self.run_id, "step_id": active.step.id if active else None}
+
+    def context(self) -> RunContext:
+        """What the run-mode prefix says: the directive and, while a step is active, its
+        brief. Only what changes at a step's boundary goes in (no times, no counters), so the
+        prefix stays byte-identical while a step runs."""
+        wf = self.workflow
+        title = wf.name
+        goal = self.goal or wf.description or "(not stated)"
+        if self.status in ("post_run", "finished") or self.active is None:
+            return RunContext(workflow_title=title, goal=goal, complete=True)
+        active = self.active
+        number = self.steps.index(active) + 1
+        lines = []
+        for n, s in enumerate(self.steps, 1):
+            status = "active" if s is active else s.status
+            line = f"{n}. [{status}] {s.step.title} (id {s.step.id})"
+            if s.result:
+                one = " ".join(s.result.split())
+                line += ": " + (one if len(one) <= RESULT_LINE else one[:RESULT_LINE - 1] + "…")
+            lines.append(line)
+        context = []
+        for dep in wf.depends_on(active.step.id):
+            dep_state = self.step(dep)
+            if dep_state is not None and dep_state.result:
+                context.append(f"Result of {dep_state.step.title} ({dep}):\n{dep_state.result}")
+        return RunContext(
+            workflow_title=title, goal=goal, step_number=number, step_count=len(self.steps),
+            step_id=active.step.id, step_title=active.step.title, brief=active.step.brief,
+            done_when=active.step.done_when, steps="\n".join(lines),
+            step_context="\n\n".join(context) or "(no earlier results)")
+
+    def to_json(self) -> dict[str, Any]:
+        def when(t: datetime | None) -> str | None:
+            return t.isoformat() if t is not None else None
+
+        return {
+            "run_id": self.run_id, "workflow": self.workflow.model_dump(mode="json"),
+            "goal": self.goal, "status": self.status, "started_at": when(self.started_at),
+            "entries": self.entries, "last_entry": self.last_entry,
+            "steps": [{"id": s.step.id, "title": s.step.title, "status": s.status,
+                       "result": s.result, "started_at": when(s.started_at),
+                       "finished_at": when(s.finished_at), "tokens": s.tokens,
+                       "rounds": s.rounds, "error": s.error} for s in self.steps]}
+
+
+def fold(history: Sequence[ConversationMessage], run_id: str | None = None) -> RunState | None:
+    """The state of the conversation's latest run (or of `run_id`), None when it has none."""
+    state: RunState | None = None
+    for m in history:
+        state = apply(state, m, run_id)
+    return state
+
+
+def apply(state: RunState | None, m: ConversationMessage,
+          run_id: str | None = None) -> RunState | None:
+    """The state after entry `m` (a left fold, so a tracker can fold only what is new)."""
+    event = m.run_event
+    if event is not None and event.action == "start" and m.run_id and (
+            run_id is None or m.run_id == run_id):
+        return _started(m)
+    if state is None or m.run_id != state.run_id:
+        return state
+    state.entries += 1
+    state.last_entry = m.id
+    step = state.step(m.step_id) if m.step_id else None
+    if step is not None:
+        step.updated_at = m.created_at
+        if m.usage:
+            step.tokens += int(m.usage.get("prompt_tokens") or 0) + \
+                int(m.usage.get("completion_tokens") or 0)
+    if event is not None:
+        _control(state, event.action, event.step_id, m.created_at)
+        return state
+    if state.status in ("aborted", "finished"):
+        return state
+    if m.kind == "error" and m.error is not None:
+        if state.status == "post_run" or step is None:
+            state.status = "paused" if m.error.type == "stopped" else "failed"
+            return state
+        if m.error.type == "step_limit":
+            state.status, step.rounds = "limit", 0
+        elif m.error.type == "stopped":
+            state.status = "paused"
+        else:
+            state.status, step.error = "failed", m.error.message
+            if step.status == "active":
+                step.status = "failed"
+        return state
+    if step is not None and step.status == "failed":
+        step.status, step.error = "active", ""
+    if m.role == "assistant":
+        for call in m.tool_calls or ():
+            if call.function.name == COMPLETE_STEP:
+                state._calls[call.id] = _result_argument(call.function.arguments)
+        if m.tool_calls:
+            if step is not None:
+                step.rounds += 1
+            if state.status not in ("post_run", "paused"):
+                state.status = "running"
+        elif state.status == "post_run":
+            state.status = "finished"
+        elif state.status != "paused":
+            state.status = "waiting"
+        return state
+    if m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
+        active = state.active
+        if active is not None and step is active:
+            _finish(state, active, "done", state._calls.get(m.tool_call_id or "", "") or
+                    m.text(), m.created_at)
+        return state
+    if m.role == "user" and state.status in ("waiting", "failed", "limit"):
+        state.status = "running"  # the user answered: the step goes on
+    return state
+
+
+def _started(m: ConversationMessage) -> RunState | None:
+    event = m.run_event
+    assert event is not None and m.run_id is not None
+    try:
+        workflow = validate_workflow(event.workflow, "the run's workflow")
+    except WorkflowError:
+        return None  # a start entry we cannot read starts nothing (the log stays as it is)
+    steps = [StepState(s) for s in workflow.steps]
+    steps[0].status, steps[0].started_at = "active", m.created_at
+    return RunState(m.run_id, workflow, event.goal or "", steps, "running", m.created_at,
+                    entries=1, last_entry=m.id)
+
+
+def _control(state: RunState, action: str, step_id: str | None, at: datetime) -> None:
+    if action == "abort":
+        state.status = "aborted"
+    elif state.status in ("aborted", "finished") and action != "redo":
+        return
+    elif action == "pause":
+        state.status = "paused"
+    elif action == "resume":
+        state.status = "post_run" if state.active is None else "running"
+    elif action == "skip":
+        target = state.step(step_id) if step_id else state.active
+        if target is not None and target.status in ("pending", "active", "failed"):
+            _finish(state, target, "skipped", target.result, at)
+    elif action == "redo":
+        target = state.step(step_id) if step_id else state.active
+        if target is None:
+            return
+        at_index = state.steps.index(target)
+        for s in state.steps[at_index:]:
+            s.status, s.result, s.error, s.rounds = "pending", "", "", 0
+            s.started_at = s.finished_at = None
+        for s in state.steps[:at_index]:  # one active step at a time
+            if s.status in ("active", "failed"):
+                s.status = "skipped"
+        target.status, target.started_at = "active", at
+        state.status = "running"
+
+
+def _finish(state: RunState, step: StepState, status: StepStatus, result: str,
+            at: datetime) -> None:
+    was_active = step.status in ("active", "failed")
+    step.status, step.result, step.finished_at, step.error = status, result, at, ""
+    if not was_active:
+        return
+    at_index = state.steps.index(step)
+    following = next((s for s in state.steps[at_index + 1:] if s.status == "pending"), None)
+    if following is None:
+        following = next((s for s in state.steps if s.status == "pending"), None)
+    if following is not None:
+        following.status, following.started_at = "active", at
+        if state.status not in ("paused",):
+            state.status = "running"
+    elif state.status != "paused":
+        state.status = "post_run"
+
+
+def _result_argument(arguments: str) -> str:
+    try:
+        value = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return ""
+    result = value.get("result") if isinstance(value, dict) else None
+    return result.strip() if isinstance(result, str) else ""
+
+
+def runs_in(history: Sequence[ConversationMessage]) -> list[str]:
+    """The ids of the runs started in the conversation, oldest first."""
+    return [m.run_id for m in history
+            if m.run_event is not None and m.run_event.action == "start" and m.run_id]
+
+
+class RunTracker:
+    """The latest run's state of one log, folded only over what was appended since the last
+    call (the meter, the engine and the progress panel ask after every entry)."""
+
+    def __init__(self) -> None:
+        self._history: Sequence[ConversationMessage] | None = None
+        self._seen = 0
+        self._last_id = ""
+        self._state: RunState | None = None
+
+    def state(self, history: Sequence[ConversationMessage]) -> RunState | None:
+        n = self._seen
+        same = (self._history is not None and len(history) >= n and
+                (n == 0 or history[n - 1].id == self._last_id))
+        if not same:
+            self._state, n = None, 0
+        state = self._state
+        for m in history[n:]:
+            state = apply(state, m)
+        self._history, self._seen, self._state = history, len(history), state
+        self._last_id = history[-1].id if history else ""
+        return state
