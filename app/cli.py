@@ -14,9 +14,14 @@
                       [--summary-model M]        (summarize the older history now)
     workbench pin|unpin|exclude|include PROJECT --conversation ID ENTRY_ID
                                                  (always send / never send one entry)
+    workbench run PROJECT (--conversation ID | --new) --workflow NAME|FILE [--goal TEXT]
+                  [--model M] [--api-base URL] [--approve never|ask|always]
+    workbench run PROJECT --conversation ID --resume   (carry on at the active step)
+    workbench workflows PROJECT                       (the project's workflows)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
-ended in an error entry (send), or the summarizer failed (compact; the log is unchanged); 64 a
+ended in an error entry (send, run: resumable), or the summarizer failed (compact; the log is
+unchanged); 3 the run paused (the model needs the user, or it was paused or aborted); 64 a
 usage mistake; 130 interrupted.
 """
 
@@ -30,6 +35,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from app.cli_context import cmd_annotate, cmd_compact
+from app.cli_run import cmd_run, cmd_workflows
+from app.cli_turn import cmd_continue, cmd_retry, cmd_send
 from app.commands import (
     COMMANDS,
     EXIT_FAIL,
@@ -40,12 +47,9 @@ from app.commands import (
     CliError,
     cmd_agents,
     cmd_context,
-    cmd_continue,
     cmd_export,
     cmd_import,
     cmd_list,
-    cmd_retry,
-    cmd_send,
 )
 from core.store.errors import StoreError
 
@@ -153,6 +157,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("entry", metavar="ENTRY_ID",
                        help="the entry's id or a unique prefix (`workbench context` and "
                             "`export --format jsonl` show ids)")
+
+    p = sub.add_parser("run", help="run a workflow step by step in a conversation (run mode)")
+    p.add_argument("project", type=Path)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
+    which.add_argument("--new", action="store_true", help="start a new conversation")
+    p.add_argument("--title", help="title of the new conversation")
+    p.add_argument("--workflow", "-w", metavar="NAME|FILE",
+                   help="a workflow of the project (by name) or a .json file (copied into the "
+                        "project)")
+    p.add_argument("--goal", metavar="TEXT", help="what this run is for (the directive says it)")
+    p.add_argument("--resume", action="store_true",
+                   help="carry on the conversation's run at its active step")
+    model_flags(p)
+    agent_flags(p)
+
+    p = sub.add_parser("workflows", help="list the project's workflows (.workbench/workflows/)")
+    p.add_argument("project", type=Path)
     return parser
 
 
@@ -186,6 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_agents(args)
         if args.command == "compact":
             return cmd_compact(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "workflows":
+            return cmd_workflows(args)
         if args.command in ("pin", "unpin", "exclude", "include"):
             return cmd_annotate(args)
         return cmd_list(args)

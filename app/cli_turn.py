@@ -1,0 +1,233 @@
+"""The commands that run turns: `send`, `continue`, `retry` (and, through `prepare_turn` and
+`print_turn`, `run`): the project opened and checked, the answer printed as it streams."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.commands import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_TURN_ERROR,
+    EXIT_USAGE,
+    CliError,
+    _engine,
+    _open,
+    _read_stdin_text,
+    _require_writable,
+    _resolve,
+    _title_from,
+)
+from app.term import for_stream
+from core.store.project import Project
+
+if TYPE_CHECKING:
+    from core.engine import Engine, EngineEvent, TurnOptions  # litellm behind it: imported late
+    from core.model import Mode
+    from core.settings import LLMSettings
+    from core.tools.runner import ApprovalPolicy
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    text = _read_stdin_text() if args.text == "-" else args.text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise CliError("the message is not valid UTF-8 text; nothing was sent") from None
+    if "\x00" in text:
+        raise CliError("the message contains NUL bytes (binary data?); nothing was sent")
+    if not text.strip():
+        raise CliError("the message is empty", EXIT_USAGE)
+    return _run_turn(args, "send", text)
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    return _run_turn(args, "continue")
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    return _run_turn(args, "retry")
+
+
+def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
+    """send / continue / retry: one turn, its answer printed as it streams."""
+    from core.engine import NothingToContinue, NothingToRetry
+
+    turn = prepare_turn(args, create=(action == "send"), title=_title_from(text))
+    engine, conv_id, settings, options = turn.engine, turn.conv_id, turn.settings, turn.options
+    try:
+        if action == "send":
+            events = engine.send(conv_id, text, settings, options)
+        elif action == "continue":
+            events = engine.continue_(conv_id, settings, options)
+        else:
+            events = engine.retry(conv_id, settings, options)
+        return print_turn(events)
+    except (NothingToContinue, NothingToRetry) as e:
+        raise CliError(str(e)) from None
+    finally:
+        turn.project.close()
+
+
+@dataclass
+class Turn:
+    """What a turn from the command line needs, once the project is open and checked."""
+
+    project: Project
+    engine: Engine
+    conv_id: str
+    settings: LLMSettings
+    options: TurnOptions
+
+
+def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
+                 mode: Mode | None = None) -> Turn:
+    """Open the project, resolve the settings, the conversation (or make it: `--new`), the
+    agent and the approval policy from the command's flags. `mode`: forced (run)."""
+    # litellm takes seconds to import: start it now, in parallel with opening the project.
+    from core.llm.runtime import start_background_import
+
+    start_background_import()
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
+
+    from core.agents import find_agent, load_agents
+    from core.engine import TurnOptions
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
+    if args.step_limit is not None and args.step_limit <= 0:
+        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
+    project = _open(args.project, create=create)
+    try:
+        cli_values = {"model": args.model, "api_base": args.api_base,
+                      "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                      "step_limit": args.step_limit}
+        try:
+            settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
+                                            global_settings=SettingsStore().load())
+        except SettingsError as e:
+            raise CliError(str(e)) from None
+        from core.llm.tokens import encoding_for_model, get_encoding
+
+        threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
+                         daemon=True).start()
+        store = project.conversations
+        _require_writable(project)
+        if getattr(args, "new", False):
+            conv_id = store.create(title=args.title or title, model=settings.model).id
+            print(f"conversation {conv_id}", file=sys.stderr)
+        else:
+            conv_id = _resolve(store, args.conversation)
+
+        engine = _engine(project)
+        meta = store.meta(conv_id)
+        mode = mode or args.mode or meta.mode
+        agents, problems = load_agents(project.state)
+        for problem in problems:
+            print(f"workbench: warning: {problem}", file=sys.stderr)
+        agent_name = args.agent or meta.agent
+        agent = find_agent(agents, agent_name)
+        if args.agent and agent.name.casefold() != args.agent.casefold():
+            raise CliError(f"there is no agent {args.agent!r}; the project has: "
+                           + ", ".join(a.name for a in agents), EXIT_USAGE)
+        changes: dict[str, object] = {}
+        if mode != meta.mode:
+            changes["mode"] = mode
+        if args.agent and agent.name != meta.agent:
+            changes["agent"] = agent.name
+        if args.allow_network and not meta.allow_network:
+            changes["allow_network"] = True
+        if changes:
+            store.update_meta(conv_id, **changes)
+    except BaseException:
+        project.close()
+        raise
+    approve: ApprovalPolicy = args.approve or (
+        "ask" if sys.stdin.isatty() and sys.stderr.isatty() else "never")
+    return Turn(project, engine, conv_id, settings,
+                TurnOptions(mode=mode, agent=agent, approve=approve))
+
+
+def print_turn(events: AsyncIterator[EngineEvent],
+               on_other: Callable[[EngineEvent, Callable[[str], None]], None] | None = None
+               ) -> int:
+    """Print a turn's events as they come: the answer on stdout, tools, approvals and
+    problems on stderr. `on_other(event, note)`: events this does not know (a run's).
+    Returns the exit code: 0 when the last turn ended well, 2 when it ended in an error entry,
+    1 when something could not be saved."""
+    from app.cli_agent import ask_on_terminal, tool_outcome
+    from core.engine import (
+        EntryAppended,
+        QuestionAsked,
+        Retrying,
+        SaveFailed,
+        StoreNotice,
+        StreamText,
+        ToolStarted,
+        TurnFinished,
+    )
+
+    saved_ok = True
+    line_open = False  # the answer's text has no newline yet
+
+    def note(text: str) -> None:
+        nonlocal line_open
+        if line_open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            line_open = False
+        print(text, file=sys.stderr)
+
+    async def run() -> int:
+        nonlocal saved_ok, line_open
+        status = "error"
+        async for event in events:
+            if isinstance(event, StreamText):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                line_open = not event.text.endswith("\n")
+            elif isinstance(event, ToolStarted):
+                note(f"workbench: tool {event.name} {for_stream(event.key, sys.stderr)}")
+            elif isinstance(event, EntryAppended) and event.message.role == "tool":
+                note(f"workbench:   {tool_outcome(event.message)}")
+            elif isinstance(event, QuestionAsked):
+                await ask_on_terminal(event)
+            elif isinstance(event, StoreNotice):
+                print(f"workbench: warning: {event.text}", file=sys.stderr)
+            elif isinstance(event, SaveFailed):
+                saved_ok = False
+                if event.what == "your message":
+                    print(f"workbench: {event.cause}: your message could not be saved, so "
+                          "nothing was sent", file=sys.stderr)
+                else:
+                    sys.stdout.write("\n")
+                    print(f"workbench: {event.cause}: {event.what} is printed above but could "
+                          "not be saved in the project", file=sys.stderr)
+            elif isinstance(event, Retrying):
+                print(f"workbench: {event.cause} Retrying in {event.delay:.0f} s "
+                      f"(attempt {event.attempt} of {event.of}; Ctrl+C stops)", file=sys.stderr)
+            elif isinstance(event, TurnFinished):
+                status = event.status
+                if status == "ok" and (line_open or event.message.text()):
+                    sys.stdout.write("\n")
+                    line_open = False
+                elif event.message.error is not None and saved_ok:
+                    if event.message.text():
+                        sys.stdout.write("\n")
+                    line_open = False
+                    print(f"workbench: {event.message.error.message}", file=sys.stderr)
+            elif on_other is not None:
+                on_other(event, note)
+        if not saved_ok:
+            return EXIT_FAIL
+        return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
+
+    return asyncio.run(run())
