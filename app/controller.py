@@ -9,7 +9,6 @@ the engine keeps the partial answer.
 from __future__ import annotations
 
 import gc
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from app.agent_flow import AgentFlow
 from app.compaction_flow import CompactionFlow
 from app.inspector_flow import InspectorFlow
 from app.meter import UsageMeter
+from app.run_flow import RunFlow
+from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.agents import Agent
@@ -28,6 +29,7 @@ from core.factory import build_engine, context_service
 from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, ErrorInfo, Mode
+from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -48,7 +50,6 @@ class Controller(QObject):
 
     turn_finished = Signal(str)
     conversation_loaded = Signal(str)
-    _search_done = Signal(int, object)  # generation, the ids found (None: the search failed)
 
     def __init__(
         self,
@@ -65,8 +66,6 @@ class Controller(QObject):
         self.engine: Engine | None = None
         self.current_id: str | None = None
         self._drafts: dict[str, str] = {}
-        self._search_generation = 0
-        self._searcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
 
         self._draft_timer = QTimer(self)
@@ -90,6 +89,7 @@ class Controller(QObject):
         self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
         self.turns.finished.connect(self._after_turn)
         self.inspector = InspectorFlow(window, self, self.meter)
+        self.runs = RunFlow(window, self, self.turns, self.inspector.show_entry)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -99,8 +99,8 @@ class Controller(QObject):
         c.new_requested.connect(self.new_conversation)
         c.rename_requested.connect(self._on_conversations_rename_requested)
         c.delete_requested.connect(self._on_conversations_delete_requested)
-        c.search_changed.connect(self._on_conversations_search_changed)
-        self._search_done.connect(self._on_search_done)
+        self.search = SearchFlow(window, self)
+        c.search_changed.connect(self.search.search)
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
@@ -116,6 +116,8 @@ class Controller(QObject):
                                       getattr(g, "window_splitter", None))
         if getattr(g, "inspector_open", False) is True:
             window.inspector.show()
+        if getattr(g, "run_panel_open", False) is True:
+            window.run_panel.show()
         window.set_recent_projects(g.recent_projects)
         self._refresh_status()
         if not runtime.is_loaded():
@@ -154,6 +156,7 @@ class Controller(QObject):
         self.window.set_project(project.name, project.read_only_reason)
         self.window.set_welcome(self.settings_flow.provider_configured())
         agent_problems = self.agent_flow.project_opened(project)
+        agent_problems += self.runs.project_opened(project, self.engine)
         state = project.ui_state()
         self._drafts = dict(state.get("drafts") or {})
         rows = project.conversations.list()
@@ -170,7 +173,7 @@ class Controller(QObject):
             self.window.transcript_model.set_messages([])
         self._refresh_status()  # the project's own settings may name another model
         if agent_problems:
-            self.window.set_notice("Agents: " + " ".join(agent_problems))
+            self.window.set_notice("Agents and workflows: " + " ".join(agent_problems))
         if not project.read_only:
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
@@ -191,7 +194,8 @@ class Controller(QObject):
         geometry, splitter = self.window.geometry_state()
         g = self.settings_store.load()
         extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
-                                 "inspector_open": self.window.inspector.isVisible()}
+                                 "inspector_open": self.window.inspector.isVisible(),
+                                 "run_panel_open": self.window.run_panel.isVisible()}
         self.settings_store.save(g.model_copy(update=extra))
         self._close_project()
 
@@ -236,6 +240,7 @@ class Controller(QObject):
         self.refresh_usage()
         self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
                                if loaded.problems else None)
+        self.runs.conversation_shown(conv_id)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
 
@@ -275,43 +280,8 @@ class Controller(QObject):
                 return
         self.window.conversations.set_rows(rows, self.current_id)
 
-    def _on_conversations_search_changed(self, text: str) -> None:
-        """Search on a thread of its own: reading every log of a big project takes a while, and
-        the window must not wait for it. Only the newest search's result is shown."""
-        if self.project is None:
-            return
-        self._search_generation += 1
-        if not text.strip():
-            self.window.conversations.set_rows(self.project.conversations.list(),
-                                               self.current_id)
-            return
-        generation, store = self._search_generation, self.project.conversations
-
-        def search() -> None:
-            try:
-                hits: set[str] | None = store.search(text)
-            except (StoreError, OSError):
-                hits = None
-            self._search_done.emit(generation, hits)
-
-        self._searcher.submit(search)
-
-    def _on_search_done(self, generation: int, hits: set[str] | None) -> None:
-        if generation != self._search_generation or self.project is None:
-            return  # a newer search (or another project) replaced it
-        rows = self.project.conversations.list()
-        if hits is None:
-            self.window.set_notice("The search could not read every conversation.")
-            hits = {r.id for r in rows}
-        self.window.conversations.set_rows([r for r in rows if r.id in hits], self.current_id)
-
     def _refresh_list(self) -> None:
-        if self.project is None:
-            return
-        if self.window.conversations.search.text().strip():  # keep the list filtered
-            self._on_conversations_search_changed(self.window.conversations.search.text())
-            return
-        self.window.conversations.set_rows(self.project.conversations.list(), self.current_id)
+        self.search.refresh()
 
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()
@@ -320,10 +290,21 @@ class Controller(QObject):
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
         if self.project is not None and self.current_id is not None and not self.project.read_only:
             self.project.conversations.update_meta(self.current_id, mode=mode)
+        if mode == "run":
+            self.window.run_panel.show()  # where a run is started and followed
         self.refresh_usage()
 
     def mode(self) -> Mode:
         return self.window.mode_switcher.mode()
+
+    def set_mode(self, mode: Mode) -> None:
+        """Switch the conversation to `mode` as if the user had (a run starting)."""
+        if self.mode() != mode:
+            self.window.mode_switcher.set_mode(mode)
+            self._on_mode_switcher_mode_changed(mode)
+
+    def run_driver(self) -> RunDriver | None:
+        return self.runs.open_driver()
 
     def agent(self) -> Agent:
         return self.agent_flow.agent()

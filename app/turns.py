@@ -9,6 +9,7 @@ on screen and in memory until the notice's Save writes them.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -22,12 +23,14 @@ from core.agents import Agent
 from core.context.report import BuildReport
 from core.engine import (
     Engine,
+    EngineEvent,
     EntryAppended,
     NothingToRetry,
     QuestionAsked,
     RequestBuilt,
     RequestStarted,
     Retrying,
+    RunUpdated,
     SaveFailed,
     StoreNotice,
     StreamText,
@@ -37,6 +40,7 @@ from core.engine import (
 )
 from core.model import ConversationMessage, Mode
 from core.questions import Question
+from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -57,6 +61,7 @@ class TurnHost(Protocol):
 
     def mode(self) -> Mode: ...
     def agent(self) -> Agent: ...
+    def run_driver(self) -> RunDriver | None: ...
     def refresh_usage(self) -> None: ...
     def refresh_list(self) -> None: ...
     def forget_draft(self, conv_id: str) -> None: ...
@@ -65,11 +70,14 @@ class TurnHost(Protocol):
 class TurnRunner(QObject):
     """Signals:
         finished(str): the turn is over: "ok", "error" or "stopped".
+        run_updated(object): a run moved on: a RunUpdated, or None when an entry of a run was
+            appended (its state is to be read again).
     Attributes:
         worker: the engine thread; bridge: its events, delivered on the window's thread.
     """
 
     finished = Signal(str)
+    run_updated = Signal(object)
 
     def __init__(self, window: MainWindow, host: TurnHost, settings_flow: SettingsFlow,
                  meter: UsageMeter) -> None:
@@ -134,8 +142,21 @@ class TurnRunner(QObject):
         self.window.composer.show_warning(None)
         self.window.composer.set_text("")
         self.host.forget_draft(self.host.current_id)
-        self._start(self.host.engine.send(self.host.current_id, text, settings, self._options()),
-                    text)
+        conv, options = self.host.current_id, self._options()
+        driver = self.host.run_driver() if options.mode == "run" else None
+        events = (driver.send(conv, text, settings, options) if driver is not None
+                  else self.host.engine.send(conv, text, settings, options))
+        self._start(events, text)
+
+    def start_run(self, make: Callable[[str, LLMSettings, TurnOptions],
+                                       AsyncIterator[EngineEvent]]) -> bool:
+        """A run's turn (start, resume): `make(conversation, settings, options)` gives its
+        events. False (and the reason on screen) when no turn may start now."""
+        settings = self._turn_settings()
+        if settings is None or self.host.current_id is None:
+            return False
+        self._start(make(self.host.current_id, settings, self._options()))
+        return True
 
     def retry(self) -> None:
         settings = self._turn_settings()
@@ -146,7 +167,17 @@ class TurnRunner(QObject):
         except NothingToRetry as e:
             self.window.set_status(self.settings_flow.model_label(), str(e))
             return
-        self._start(self.host.engine.retry(self.host.current_id, settings, self._options()))
+        self._start(self._in_run(self.host.engine.retry(self.host.current_id, settings,
+                                                        self._options()), settings))
+
+    def _in_run(self, events: AsyncIterator[EngineEvent],
+                settings: LLMSettings) -> AsyncIterator[EngineEvent]:
+        """A Continue or Retry in run mode: the run goes on after it."""
+        options = self._options()
+        driver = self.host.run_driver() if options.mode == "run" else None
+        if driver is None or self.host.current_id is None:
+            return events
+        return driver.carry(self.host.current_id, events, settings, options)
 
     def _options(self) -> TurnOptions:
         return TurnOptions(mode=self.host.mode(), agent=self.host.agent(), approve="ask")
@@ -196,6 +227,10 @@ class TurnRunner(QObject):
             self._turn_entries += 1
             model.append_message(event.message)
             self.host.agent_flow.entry_appended(event.message)
+            if event.message.run_id is not None:
+                self.run_updated.emit(None)
+        elif isinstance(event, RunUpdated):
+            self.run_updated.emit(event)
         elif isinstance(event, ToolStarted):
             model.end_streaming()
             model.tool_started(event.call_id, event.started)
@@ -318,4 +353,5 @@ class TurnRunner(QObject):
         settings = self._turn_settings()
         if settings is None or self.host.engine is None or self.host.current_id is None:
             return
-        self._start(self.host.engine.continue_(self.host.current_id, settings, self._options()))
+        self._start(self._in_run(self.host.engine.continue_(self.host.current_id, settings,
+                                                            self._options()), settings))

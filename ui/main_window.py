@@ -31,6 +31,7 @@ from ui.conversation_list import ConversationList
 from ui.inspector import InspectorPanel
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
+from ui.run_panel import RunPanel
 from ui.todo_panel import TodoPanel
 from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
@@ -148,6 +149,9 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
         self.inspector.hide()
         self.inspector.visibilityChanged.connect(self._on_inspector_shown)
+        self.run_panel = RunPanel(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.run_panel)
+        self.run_panel.hide()
 
         self.model_label = QLabel(self)
         self.state_label = QLabel(self)
@@ -206,6 +210,9 @@ class MainWindow(QMainWindow):
         self.inspector_action.setText("Context &Inspector")
         self.inspector_action.setShortcut(QKeySequence("Ctrl+I"))
         view.addAction(self.inspector_action)
+        self.run_panel_action = self.run_panel.toggleViewAction()
+        self.run_panel_action.setText("&Run panel")
+        view.addAction(self.run_panel_action)
 
         edit = self.menuBar().addMenu("&Edit")
         copy = QAction("&Copy message", self)

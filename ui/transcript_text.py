@@ -72,6 +72,8 @@ def header_line(row: Row) -> tuple[str, str]:
         marks.append("📌 pinned")
     if m is not None and not m.include_in_context:
         marks.append("⊘ not sent" if m.kind != "summary" else "⊘ undone")
+    if m is not None and m.step_id is not None:
+        marks.append(f"▸ step {m.step_id}")
     if marks:
         meta = " · ".join([*marks, meta] if meta else marks)
     return title, meta
@@ -94,6 +96,8 @@ def _header(row: Row) -> tuple[str, str]:
             by = f" · {m.model}" if m.model else ""
             freed = f" · {row.note}" if row.note else ""
             return f"∑ {covered:,} earlier entries summarized{freed}", f"{when}{by}"
+        if m is not None and m.kind == "notice":
+            return ("▶ Run" if m.run_event is not None else "Notice"), when
         return "System prompt", when
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"

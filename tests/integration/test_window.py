@@ -303,10 +303,10 @@ def test_search_runs_beside_the_window_and_only_the_newest_result_shows(
     monkeypatch.setattr(store, "search", search)
     ticks = []
     started = _time.monotonic()
-    controller._on_conversations_search_changed("slow")  # returns at once: nothing waits
+    controller.search.search("slow")  # returns at once: nothing waits
     run_until(qloop, lambda: ticks.append(1) or _time.monotonic() - started > 0.3)
     assert len(ticks) > 10  # the window's loop kept turning while the search ran
-    controller._on_conversations_search_changed("fast")
+    controller.search.search("fast")
     run_until(qloop, lambda: _time.monotonic() - started > 1.5)  # the slow one has ended too
     from ui.conversation_list import ID_ROLE
 

@@ -1,0 +1,207 @@
+"""Run mode in the window: the run panel starts a workflow, follows it step by step, steers it
+(pause, resume, skip, redo, abort) and shows a run interrupted earlier where it was. Real engine
+thread, loopback server, files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.store.project import Project
+from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.integration.test_run import BRIEFS, WORKFLOW, complete
+from ui.transcript_text import header_line
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    return use_fake_provider(monkeypatch, llm_server)
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Path:
+    folder = project_dir / ".workbench" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "release-notes.json").write_text(json.dumps(WORKFLOW))
+    return project_dir
+
+
+def panel_steps(window) -> list[str]:  # noqa: ANN001
+    tree = window.run_panel.steps
+    return [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())]
+
+
+def start_from_panel(qtbot, window, goal: str = "") -> None:  # noqa: ANN001
+    panel = window.run_panel
+    panel.workflows.setCurrentText("Release notes")
+    if goal:
+        qtbot.keyClicks(panel.goal, goal)
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+
+
+def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Path,
+                                                      provider: FakeLLMServer) -> None:
+    provider.script(complete("c1", "three changes"), complete("c2", "notes.md drafted"),
+                    complete("c3", "proofread"), Answer("Wrap-up: done."))
+    window, controller = open_window(qtbot, project)
+    qtbot.mouseClick(window.mode_switcher.buttons["run"], Qt.MouseButton.LeftButton)
+    assert window.run_panel.isVisible()  # switching to Run shows where runs start
+    assert window.run_panel.workflows.currentText() == "Release notes"
+    start_from_panel(qtbot, window, "v2.0")
+    run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
+    assert window.mode_switcher.mode() == "run"
+    assert panel_steps(window) == ["✓ 1. Collect the changes", "✓ 2. Draft the notes",
+                                   "✓ 3. Review"]
+    assert window.run_panel.title.text() == "Release notes · 3 of 3 steps · complete"
+    for n, brief in enumerate(BRIEFS):
+        assert brief in provider.requests[n].body["messages"][0]["content"]
+    # the transcript says which step each entry belongs to
+    rows = window.transcript_model.rows()
+    assert any("▸ step draft" in header_line(r)[1] for r in rows)
+    assert rows[-1].message is not None and rows[-1].message.text() == "Wrap-up: done."
+    assert window.run_panel.start_button.isEnabled()
+
+
+def test_pause_stops_after_the_round_and_resume_goes_on(qtbot, qloop, project: Path,
+                                                        provider: FakeLLMServer) -> None:
+    # a slow answer, so the pause lands while the step's turn runs
+    provider.script(complete("c1", "listed"), Answer("Thinking about the draft " * 10, delay=0.1),
+                    Answer("still thinking"))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: len(provider.requests) >= 2)
+    assert window.run_panel.pause_button.text() == "&Pause"
+    qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    assert "paused" in window.run_panel.title.text()
+    assert len(provider.requests) == 2  # nothing more was sent once paused
+    assert window.run_panel.pause_button.text() == "&Resume"
+    provider.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
+    qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
+    assert "BRIEF-DRAFT" in provider.requests[2].body["messages"][0]["content"]
+
+
+def test_typing_during_a_run_joins_the_active_step(qtbot, qloop, project: Path,
+                                                   provider: FakeLLMServer) -> None:
+    provider.script(Answer("Where are the changes?"), Answer("I need the file name."))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    assert "answer it, or Resume" in window.run_panel.message.text()
+    provider.script(complete("c1", "from CHANGES.txt"), Answer("Draft coming"),
+                    Answer("Still drafting"))
+    type_and_send(qtbot, window, "They are in CHANGES.txt")
+    run_until(qloop, lambda: not controller.busy() and len(provider.requests) >= 5)
+    sent = provider.requests[2].body
+    assert sent["messages"][-1] == {"role": "user", "content": "They are in CHANGES.txt"}
+    assert "BRIEF-COLLECT" in sent["messages"][0]["content"]
+    assert panel_steps(window)[:2] == ["✓ 1. Collect the changes", "▶ 2. Draft the notes"]
+
+
+def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
+        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+    provider.script(complete("c1", "listed"), HttpError(500, "down"))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "failed" in window.run_panel.title.text())
+    controller.shutdown()
+    window.close()
+    # the next session: the panel shows the run where the log says it is
+    window, controller = open_window(qtbot, project)
+    assert window.run_panel.isVisible()  # it was open when the window closed
+    assert panel_steps(window) == ["✓ 1. Collect the changes", "✗ 2. Draft the notes",
+                                   "○ 3. Review"]
+    assert "HTTP 500" in window.run_panel.steps.topLevelItem(1).child(0).text(0)
+    provider.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
+    qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)  # Resume
+    run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
+    assert "BRIEF-DRAFT" in provider.requests[2].body["messages"][0]["content"]
+
+
+def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
+                                            provider: FakeLLMServer) -> None:
+    provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    provider.script(Answer("reviewing"), Answer("reviewing more"))
+    qtbot.mouseClick(window.run_panel.skip_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy() and len(provider.requests) == 5)
+    assert panel_steps(window)[1:] == ["↷ 2. Draft the notes", "▶ 3. Review"]
+    assert "BRIEF-REVIEW" in provider.requests[3].body["messages"][0]["content"]
+    # redo the first step: select it, Redo
+    tree = window.run_panel.steps
+    tree.setCurrentItem(tree.topLevelItem(0))
+    provider.script(Answer("listing again"), Answer("listing"))
+    qtbot.mouseClick(window.run_panel.redo_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy() and len(provider.requests) == 7)
+    assert panel_steps(window) == ["▶ 1. Collect the changes", "○ 2. Draft the notes",
+                                   "○ 3. Review"]
+    qtbot.mouseClick(window.run_panel.abort_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: "aborted" in window.run_panel.title.text())
+    with Project.open(project, read_only=True) as p:
+        conv = p.conversations.list()[0].id
+        actions = [m.run_event.action for m in p.conversations.load(conv).messages
+                   if m.run_event is not None]
+    assert actions == ["start", "skip", "redo", "abort"]
+
+
+def test_the_agents_plan_becomes_a_workflow_and_can_be_duplicated_and_deleted(
+        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from tests.helpers.fake_llm import ToolCalls
+    from ui.workflow_dialog import WorkflowDialog
+
+    provider.script(ToolCalls([("t", "manage_todo_list", json.dumps(
+        {"action": "set", "items": ["Read the code", "Fix the bug"]}))]), Answer("Planned."))
+    window, controller = open_window(qtbot, project)
+    qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
+    type_and_send(qtbot, window, "plan the fix")
+    run_until(qloop, lambda: not controller.busy())
+    window.run_panel.show()
+    seen: list[list[str]] = []
+
+    def accept_dialog() -> None:
+        dialog = next(w for w in QApplication.topLevelWidgets()
+                      if isinstance(w, WorkflowDialog) and w.isVisible())
+        seen.append([dialog.steps_list.item(i).text() for i in range(dialog.steps_list.count())])
+        dialog.accept()
+
+    QTimer.singleShot(200, accept_dialog)
+    qtbot.mouseClick(window.run_panel._manage["save_plan"], Qt.MouseButton.LeftButton)
+    assert seen == [["1. Read the code", "2. Fix the bug"]]
+    names = [window.run_panel.workflows.itemText(i)
+             for i in range(window.run_panel.workflows.count())]
+    assert window.run_panel.workflows.currentText().startswith("Plan: ")
+    saved = sorted(p.name for p in (project / ".workbench" / "workflows").glob("*.json"))
+    assert len(saved) == 2 and "release-notes.json" in saved
+    # duplicate, then delete the copy (after saying yes)
+    window.run_panel.workflows.setCurrentText("Release notes")
+    qtbot.mouseClick(window.run_panel._manage["duplicate"], Qt.MouseButton.LeftButton)
+    assert window.run_panel.workflows.currentText() == "Release notes copy"
+    assert len(names) + 1 == window.run_panel.workflows.count()
+
+    def confirm() -> None:
+        box = next(w for w in QApplication.topLevelWidgets()
+                   if isinstance(w, QMessageBox) and w.isVisible())
+        next(b for b in box.buttons() if b.text() == "Delete").click()
+
+    qtbot.mouseClick(window.run_panel._manage["delete"], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: any(isinstance(w, QMessageBox) and w.isVisible()
+                                 for w in QApplication.topLevelWidgets()))
+    confirm()
+    run_until(qloop, lambda: window.run_panel.workflows.count() == len(names))
+    assert not (project / ".workbench" / "workflows" / "release-notes-copy.json").exists()

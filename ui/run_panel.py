@@ -1,0 +1,281 @@
+"""The run panel (run mode): choose a workflow and start it; while it runs, its steps with
+status, result, time and tokens, the active one highlighted, and the controls (pause or
+resume, skip, redo, abort). It shows plain values (`RunView`); app/run_flow.py makes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDockWidget,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+ICONS = {"pending": "○", "active": "▶", "done": "✓", "skipped": "↷", "failed": "✗"}
+ACTIVE_BG = QColor("#dbeafe")
+STATUS_TEXT = {"running": "running", "waiting": "waiting for you", "limit": "at its step limit",
+               "failed": "failed", "paused": "paused", "post_run": "writing the wrap-up",
+               "finished": "complete", "aborted": "aborted"}
+
+
+@dataclass(frozen=True)
+class StepView:
+    id: str
+    title: str
+    status: str  # pending | active | done | skipped | failed
+    result: str = ""
+    elapsed_s: float = 0.0
+    tokens: int = 0
+    error: str = ""
+    brief: str = ""
+
+
+@dataclass(frozen=True)
+class RunView:
+    workflow: str
+    status: str  # see STATUS_TEXT
+    steps: list[StepView] = field(default_factory=list)
+    goal: str = ""
+    message: str = ""  # why the run stopped, when it did
+
+    @property
+    def open(self) -> bool:
+        return self.status not in ("finished", "aborted")
+
+
+class RunPanel(QDockWidget):
+    """Signals:
+        start_requested(str, str): the workflow's name and the goal typed.
+        control_requested(str, str): pause | resume | skip | redo | abort, and a step id
+            (redo: the selected step; otherwise "").
+        workflow_action(str, str): new | edit | duplicate | delete | save_plan, and the
+            workflow's name ("" for new and save_plan).
+        step_selected(str): a step was clicked (its id): show its entries.
+    """
+
+    start_requested = Signal(str, str)
+    control_requested = Signal(str, str)
+    workflow_action = Signal(str, str)
+    step_selected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Run", parent)
+        self.setObjectName("run_panel")
+        body = QWidget(self)
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(8, 6, 8, 8)
+
+        pick = QHBoxLayout()
+        self.workflows = QComboBox(body)
+        self.workflows.setToolTip("The project's workflows (.workbench/workflows/)")
+        label = QLabel("&Workflow:", body)
+        label.setBuddy(self.workflows)
+        pick.addWidget(label)
+        pick.addWidget(self.workflows, 1)
+        layout.addLayout(pick)
+        manage = QHBoxLayout()
+        self._manage: dict[str, QPushButton] = {}
+        for action, text, tip in (
+                ("new", "New…", "Create a workflow"),
+                ("edit", "Edit…", "Edit the chosen workflow's steps"),
+                ("duplicate", "Duplicate", "Copy the chosen workflow under a new name"),
+                ("delete", "Delete", "Delete the chosen workflow's file"),
+                ("save_plan", "From plan", "Save the agent's todo list as a workflow")):
+            button = QPushButton(text, body)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _=False, a=action: self._on_manage(a))
+            manage.addWidget(button)
+            self._manage[action] = button
+        layout.addLayout(manage)
+        start = QHBoxLayout()
+        self.goal = QLineEdit(body)
+        self.goal.setPlaceholderText("Goal of this run (optional)")
+        self.goal.returnPressed.connect(self._on_start)
+        self.start_button = QPushButton("&Start run", body)
+        self.start_button.clicked.connect(self._on_start)
+        start.addWidget(self.goal, 1)
+        start.addWidget(self.start_button)
+        layout.addLayout(start)
+
+        self.title = QLabel(body)
+        self.title.setWordWrap(True)
+        bold = self.title.font()
+        bold.setBold(True)
+        self.title.setFont(bold)
+        layout.addWidget(self.title)
+        self.steps = QTreeWidget(body)
+        self.steps.setColumnCount(3)
+        self.steps.setHeaderLabels(["step", "time", "tokens"])
+        self.steps.setRootIsDecorated(False)
+        self.steps.setWordWrap(True)
+        self.steps.setUniformRowHeights(False)
+        self.steps.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        header = self.steps.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(False)
+        self.steps.itemSelectionChanged.connect(self._on_selection)
+        self.steps.itemActivated.connect(
+            lambda item, _col: self.step_selected.emit(item.data(0, Qt.ItemDataRole.UserRole)))
+        layout.addWidget(self.steps, 1)
+        self.message = QLabel(body)
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: #1d4ed8;")
+        layout.addWidget(self.message)
+
+        controls = QHBoxLayout()
+        self.pause_button = QPushButton("&Pause", body)
+        self.pause_button.setToolTip("Stop after the current round; Resume carries on")
+        self.pause_button.clicked.connect(self._on_pause)
+        self.skip_button = QPushButton("S&kip step", body)
+        self.skip_button.setToolTip("Mark the active step skipped and go to the next one")
+        self.skip_button.clicked.connect(lambda: self.control_requested.emit("skip", ""))
+        self.redo_button = QPushButton("&Redo step", body)
+        self.redo_button.setToolTip("Work on the selected step again (the steps after it too)")
+        self.redo_button.clicked.connect(self._on_redo)
+        self.abort_button = QPushButton("A&bort", body)
+        self.abort_button.setToolTip("End the run here (its entries stay in the conversation)")
+        self.abort_button.clicked.connect(lambda: self.control_requested.emit("abort", ""))
+        for button in (self.pause_button, self.skip_button, self.redo_button, self.abort_button):
+            controls.addWidget(button)
+        layout.addLayout(controls)
+        self.setWidget(body)
+        self.toggleViewAction().setShortcut(QKeySequence("Ctrl+R"))
+        self._view: RunView | None = None
+        self._busy = False
+        self.show_run(None)
+
+    # --- what it shows ---------------------------------------------------------------------------
+
+    def set_workflows(self, names: list[str], selected: str | None = None) -> None:
+        current = selected or self.workflows.currentText()
+        self.workflows.blockSignals(True)
+        self.workflows.clear()
+        self.workflows.addItems(names)
+        if current in names:
+            self.workflows.setCurrentText(current)
+        self.workflows.blockSignals(False)
+        self._update_buttons()
+
+    def set_busy(self, busy: bool) -> None:
+        """A turn is running: starting or redoing waits; pause and abort stay."""
+        self._busy = busy
+        self._update_buttons()
+
+    def show_run(self, view: RunView | None) -> None:
+        self._view = view
+        selected = self.selected_step()
+        self.steps.clear()
+        if view is None:
+            self.title.setText("No run in this conversation. Choose a workflow and start it.")
+            self.message.setText("")
+            self._update_buttons()
+            return
+        done = sum(1 for s in view.steps if s.status in ("done", "skipped"))
+        self.title.setText(f"{view.workflow} · {done} of {len(view.steps)} steps · "
+                           f"{STATUS_TEXT.get(view.status, view.status)}")
+        self.message.setText(view.message)
+        for n, step in enumerate(view.steps, 1):
+            item = QTreeWidgetItem([f"{ICONS.get(step.status, '?')} {n}. {step.title}",
+                                    _elapsed(step.elapsed_s) if step.elapsed_s else "",
+                                    f"{step.tokens:,}" if step.tokens else ""])
+            item.setData(0, Qt.ItemDataRole.UserRole, step.id)
+            tip = [f"{step.title} ({step.id}) — {step.status}"]
+            if step.brief:
+                tip.append(f"Brief: {step.brief}")
+            if step.result:
+                tip.append(f"Result: {step.result}")
+            if step.error:
+                tip.append(f"Error: {step.error}")
+            item.setToolTip(0, "\n".join(tip))
+            if step.status in ("active", "failed"):
+                font = QFont(item.font(0))
+                font.setBold(True)
+                for col in range(3):
+                    item.setBackground(col, QBrush(ACTIVE_BG))
+                    item.setFont(col, font)
+            if step.status in ("done", "skipped"):
+                item.setForeground(0, QBrush(QColor("#52525b")))
+            self.steps.addTopLevelItem(item)
+            detail = step.error or step.result
+            if detail:
+                child = QTreeWidgetItem([" ".join(detail.split())[:400]])
+                child.setData(0, Qt.ItemDataRole.UserRole, step.id)
+                child.setForeground(0, QBrush(QColor("#b91c1c" if step.error else "#3f3f46")))
+                child.setToolTip(0, detail)
+                item.addChild(child)
+                item.setExpanded(True)
+            if step.id == selected:
+                item.setSelected(True)
+        self._update_buttons()
+
+    def view(self) -> RunView | None:
+        return self._view
+
+    def selected_step(self) -> str:
+        items = self.steps.selectedItems()
+        return str(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else ""
+
+    # --- slots ---------------------------------------------------------------------------------
+
+    def _update_buttons(self) -> None:
+        view, busy = self._view, self._busy
+        running = view is not None and view.open
+        has_workflow = self.workflows.count() > 0
+        self.start_button.setEnabled(has_workflow and not busy and not running)
+        self.goal.setEnabled(self.start_button.isEnabled())
+        for action in ("edit", "duplicate", "delete"):
+            self._manage[action].setEnabled(has_workflow)
+        paused = view is not None and view.status == "paused"
+        # While a turn runs the button pauses it (a run just started may not show yet);
+        # otherwise it carries an open run on.
+        self.pause_button.setText("&Pause" if busy else "&Resume")
+        self.pause_button.setEnabled((running or busy) and not (busy and paused))
+        active = view is not None and any(s.status in ("active", "failed") for s in view.steps)
+        self.skip_button.setEnabled(running and active)
+        self.redo_button.setEnabled(view is not None and bool(self.selected_step()) and not busy)
+        self.abort_button.setEnabled(running or busy)
+
+    def _on_selection(self) -> None:
+        self._update_buttons()
+        step = self.selected_step()
+        if step:
+            self.step_selected.emit(step)
+
+    def _on_start(self) -> None:
+        if self.start_button.isEnabled():
+            self.start_requested.emit(self.workflows.currentText(), self.goal.text().strip())
+
+    def _on_pause(self) -> None:
+        self.control_requested.emit("pause" if self._busy else "resume", "")
+
+    def _on_redo(self) -> None:
+        step = self.selected_step()
+        if step:
+            self.control_requested.emit("redo", step)
+
+    def _on_manage(self, action: str) -> None:
+        name = "" if action in ("new", "save_plan") else self.workflows.currentText()
+        self.workflow_action.emit(action, name)
+
+
+def _elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
