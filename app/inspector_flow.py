@@ -4,6 +4,7 @@ build a turn runs), every entry's decision, and a click that shows the entry in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +30,12 @@ from ui.main_window import MainWindow
 
 SLIDER_DEBOUNCE_MS = 60
 DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow the draft
+
+Rows = list[tuple[int, str, str, str, int, int, str, str]]
+# A report's rows with the log they were numbered against: (report, its length, the id of its
+# last entry, rows). The log only grows at its end, so they hold for a longer log with the same
+# start (an entry keeps its number; the report has no row for an entry appended after it).
+KeptRows = tuple[BuildReport, int, str, Rows]
 
 
 class InspectorHost(Protocol):
@@ -64,9 +71,11 @@ class InspectorFlow:
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
-        self._rows: tuple[BuildReport, int, list[tuple[int, str, str, str, int, int, str, str]]] \
-            | None = None  # the last report's rows
+        self._rows: KeptRows | None = None  # the last report's rows
         self._since: tuple[BuildReport, Path, str] | None = None  # and its "since the last"
+        self._comparing: tuple[BuildReport, Path] | None = None  # a comparison under way
+        self._shown_draft = ""  # the draft the decisions follow now ("" none)
+        self._header: tuple[BuildReport, str] | None = None  # the live view's, without "since"
         self._shown = False  # the panel is open (read on the meter's thread)
         meter.preparers["inspector rows"] = self._prepare_rows
         meter.preparers["since last"] = self._prepare_since
@@ -87,15 +96,12 @@ class InspectorFlow:
         self.host.refresh_usage()
 
     def _prepare_rows(self, built: BuiltRequest, messages: list[ConversationMessage]
-                      ) -> tuple[BuildReport, int, list[tuple[int, str, str, str, int, int,
-                                                              str, str]]] | None:
+                      ) -> KeptRows | None:
         """The panel's rows of a new request, made where the meter builds it (off the window
         for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
         if not self._shown:
             return None
-        positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        return built.report, len(messages), inspector_rows(built.report, positions,
-                                                           let_others_run)
+        return _kept_rows(built.report, messages, let_others_run)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible
@@ -136,8 +142,8 @@ class InspectorFlow:
             return
         percent = self.panel.slider.value()
         preview = None
-        draft = self.window.composer.text().strip() if percent == 100 else ""
-        draft = "" if draft.startswith("/") else draft  # a command, not the next message
+        draft = self._draft_text()
+        self._shown_draft = draft
         if percent != 100 or draft:
             # Another budget, or the request as it would go if the draft were sent now
             # (debounced as it is typed): a what-if build, nothing sent.
@@ -160,6 +166,7 @@ class InspectorFlow:
                       f"nothing is sent\n{header}")
         elif report is not self.meter.report:
             header = f"With your draft as the next message (not sent yet)\n{header}"
+        self._header = (report, header) if report is self.meter.report else None
         since = None if report is not self.meter.report else self._since_last(project, conv,
                                                                                report)
         draft_tokens = self._draft if report is self.meter.report else 0
@@ -174,20 +181,23 @@ class InspectorFlow:
              m.include_in_context)
             for m in messages if m.kind == "summary"])
 
-    def _rows_of(self, report: BuildReport, messages: list[ConversationMessage]
-                 ) -> list[tuple[int, str, str, str, int, int, str, str]]:
-        """The panel's rows for `report` (kept for the last report: reopening the panel or
-        switching the model view on the same request does not redo 10,000 of them)."""
+    def _draft_text(self) -> str:
+        """The draft the decisions follow: the composer's text at the configured budget,
+        unless it is a command (not the next message)."""
+        draft = self.window.composer.text().strip() if self.panel.slider.value() == 100 else ""
+        return "" if draft.startswith("/") else draft
+
+    def _rows_of(self, report: BuildReport, messages: list[ConversationMessage]) -> Rows:
+        """The panel's rows for `report` (kept for the last report: reopening the panel,
+        switching the model view or an entry appended by a running turn does not redo 10,000
+        of them on the window's thread)."""
         prepared = self.meter.prepared.get("inspector rows")
-        if prepared is not None and prepared[0] is report and prepared[1] == len(messages):
+        if prepared is not None and prepared[0] is report and _holds(prepared, messages):
             self._rows = prepared
-        if self._rows is not None and self._rows[0] is report and \
-                self._rows[1] == len(messages):
-            return self._rows[2]
-        positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        rows = inspector_rows(report, positions)
-        self._rows = (report, len(messages), rows)
-        return rows
+        if self._rows is not None and self._rows[0] is report and _holds(self._rows, messages):
+            return self._rows[3]
+        self._rows = _kept_rows(report, messages)
+        return self._rows[3]
 
     def _since_last(self, project: Project, conv: str, report: BuildReport) -> str | None:
         """The stable prefix against the last request sent (its copy in .workbench/requests)."""
@@ -202,8 +212,23 @@ class InspectorFlow:
         if self._since is not None and self._since[0] is report and \
                 self._since[1] == self._saved[0]:
             return self._since[2]  # the same request against the same one: said already
-        self._since = self._compare(project, conv, built)
-        return self._since[2] if self._since is not None else None
+        # A request was sent after this one was built (a turn is under way): reading its copy
+        # (megabytes on a long log) is done where the meter builds; the line joins the header
+        # when it is ready.
+        if self._comparing != (report, self._saved[0]):
+            self._comparing = (report, self._saved[0])
+            self.meter.aside(lambda: self._compare(project, conv, built), self._on_compared)
+        return None
+
+    def _on_compared(self, since: tuple[BuildReport, Path, str] | None) -> None:
+        self._comparing = None
+        if since is None:
+            return
+        self._since = since
+        shown = self._header
+        if (shown is not None and shown[0] is since[0] and self.panel.isVisible()
+                and self._saved[:1] == [since[1]]):
+            self.panel.header.setText(shown[1] + "\n" + since[2])
 
     def _prepare_since(self, built: BuiltRequest, _messages: list[ConversationMessage]
                        ) -> tuple[BuildReport, Path, str] | None:
@@ -243,7 +268,8 @@ class InspectorFlow:
         if (self.panel.isVisible() and report is not None
                 and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
             self.panel.bar.set_parts(budget_parts(report, tokens))
-            self.draft_timer.start()
+            if self._draft_text() != self._shown_draft:  # else the decisions shown hold
+                self.draft_timer.start()
 
     @staticmethod
     def _label(path: Path) -> str:
@@ -282,6 +308,19 @@ class InspectorFlow:
                 view.scrollTo(index)
                 return
 
+
+
+def _kept_rows(report: BuildReport, messages: list[ConversationMessage],
+               pause: Callable[[], None] | None = None) -> KeptRows:
+    positions = {m.id: n for n, m in enumerate(messages, start=1)}
+    return (report, len(messages), messages[-1].id if messages else "",
+            inspector_rows(report, positions, pause))
+
+
+def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
+    """The rows were numbered against the start of this log (see KeptRows)."""
+    _, length, last, _ = kept
+    return len(messages) >= length and (length == 0 or messages[length - 1].id == last)
 
 
 def _left_out(rows: list[tuple[int, str, str, str, int, int, str, str]]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
@@ -27,6 +27,8 @@ EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), no
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
 BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new compaction of it
 #                     costs tens of milliseconds, and only the build can tell when one is due)
+
+T = TypeVar("T")
 
 
 class _Relay(QObject):
@@ -159,6 +161,19 @@ class UsageMeter:
             again, self._again = self._again, None
             if again is not None:
                 self.refresh(*again)
+
+    def aside(self, work: Callable[[], T], then: Callable[[T | None], None]) -> None:
+        """Run `work` on the meter's thread (after the builds queued there) and `then` with
+        its result (None if it failed) on the window's: for a listener's work on the request
+        that must not stall the window (reading a kept request's copy)."""
+        def run() -> None:
+            try:
+                result: T | None = work()
+            except Exception:  # noqa: BLE001 - like a failed build: nothing to show
+                result = None
+            self._relay.done.emit(lambda: then(result))
+
+        self._aside.submit(run)
 
     def draft_tokens(self) -> int:
         text = self.window.composer.text()

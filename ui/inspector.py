@@ -214,8 +214,9 @@ class InspectorPanel(QDockWidget):
     def show_request(self, header: str, parts: list[tuple[str, int]], rows: list[Row]) -> None:
         self.header.setText(header)
         self.bar.set_parts(parts)
-        self._all = rows
-        self._apply_filter()
+        if rows is not self._all:  # the same decisions as shown: the table keeps its place
+            self._all = rows
+            self._apply_filter()
 
     def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
         """(entry id, one line, in force) per summary, oldest first."""

@@ -238,3 +238,17 @@ def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot, qloop, project_
     window.composer.set_text("")
     qtbot.waitUntil(lambda: "With your draft" not in panel.header.text(), timeout=5000)
     assert not [r for r in panel.rows() if r[0] == entries + 1]
+
+
+def test_the_decisions_keep_their_place_while_the_request_stays_the_same(
+        qtbot, qloop, project_dir) -> None:
+    conv = agent_session_project(project_dir, 12, 6, "long")
+    window, controller, panel = inspect(qtbot, project_dir, conv)
+    middle = panel.model.index(len(panel.rows()) // 2, 1)
+    panel.table.setCurrentIndex(middle)
+    panel.table.scrollTo(middle)
+    scrolled = panel.table.verticalScrollBar().value()
+    assert scrolled > 0
+    panel.model_view.setChecked(True)  # the panel shows the same request again
+    assert panel.table.currentIndex().row() == middle.row()
+    assert panel.table.verticalScrollBar().value() == scrolled
