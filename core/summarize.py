@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from core.context.builder import summary_projection
+from core.context.report import let_others_run
 from core.context.summary import (
     NothingToSummarize,
     chunks,
@@ -51,7 +52,7 @@ async def summarize(
     history = engine.store.load(conv_id).messages
     counter = engine.counter(settings.model)
     try:
-        plan = plan_summary(history, counter)
+        plan = plan_summary(history, counter, pause=let_others_run)
     except NothingToSummarize as e:
         yield CompactionFinished("skipped", str(e), automatic=automatic)
         return
@@ -74,7 +75,7 @@ async def summarize(
             "the conversation for a summary; choose a summary model with a larger window. "
             "Nothing was changed.", automatic=automatic)
         return
-    parts = chunks(plan.entries, room, sum_counter)
+    parts = chunks(plan.entries, room, sum_counter, let_others_run)
     yield CompactionStarted(len(plan.entries), model, automatic, len(parts))
     started = time.monotonic()
     running = previous

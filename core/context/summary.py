@@ -15,7 +15,9 @@ undoing the new summary restores the previous one.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -25,6 +27,9 @@ KEEP_SHARE = 0.3  # ... or, when those rounds are most of the conversation, this
 MIN_ENTRIES = 4  # fewer new entries than this: nothing worth summarizing
 RESULT_CHARS = 1500  # of a tool output, head and tail, in what the summarizer reads
 ARGUMENT_CHARS = 600
+PAUSE_EVERY = 500  # entries between two pauses of a walk over the log (see `plan_summary`)
+
+T = TypeVar("T")
 
 SUMMARY_SYSTEM = """You maintain the running summary of a long working session between a user \
 and an AI assistant that uses tools. The summary replaces the older part of the conversation \
@@ -89,11 +94,27 @@ def active_summaries(history: list[ConversationMessage]) -> dict[str, str]:
     return covered
 
 
+def _paused(items: Iterable[T], pause: Callable[[], None] | None) -> Iterator[T]:
+    """`items`, calling `pause` every PAUSE_EVERY of them (when given)."""
+    if pause is None:
+        yield from items
+        return
+    for n, item in enumerate(items, start=1):
+        if n % PAUSE_EVERY == 0:
+            pause()
+        yield item
+
+
 def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
-                 keep_rounds: int = KEEP_ROUNDS) -> SummaryPlan:
+                 keep_rounds: int = KEEP_ROUNDS,
+                 pause: Callable[[], None] | None = None) -> SummaryPlan:
     """Choose the entries a new summary folds in: everything that takes part in the context,
     is not yet covered, and lies before the recent tail; pinned entries and the latest user
     message stay verbatim.
+
+    `pause`: called every PAUSE_EVERY entries of each walk over the log (the engine plans an
+    automatic summary on its thread while the window paints; see
+    `core.context.report.let_others_run`).
 
     Raises:
         NothingToSummarize: fewer than MIN_ENTRIES such entries.
@@ -104,9 +125,10 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
         if m.kind == "summary" and m.include_in_context and m.covers and m.id not in covered:
             previous = m
             break
-    live = [m for m in history if m.include_in_context and m.id not in covered
+    live = [m for m in _paused(history, pause) if m.include_in_context and m.id not in covered
             and m.kind in ("message", "error") and m.role != "system"]
-    tail = _tail_start(live, keep_rounds, counter)
+    costs = [_tokens(m, counter) for m in _paused(live, pause)]  # each entry counted once
+    tail = _tail_start(live, keep_rounds, costs)
     last_user = max((k for k, m in enumerate(live) if m.role == "user"), default=-1)
     entries = [m for k, m in enumerate(live[:tail]) if not m.pinned and k != last_user]
     if len(entries) < MIN_ENTRIES:
@@ -120,7 +142,8 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
         covers += [*(previous.covers or []), previous.id]
         tokens += counter.message(previous)
     covers += [m.id for m in entries]
-    tokens += sum(_tokens(m, counter) for m in entries)
+    tokens += sum(costs[k] for k, m in enumerate(live[:tail])
+                  if not m.pinned and k != last_user)
     return SummaryPlan(previous, entries, covers, tokens)
 
 
@@ -129,21 +152,20 @@ def _tokens(m: ConversationMessage, counter: TokenCounter) -> int:
     return cached if cached is not None else counter.message(m)
 
 
-def _tail_start(live: list[ConversationMessage], keep_rounds: int,
-                counter: TokenCounter) -> int:
+def _tail_start(live: list[ConversationMessage], keep_rounds: int, costs: list[int]) -> int:
     """Where the verbatim tail begins: the last `keep_rounds` rounds, or, when those are most
     of the conversation (one request and hundreds of tool calls), the newest KEEP_SHARE of its
-    tokens, never inside a tool group."""
+    tokens, never inside a tool group. `costs`: each live entry's tokens."""
     starts = [k for k, m in enumerate(live) if m.role == "user" and m.kind == "message"]
     by_rounds = starts[-keep_rounds] if len(starts) >= keep_rounds else 0
-    total = sum(_tokens(m, counter) for m in live)
-    if sum(_tokens(m, counter) for m in live[:by_rounds]) >= 0.5 * total:
+    total = sum(costs)
+    if sum(costs[:by_rounds]) >= 0.5 * total:
         return by_rounds
     budget = KEEP_SHARE * total
     k, used = len(live), 0
-    while k > 0 and used + _tokens(live[k - 1], counter) <= budget:
+    while k > 0 and used + costs[k - 1] <= budget:
         k -= 1
-        used += _tokens(live[k], counter)
+        used += costs[k]
     while 0 < k < len(live) and live[k].role == "tool":
         k -= 1  # a tool result stays with its call
     return k
@@ -180,13 +202,15 @@ def _clip(text: str, limit: int) -> str:
     return f"{head}\n[… {len(text) - len(head) - len(tail):,} characters …]\n{tail}"
 
 
-def chunks(entries: list[ConversationMessage], room: int, counter: TokenCounter) -> list[str]:
+def chunks(entries: list[ConversationMessage], room: int, counter: TokenCounter,
+           pause: Callable[[], None] | None = None) -> list[str]:
     """The rendered entries in pieces of at most `room` tokens each (a huge conversation is
-    folded in several calls, each one's summary the next one's preamble)."""
+    folded in several calls, each one's summary the next one's preamble). `pause`: as in
+    `plan_summary`."""
     out: list[str] = []
     part: list[str] = []
     used = 0
-    for m in entries:
+    for m in _paused(entries, pause):
         text = render(m)
         tokens = counter.text(text) + 2
         if tokens > room:  # one entry larger than the room: its head and tail only

@@ -431,3 +431,18 @@ def test_a_walk_over_the_decisions_can_pause_and_gives_the_same_rows() -> None:
     assert paused == list(report.rows())
     assert pauses and len(pauses) == len(paused) // PAUSE_EVERY
     assert report.to_json(compact=True, pause=lambda: None) == report.to_json(compact=True)
+
+
+def test_a_paused_summary_plan_covers_the_same_entries_and_reads_the_same() -> None:
+    from core.context.summary import chunks, plan_summary
+
+    history = session(200, seed=4)  # long enough for several pauses
+    plain = plan_summary(history, COUNTER)
+    pauses: list[int] = []
+    paused = plan_summary(history, COUNTER, pause=lambda: pauses.append(1))
+    assert paused.covers == plain.covers and paused.covered_tokens == plain.covered_tokens
+    assert len(paused.covers) > 500 and pauses
+    before = len(pauses)
+    assert chunks(paused.entries, 4000, COUNTER, lambda: pauses.append(1)) == \
+        chunks(plain.entries, 4000, COUNTER)
+    assert len(pauses) > before
