@@ -99,6 +99,8 @@ class RunFlow(QObject):
             problem = RunFiles(project.state).sync(conv_id, run)
             if problem:
                 self.window.set_notice(problem)
+        if run is not None and run.open and self.host.mode() == "run":
+            self.panel.show()  # reopened as it was left: the run where it stands
         self.show_current()
 
     def state(self) -> RunState | None:

@@ -4,10 +4,11 @@ resume, skip, redo, abort). It shows plain values (`RunView`); app/run_flow.py m
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence
+from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -211,8 +212,8 @@ class RunPanel(QDockWidget):
                 item.setForeground(0, QBrush(QColor("#52525b")))
             self.steps.addTopLevelItem(item)
             detail = step.error or step.result
-            if detail:
-                child = QTreeWidgetItem([" ".join(detail.split())[:400]])
+            for line in _wrapped(detail, self._chars_per_line()):
+                child = QTreeWidgetItem([line])
                 child.setData(0, Qt.ItemDataRole.UserRole, step.id)
                 child.setForeground(0, QBrush(QColor("#b91c1c" if step.error else "#3f3f46")))
                 child.setToolTip(0, detail)
@@ -221,6 +222,17 @@ class RunPanel(QDockWidget):
             if step.id == selected:
                 item.setSelected(True)
         self._update_buttons()
+
+    def _chars_per_line(self) -> int:
+        """How many characters of a result fit in the step column (results wrap there)."""
+        width = self.steps.header().sectionSize(0) - 2 * self.steps.indentation()
+        # average width under-counts capitals and wide glyphs: keep a margin
+        return max(24, int(0.85 * width / max(1, self.steps.fontMetrics().averageCharWidth())))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self._view is not None and event.size().width() != event.oldSize().width():
+            self.show_run(self._view)  # the results wrap again at the new width
 
     def view(self) -> RunView | None:
         return self._view
@@ -270,6 +282,14 @@ class RunPanel(QDockWidget):
     def _on_manage(self, action: str) -> None:
         name = "" if action in ("new", "save_plan") else self.workflows.currentText()
         self.workflow_action.emit(action, name)
+
+
+def _wrapped(text: str, width: int, most: int = 6) -> list[str]:
+    """`text` in lines of at most `width` characters, at most `most` of them."""
+    lines = textwrap.wrap(" ".join(text.split()), width)
+    if len(lines) > most:
+        lines = [*lines[:most - 1], lines[most - 1][:max(0, width - 1)] + "…"]
+    return lines
 
 
 def _elapsed(seconds: float) -> str:

@@ -43,6 +43,7 @@ from core.runs.files import RunFiles
 from core.runs.state import RunState
 from core.runs.workflow import Workflow
 from core.settings import LLMSettings
+from core.tools.step import COMPLETE_STEP
 
 NUDGE = ("[Run: step {number} ({title}) is still active. Carry on with it; when its done-when "
          "condition holds, call complete_step with the result. If you need something from the "
@@ -113,8 +114,19 @@ class RunDriver:
     ) -> AsyncIterator[EngineEvent]:
         """The user's message during a run: it joins the active step, which then goes on."""
         options = replace(options, mode="run")
+        async for event in self.carry(conv_id, self.engine.send(conv_id, text, settings, options),
+                                      settings, options):
+            yield event
+
+    async def carry(
+        self, conv_id: str, turn: AsyncIterator[EngineEvent], settings: LLMSettings,
+        options: TurnOptions = DEFAULT_TURN,
+    ) -> AsyncIterator[EngineEvent]:
+        """One turn of the engine's in run mode (the user's message, a Continue, a Retry),
+        then the run goes on from where it leaves the log, when it ended well."""
+        options = replace(options, mode="run")
         finished: TurnFinished | None = None
-        async for event in self.engine.send(conv_id, text, settings, options):
+        async for event in self._following(conv_id, turn):
             if isinstance(event, TurnFinished):
                 finished = event
             yield event
@@ -122,7 +134,7 @@ class RunDriver:
             async for event in self.drive(conv_id, settings, options, answered=True):
                 yield event
         else:
-            yield self._updated(conv_id)
+            yield self._updated(conv_id, final=True)
 
     async def drive(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
@@ -160,7 +172,7 @@ class RunDriver:
             else:
                 events = self.engine.proceed(conv_id, settings, options, instruction)
             finished: TurnFinished | None = None
-            async for event in events:
+            async for event in self._following(conv_id, events):
                 if isinstance(event, TurnFinished):
                     finished = event
                 yield event
@@ -215,6 +227,16 @@ class RunDriver:
                 target.step.id if target and action in ("skip", "redo") else None)))
         self.engine.store.append(conv_id, entry)
         return entry
+
+    async def _following(self, conv_id: str, events: AsyncIterator[EngineEvent]
+                         ) -> AsyncIterator[EngineEvent]:
+        """A turn's events, with a report of the run after each entry that moved it (a step
+        completed): whoever shows the run follows it within the turn."""
+        async for event in events:
+            yield event
+            if isinstance(event, EntryAppended) and event.message.run_id is not None and \
+                    event.message.tool_name == COMPLETE_STEP and event.message.status == "ok":
+                yield self._updated(conv_id)
 
     def _updated(self, conv_id: str, run: RunState | None = None,
                  final: bool = False) -> RunUpdated:

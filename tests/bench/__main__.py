@@ -10,13 +10,14 @@ from tests.bench import (
     bench_context,
     bench_gui,
     bench_inspector,
+    bench_run,
     bench_store,
     bench_tools,
 )
 
 BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
            "gui": bench_gui.run, "tools": bench_tools.run,
-           "compaction": bench_compaction.run, "inspector": bench_inspector.run}
+           "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run}
 
 
 def main(names: list[str]) -> int:

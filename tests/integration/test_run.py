@@ -106,6 +106,10 @@ def test_three_steps_each_request_carries_only_the_active_brief_then_the_post_ru
                                         "draft", "draft", "review", "review", None]
     final = [e for e in events if isinstance(e, RunUpdated)][-1]
     assert final.stopped == "The workflow is complete."
+    # whoever shows the run hears of each step as it ends, within the one turn
+    seen = [[s.status for s in e.state.steps] for e in events
+            if isinstance(e, RunUpdated) and e.state is not None]
+    assert ["done", "active", "pending"] in seen and ["done", "done", "active"] in seen
     saved = RunFiles(project.state).read(run.run_id)
     assert saved is not None and saved["status"] == "finished" and saved["conversation"] == conv_id
 
