@@ -44,6 +44,8 @@ from core.context.report import (
 )
 from core.context.stages import TARGET, TRIGGER, CompressionStage
 from core.context.summary import active_summaries
+from core.context.view import KeptView, reuse
+from core.context.view import from_json as view_from_json
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
 
@@ -86,7 +88,8 @@ class BuildCache:
         self._last_user = -1
         self.encoding = ""
         self.memo = CompactionMemo()
-        self.view: _View | None = None  # the last compaction, kept for the builds after it
+        self.view: KeptView | None = None  # the last compaction, kept for later builds
+        self.reset = ""  # why the last `prepare` started over (a new compaction says it)
 
     def fork(self) -> BuildCache:
         """A copy for a build that is never sent (a draft or another budget): it starts from
@@ -106,11 +109,17 @@ class BuildCache:
         n = len(self.history)
         reusable = (self.encoding == counter.encoding_name and len(history) >= n
                     and all(map(operator.is_, history[:n], self.history)))
+        why = "" if reusable or not n else (
+            "the model changed (another tokenizer)" if self.encoding != counter.encoding_name
+            else "the history changed (a pin, an exclusion, an entry included again)")
         if reusable and 0 < n < len(history) and _superseded(history[n - 1], history[n]):
-            reusable = False  # a Retry's answer arrived: the failed attempt before it leaves
+            # a Retry's answer arrived: the failed attempt before it leaves
+            reusable, why = False, "a retried answer replaced a failed one"
         if reusable and any(m.covers for m in history[n:]):
-            reusable = False  # a summary arrived: what it covers leaves the candidates
+            # a summary arrived: what it covers leaves the candidates
+            reusable, why = False, "a summary was written (compaction by the LLM)"
         if not reusable:
+            self.reset = why
             self.history, self.cands, self.excluded, self.units = [], [], [], []
             self.encoding = counter.encoding_name
             self.view = None  # it decided over units that are gone
@@ -192,61 +201,6 @@ class _Unit:
     tool: str = ""  # the protected tool it calls (the todo list), if any
 
 
-@dataclass
-class _View:
-    """A compaction kept for the builds after it ("sticky"): later builds send the same
-    previews, references, digest and left-out set for the units it decided, and only append
-    what is new, until that passes the trigger again. So a long conversation's request keeps
-    the previous request as its prefix (what provider prompt caches need), and a build after
-    an append costs only the new entries.
-
-    Attributes:
-        key: (encoding, usable, fixed tokens, recent rounds) it was made for; any change
-            (model, budget, mode's prompt, tools) makes a new compaction. The usable budget
-            is the nominal one: calibration against the provider's counts moves a little
-            after every answer, and the fit is checked with the current one.
-        decided: how many units it decided; the last of them is taken afresh by each build
-            (tool results may still arrive for it; it is in the recent tail, never shortened).
-        plan: what the stages decided (its lists are never changed after).
-        units: units [0, decided - 1) with the plan's tokens.
-        sent: tokens of those units that are sent, and of the digest.
-        room: how far later builds may grow it: the trigger, or the whole budget when even
-            the compaction could not get under the trigger (compacting again each turn
-            would change the request every time for nothing).
-    """
-
-    key: tuple[str, int, int, int]
-    decided: int
-    plan: Compaction
-    units: list[_Unit]
-    sent: int
-    room: float
-    builds: int = 0  # how many builds reused it since
-
-
-def _reuse(view: _View | None, key: tuple[str, int, int, int],
-           cands: list[tuple[ConversationMessage, int]], units: list[_Unit], trigger: float,
-           usable: int) -> tuple[Compaction, list[_Unit]] | None:
-    """The view extended with what came after it, when it is still for this build and the
-    result stays within its room (`trigger` or `usable` tokens of history, see _View);
-    None when a new compaction is due."""
-    if view is None or view.key != key or len(units) < view.decided:
-        return None
-    k = view.decided - 1
-    old = view.units
-    if any(units[n].items != old[n].items for n in (0, k - 1) if 0 <= n < k):
-        return None  # not the units it decided (cheap check; prepare resets it otherwise)
-    fresh = units[k:]
-    if view.sent + sum(u.tokens for u in fresh) > (usable if view.room > trigger else trigger):
-        return None
-    first_fresh = fresh[0].items[0] if fresh else len(cands)
-    p = view.plan
-    plan = Compaction(p.cands[:first_fresh] + cands[first_fresh:],
-                      p.unit_tokens[:k] + [u.tokens for u in fresh], p.staged, p.left_out,
-                      p.digest, p.digest_tokens)
-    return plan, old + fresh
-
-
 def error_projection(m: ConversationMessage) -> dict[str, Any]:
     """An error entry as the model sees it: its partial answer, then an LLM_ERROR block, so a
     later "continue" has an anchor."""
@@ -274,10 +228,12 @@ def build_request(
     persona: str | None = None,
     compact: bool = True,
     keep_view: bool = True,
+    kept: dict[str, Any] | None = None,
 ) -> BuiltRequest:
     """The request for `history` (see the module's doc). `keep_view`: False for a what-if
     build (another budget, nothing sent) that must not replace the compaction kept in `cache`
-    for the real requests (see _View)."""
+    for the real requests (see core.context.view). `kept`: the compaction kept on disk for
+    the conversation, for a cache that has none yet (a new process)."""
     started = time.perf_counter()
     tools = list(tools or [])
     report = BuildReport(model, mode, budget.window, budget.usable, budget.reserved_output,
@@ -330,7 +286,8 @@ def build_request(
             cands, units = cache.cands, cache.units
 
     # 1c. compaction: the no-LLM stages (see core/context/compaction.py)
-    # A compaction is kept for the builds after it (see _View) until they pass the trigger.
+    # A compaction is kept for the builds after it (see core/context/view.py) until they pass
+    # the trigger.
     fixed = system_tokens + tools_tokens + REPLY_PRIMER
     plan: Compaction | None = None
     view = cache.view  # the compaction kept in the cache after this build
@@ -338,14 +295,20 @@ def build_request(
     if compact and fixed + sum(u.tokens for u in units) > limit:
         t = time.perf_counter()
         key = (counter.encoding_name, budget.usable, fixed, recent_rounds)
-        reused = _reuse(view, key, cands, units, limit - fixed, budget.usable_ours - fixed)
-        if reused is not None and view is not None:
+        if view is None and kept is not None and not cache.reset:
+            view = view_from_json(kept, cands, units, counter,
+                                  cache.memo.for_encoding(counter.encoding_name))
+        reused = reuse(view, key, cands, units, limit - fixed, budget.usable_ours - fixed)
+        if not isinstance(reused, str) and view is not None:
             plan, units = reused
             view.builds += int(keep_view)
+            report.compaction = f"the kept compaction, reused ({view.builds} since it was made)"
             report.stages.append({"name": "reused", "ms": _ms(t), "builds": view.builds,
                                   "left out": len(plan.left_out),
                                   "changed": len(plan.staged)})
         else:
+            report.compaction = "new compaction: " + (
+                cache.reset if cache.reset and view is None else str(reused))
             plan = _compact(cands, units, fixed, budget.usable_ours, recent_rounds, counter,
                             cache.memo.for_encoding(counter.encoding_name), report)
             units = [u if tokens == u.tokens else replace(u, tokens=tokens)
@@ -355,9 +318,9 @@ def build_request(
             view = None
             if units:
                 below = sent + units[-1].tokens <= limit - fixed
-                view = _View(key, len(units), replace(plan, cands=list(plan.cands)),
-                             units[:-1], sent,
-                             limit - fixed if below else budget.usable_ours - fixed)
+                view = KeptView(key, len(units), replace(plan, cands=list(plan.cands)),
+                                units[:-1], sent,
+                                limit - fixed if below else budget.usable_ours - fixed)
         cands = plan.cands
         fixed += plan.digest_tokens
     elif compact:
@@ -537,19 +500,39 @@ def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], f
         # Room for the digest: every request left out keeps its opening there (~20 tokens).
         openings = sum(min(plan.unit_tokens[n], 22) for n in range(tail) if units[n].user)
         reserve = min(target // 2, max(min(cap, max(200, target // 10)), openings + 80))
+        before = dict(plan.left_out)
         select(plan, units, tail, target - reserve, memo, first, protected, logged=cands)
-        report.stages.append({"name": "key messages", "ms": _ms(t),
+        selecting = _ms(t)
+        t = time.perf_counter()
+        _digest(plan, units, fixed, usable, counter, memo)
+        if plan.digest_tokens > reserve + max(100, target // 20):
+            # The digest took more than the room kept for it: select again with the room it
+            # really takes, so the compaction lands near its target. (Past it, the next
+            # builds would reach the trigger sooner and compact again: each new compaction
+            # changes the request's prefix, which a provider's prompt cache needs unchanged.)
+            plan.left_out = before
+            select(plan, units, tail, target - plan.digest_tokens, memo, first, protected,
+                   logged=cands)
+            _digest(plan, units, fixed, usable, counter, memo)
+        report.stages.append({"name": "key messages", "ms": selecting,
                               "changed": len(plan.left_out)})
         if plan.left_out:
-            t = time.perf_counter()
-            kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
-            soft, hard = digest_caps(usable, usable - fixed - kept - ack_tokens(counter))
-            plan.digest, plan.digest_tokens = digest(
-                fold_units(plan.cands, units, plan.left_out, memo), max(soft, 1), counter,
-                memo, hard_cap=hard)
             report.stages.append({"name": "digest", "ms": _ms(t),
                                   "tokens": plan.digest_tokens})
     return plan
+
+
+def _digest(plan: Compaction, units: list[_Unit], fixed: int, usable: int,
+            counter: TokenCounter, memo: CompactionMemo) -> None:
+    """The digest of what selection left out, within what the request has left."""
+    plan.digest, plan.digest_tokens = "", 0
+    if not plan.left_out:
+        return
+    kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
+    soft, hard = digest_caps(usable, usable - fixed - kept - ack_tokens(counter))
+    plan.digest, plan.digest_tokens = digest(
+        fold_units(plan.cands, units, plan.left_out, memo), max(soft, 1), counter, memo,
+        hard_cap=hard)
 
 
 def ack_tokens(counter: TokenCounter) -> int:

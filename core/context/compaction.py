@@ -197,7 +197,7 @@ def tool_outputs(plan: Compaction, units: list[_Unit], tail: int, over: int,
             if m.pinned:
                 continue
             # a reference describes the logged output, not the preview that stood for it
-            made = _shorter(originals[i][0], tokens, kind, counter, memo)
+            made = shorter(originals[i][0], tokens, kind, counter, memo)
             if made is None:
                 continue
             copy, new_tokens = made
@@ -217,7 +217,7 @@ def tool_outputs(plan: Compaction, units: list[_Unit], tail: int, over: int,
     return over
 
 
-def _shorter(m: ConversationMessage, tokens: int, kind: str, counter: TokenCounter,
+def shorter(m: ConversationMessage, tokens: int, kind: str, counter: TokenCounter,
              memo: CompactionMemo) -> tuple[ConversationMessage, int] | None:
     if m.role == "assistant":
         if kind != "preview" or not m.tool_calls:

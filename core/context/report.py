@@ -66,6 +66,7 @@ class BuildReport:
     normalize_notes: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
     elapsed_ms: float = 0.0
+    compaction: str = ""  # why the history's compaction is what it is (kept, or new and why)
     _decide: _Decisions | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -11,7 +11,8 @@ and one incremental build cache per conversation (a few are kept; the least rece
 conversation's cache goes first, so visiting many large conversations does not pile them up).
 The caches can be shared by the services of one project (the window's and the engine's, on
 their own threads): a build holds its cache's lock, and the compaction a cache keeps for later
-builds (see builder._View) is then the same for the meter, the Inspector and what is sent.
+builds (see core.context.view; kept on disk with the conversation, so a new process sends the
+same request) is then the same for the meter, the Inspector and what is sent.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_re
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer, RunContext
 from core.context.server_window import cached_window, server_window
+from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, Mode
 from core.runs.state import RunState, RunTracker
@@ -155,10 +157,20 @@ class ContextService:
         with lock:
             if what_if and cache is not None:  # a draft, or another budget: the cache stays
                 cache = cache.fork()
-            return build_request(history, mode, model=settings.model, budget=budget,
-                                 counter=self.counter(settings.model), composer=self.composer,
-                                 cache=cache, run_context=run_context, tools=tools,
-                                 persona=persona, keep_view=not what_if)
+            kept = None
+            if conv_id is not None and cache is not None and not what_if and \
+                    cache.view is None and not cache.history:
+                kept = self.store.read_view(conv_id)  # a new process: the compaction kept
+            before = cache.view if cache is not None else None
+            built = build_request(history, mode, model=settings.model, budget=budget,
+                                  counter=self.counter(settings.model), composer=self.composer,
+                                  cache=cache, run_context=run_context, tools=tools,
+                                  persona=persona, keep_view=not what_if, kept=kept)
+            if conv_id is not None and cache is not None and not what_if and \
+                    cache.view is not before and (cache.view is not None or kept is not None
+                                                  or before is not None):
+                self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
+            return built
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None,
                      run: RunState | None = None) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ from core.store.search_index import SearchIndex, searchable
 DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
+VIEW_FILE = "view.json"  # the kept compaction (core.context.view): a cache
 IMPORTING_PREFIX = ".importing-"
 PROBLEMS_KEPT = 200
 
@@ -267,6 +268,31 @@ class ConversationStore:
             problems += recovered
             self._note(conv_id, *recovered)
             return LoadedConversation(meta, list(result.messages), problems, pending)
+
+    # --- the kept compaction (a cache of the context builder's) ----------------------------------
+
+    def read_view(self, conv_id: str) -> dict[str, Any] | None:
+        """The compaction kept for the conversation's requests (see core.context.view), or
+        None when there is none or it cannot be read: it is rebuilt from the log then."""
+        try:
+            data = read_json(self._dir(conv_id) / VIEW_FILE)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_view(self, conv_id: str, data: dict[str, Any] | None) -> None:
+        """Keep (or with None, forget) the conversation's kept compaction. A cache: a write
+        that fails is only a later rebuild, never an error; a read-only view writes nothing."""
+        if self.read_only_reason is not None:
+            return
+        path = self._dir(conv_id) / VIEW_FILE
+        try:
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write_json(path, data, indent=None, durable=False)
+        except OSError:
+            pass
 
     # --- the answer being received (crash recovery) ----------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from tests.bench import (
+    bench_cache,
     bench_cli,
     bench_compaction,
     bench_context,
@@ -17,7 +18,8 @@ from tests.bench import (
 
 BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
            "gui": bench_gui.run, "tools": bench_tools.run,
-           "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run}
+           "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
+           "cache": bench_cache.run}
 
 
 def main(names: list[str]) -> int:

@@ -1,0 +1,159 @@
+"""The kept compaction ("sticky" view): what a compaction decided, reused by the builds after
+it until they pass the trigger, and kept with the conversation so a new process sends the
+same request too.
+
+Providers cache a request's prefix (OpenAI and Anthropic prompt caching, a local server's KV
+cache) only when the next request starts with exactly the same bytes. A compaction changes the
+history's beginning; re-planning it on every turn would change it every turn. So a compaction
+is made once, down to the target, and later builds send the same previews, references, digest
+and left-out set, appending only what is new, until that passes the trigger again.
+
+On disk (`view.json` beside the log) it is a small description, not the request: which entries
+were shortened and how (previews and references are made again from the logged entry, the same
+bytes), which units were left out, the digest as sent. It is checked against the log when read;
+anything that no longer matches makes a new compaction, never a wrong request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from core.context.compaction import Compaction, CompactionMemo, shorter
+from core.llm.tokens import TokenCounter
+from core.model import ConversationMessage
+
+if TYPE_CHECKING:
+    from core.context.builder import _Unit
+
+VERSION = 1
+Key = tuple[str, int, int, int]  # (encoding, usable, fixed tokens, recent rounds)
+
+
+@dataclass
+class KeptView:
+    """Attributes:
+        key: what it was made for; any change (model, budget, the mode's prompt or tools,
+            recent rounds) makes a new compaction. The usable budget is the nominal one:
+            calibration against the provider's counts moves a little after every answer, and
+            the fit is checked with the current one.
+        decided: how many units it decided; the last of them is taken afresh by each build
+            (tool results may still arrive for it; it is in the recent tail, never shortened).
+        plan: what the stages decided (its lists are never changed after).
+        units: units [0, decided - 1) with the plan's tokens.
+        sent: tokens of those units that are sent, and of the digest.
+        room: how far later builds may grow it: the trigger, or the whole budget when even
+            the compaction could not get under the trigger (compacting again each turn
+            would change the request every time for nothing).
+        builds: how many builds reused it since.
+    """
+
+    key: Key
+    decided: int
+    plan: Compaction
+    units: list[_Unit]
+    sent: int
+    room: float
+    builds: int = 0
+
+
+def reuse(view: KeptView | None, key: Key, cands: list[tuple[ConversationMessage, int]],
+          units: list[_Unit], trigger: float, usable: int
+          ) -> tuple[Compaction, list[_Unit]] | str:
+    """The view extended with what came after it, when it is still for this build and the
+    result stays within its room (`trigger` or `usable` tokens of history); otherwise why a
+    new compaction is due (said in the build report)."""
+    if view is None:
+        return "no compaction kept for this conversation"
+    if view.key != key:
+        return why_key_changed(view.key, key)
+    if len(units) < view.decided:
+        return "the history changed under the kept compaction"
+    k = view.decided - 1
+    old = view.units
+    if any(units[n].items != old[n].items for n in (0, k - 1) if 0 <= n < k):
+        return "the history changed under the kept compaction"
+    fresh = units[k:]
+    if view.sent + sum(u.tokens for u in fresh) > (usable if view.room > trigger else trigger):
+        return "what was appended since the last compaction passed the trigger"
+    first_fresh = fresh[0].items[0] if fresh else len(cands)
+    p = view.plan
+    plan = Compaction(p.cands[:first_fresh] + cands[first_fresh:],
+                      p.unit_tokens[:k] + [u.tokens for u in fresh], p.staged, p.left_out,
+                      p.digest, p.digest_tokens)
+    return plan, old + fresh
+
+
+def why_key_changed(old: Key, new: Key) -> str:
+    if old[0] != new[0]:
+        return "the model changed (another tokenizer)"
+    if old[1] != new[1]:
+        return f"the usable budget changed ({old[1]:,} -> {new[1]:,} tokens)"
+    if old[2] != new[2]:
+        return "the system prompt or the tools changed (mode, agent or run step)"
+    return "the recent rounds kept verbatim changed"
+
+
+def to_json(view: KeptView) -> dict[str, Any]:
+    """What is kept on disk: enough to make the same view again from the log."""
+    plan = view.plan
+    cands = plan.cands  # shortened copies keep their entry's id
+    k = view.decided - 1
+
+    def first_id(n: int) -> str:
+        return cands[view.units[n].items[0]][0].id if n < k else ""
+
+    return {
+        "version": VERSION, "key": list(view.key), "decided": view.decided,
+        "anchors": [first_id(0), first_id(k - 1)] if k > 0 else [],
+        "staged": {i: list(v) for i, v in plan.staged.items()},
+        "left_out": [[n, first_id(n), why] for n, why in sorted(plan.left_out.items())],
+        "digest": plan.digest, "digest_tokens": plan.digest_tokens, "sent": view.sent,
+        "room": view.room, "builds": view.builds}
+
+
+def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
+              units: list[_Unit], counter: TokenCounter, memo: CompactionMemo
+              ) -> KeptView | None:
+    """The view `to_json` kept, made again over this build's candidates and units; None when
+    it does not match them (then a new compaction is made, and kept in its place)."""
+    try:
+        if data.get("version") != VERSION:
+            return None
+        key = tuple(data["key"])
+        decided = int(data["decided"])
+        k = decided - 1
+        if len(key) != 4 or k < 1 or len(units) < decided:
+            return None
+        anchors = [cands[units[n].items[0]][0].id for n in (0, k - 1)]
+        if list(data["anchors"]) != anchors:
+            return None
+        plan = Compaction(list(cands), [u.tokens for u in units])
+        where = {cands[i][0].id: (n, i) for n, u in enumerate(units[:k]) for i in u.items}
+        staged: dict[str, tuple[str, str, str, int]] = {}
+        for entry_id, (decision, why, stage, before) in data["staged"].items():
+            n, i = where[entry_id]
+            m, tokens = cands[i]
+            made = shorter(m, tokens, "preview" if decision == "previewed" else "reference",
+                           counter, memo)
+            if made is None:
+                return None
+            plan.cands[i] = made
+            plan.unit_tokens[n] -= tokens - made[1]
+            staged[entry_id] = (str(decision), str(why), str(stage), int(before))
+        plan.staged = staged
+        for n, first, why in data["left_out"]:
+            if not 0 <= n < k or cands[units[n].items[0]][0].id != first:
+                return None
+            plan.left_out[int(n)] = str(why)
+        plan.digest, plan.digest_tokens = str(data["digest"]), int(data["digest_tokens"])
+        kept_units = [u if t == u.tokens else replace(u, tokens=t)
+                      for u, t in zip(units[:k], plan.unit_tokens, strict=False)]
+        sent = plan.digest_tokens + sum(u.tokens for n, u in enumerate(kept_units)
+                                        if n not in plan.left_out)
+        if sent != int(data["sent"]):
+            return None  # counted otherwise now: not the request that was sent
+        return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3])), decided, plan,
+                        kept_units, sent, float(data["room"]), int(data.get("builds", 0)))
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
