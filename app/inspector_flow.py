@@ -17,6 +17,7 @@ from core.context.report import BuildReport, let_others_run
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
+    cached_tokens,
     inspector_header,
     inspector_rows,
     saved_view,
@@ -257,8 +258,11 @@ class InspectorFlow:
         except OSError:
             when = "earlier"
         report = built.report
+        answer = next((m for m in reversed(project.conversations.load(conv).messages)
+                       if m.role == "assistant" and m.usage), None)  # to the last request
         return report, path, since_last(data, built.messages, report,
-                                        self.meter.context.counter(report.model), when)
+                                        self.meter.context.counter(report.model), when,
+                                        cached_tokens(answer.usage) if answer else None)
 
     def _on_draft(self, tokens: int) -> None:
         """The draft as it is typed: the bar follows each keystroke (cheap); the decisions

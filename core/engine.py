@@ -19,7 +19,7 @@ from typing import Any
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer
-from core.context.report import let_others_run
+from core.context.report_text import cached_tokens
 from core.context.service import ContextService, run_tools
 from core.llm.adapter import (
     Finished,
@@ -35,11 +35,11 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.questions import Question
 from core.redact import redact
+from core.request_copies import RequestCopies, cache_breakpoints
 from core.runs.state import RunState
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.errors import ReadOnlyError, StoreError, StoreWriteError, describe_os_error
-from core.store.requests import save_request
 from core.summarize import summarize
 from core.tools.results import RESULTS_DIR, result_name
 from core.tools.runner import ToolResult, ToolRunner
@@ -124,6 +124,9 @@ class Engine:
         self.requests_dir = requests_dir
         self.retry_delays = retry_delays
         self.client = client or LLMClient()
+        # The last request sent per conversation: the next one's stable prefix is measured
+        # against it (and, for providers that need them, the cache breakpoints placed).
+        self._sent: dict[str, list[dict[str, Any]]] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
         return self.context.counter(model)
@@ -240,7 +243,8 @@ class Engine:
             yield TurnFinished("error", entry)
             return
         notes: list[str] = []
-        copies = _RequestCopies(self, conv_id, notes)
+        previous = self._sent.get(conv_id)
+        copies = RequestCopies(self.requests_dir, conv_id, notes, previous, counter)
         copies.add(built)
         yield RequestBuilt(built)
         messages = built.messages
@@ -254,7 +258,9 @@ class Engine:
             key_name=settings.key_name,
             tools=built.tools or None,
             timeout=settings.request_timeout,
+            cache_breakpoints=cache_breakpoints(previous, messages),
         )
+        self._sent[conv_id] = messages
         yield RequestStarted(settings.model, len(messages))
 
         parts: list[str] = []
@@ -319,7 +325,9 @@ class Engine:
                     yield RequestBuilt(built)
                     messages = built.messages + ([{"role": "user", "content": instruction}]
                                                  if instruction else [])
-                    request = replace(request, messages=messages)
+                    request = replace(request, messages=messages, cache_breakpoints=(
+                        cache_breakpoints(previous, messages)))
+                    self._sent[conv_id] = messages
                     yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
                                    f"The request was too long for the model (limit "
                                    f"{window:,} tokens); rebuilt it smaller.")
@@ -336,7 +344,9 @@ class Engine:
                     yield RequestBuilt(built)
                     messages = built.messages + ([{"role": "user", "content": instruction}]
                                                  if instruction else [])
-                    request = replace(request, messages=messages, tools=None)
+                    request = replace(request, messages=messages, tools=None,
+                                      cache_breakpoints=cache_breakpoints(previous, messages))
+                    self._sent[conv_id] = messages
                     yield StoreNotice(f"{e.message} The conversation goes on without tools; "
                                       "Agent mode needs a model that supports them.")
                 except LLMError as e:
@@ -401,6 +411,7 @@ class Engine:
             yield TurnFinished("stopped", entry)
             return
 
+        built.report.cached_tokens = cached_tokens(usage)
         if self.calibration is not None and usage and usage.get("prompt_tokens"):
             self.calibration.observe(settings.model, built.report.used, int(usage["prompt_tokens"]))
         if finish == "length" and not calls:
@@ -698,25 +709,6 @@ class Engine:
             if note not in notes:
                 notes.append(note)
 
-    def _save_request(self, conv_id: str, built: BuiltRequest,
-                      notes: list[str]) -> asyncio.Future[None] | None:
-        """Keep a copy of the request as sent (for inspection), on a worker thread while the
-        request goes out: never on the way to the wire, never at the cost of the turn."""
-        requests_dir = self.requests_dir
-        if requests_dir is None:
-            return None
-
-        def save() -> None:
-            try:
-                save_request(requests_dir, conv_id, {
-                    "messages": built.messages, "tools": built.tools,
-                    "report": built.report.to_json(compact=True, pause=let_others_run)})
-            except OSError as e:
-                notes.append(f"A copy of this request could not be kept in .workbench/requests "
-                             f"({describe_os_error(e)}); the answer is not affected.")
-
-        return asyncio.get_running_loop().run_in_executor(None, save)
-
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         return self.context.budget_message(e, settings)
 
@@ -746,28 +738,3 @@ def _write_cause(e: StoreError | OSError) -> str:
     if isinstance(e, OSError):
         return describe_os_error(e)
     return e.cause if isinstance(e, StoreWriteError) else str(e)
-
-
-class _RequestCopies:
-    """The copies of a turn's requests for `.workbench/requests/`: written on a worker thread
-    once the request is on its way (never between Send and the wire), awaited before the
-    turn's entry is saved so a failure is reported with it."""
-
-    def __init__(self, engine: Engine, conv_id: str, notes: list[str]) -> None:
-        self._engine, self._conv_id, self._notes = engine, conv_id, notes
-        self._waiting: list[BuiltRequest] = []
-        self._running: list[asyncio.Future[None]] = []
-
-    def add(self, built: BuiltRequest) -> None:
-        self._waiting.append(built)
-
-    def start(self) -> None:
-        while self._waiting:
-            future = self._engine._save_request(self._conv_id, self._waiting.pop(0), self._notes)
-            if future is not None:
-                self._running.append(future)
-
-    async def settle(self) -> None:
-        self.start()
-        if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)

@@ -67,6 +67,11 @@ class BuildReport:
     stages: list[dict[str, Any]] = field(default_factory=list)
     elapsed_ms: float = 0.0
     compaction: str = ""  # why the history's compaction is what it is (kept, or new and why)
+    # Against the request sent before it (set by the engine as it sends): the leading
+    # messages identical to it and their tokens ({"messages", "tokens", "of_tokens"}), and
+    # what the provider said it read from its cache for this one.
+    stable_prefix: dict[str, int] | None = None
+    cached_tokens: int | None = None
     _decide: _Decisions | None = field(default=None, repr=False, compare=False)
 
     @property

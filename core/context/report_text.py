@@ -82,6 +82,8 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     stages = stage_line(r)
     if stages:
         lines.append(stages)
+    if r.compaction:
+        lines.append(f"compaction: {r.compaction}")
     counts = decision_counts(r)
     lines.append("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
     for entry in r.entries:
@@ -132,28 +134,57 @@ def inspector_header(r: BuildReport) -> str:
              "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
     if stages:
         lines.append(stages)
+    if r.compaction:
+        lines.append(f"compaction: {r.compaction}")
     return "\n".join(lines)
 
 
 SENT = ("kept", "previewed", "referenced")
 
 
-def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report: BuildReport,
-               counter: TokenCounter, when: str) -> str:
-    """What changed since the last request sent (`previous`: its saved copy): the stable
-    prefix, the leading messages identical to it (what a provider's prompt cache can reuse),
-    and the entries that joined or left the request."""
-    before = previous.get("messages") or []
+def identical_lead(before: list[dict[str, Any]] | None, messages: list[dict[str, Any]]) -> int:
+    """How many messages at the start of `messages` are exactly those of `before`."""
     same = 0
-    for old, new in zip(before, messages, strict=False):
+    for old, new in zip(before or (), messages, strict=False):
         if old != new:
             break
         same += 1
+    return same
+
+
+def stable_prefix(before: list[dict[str, Any]], messages: list[dict[str, Any]],
+                  report: BuildReport, counter: TokenCounter) -> dict[str, int]:
+    """How much of `messages` repeats `before` exactly from the start (what a provider's
+    prompt cache can reuse): {"messages", "tokens", "of_tokens"}."""
+    same = identical_lead(before, messages)
     # The request's messages cost what the report says (less the tools and the reply
     # primer); only what follows the stable prefix is counted (usually the last turn's few
     # messages, not the tens of thousands of tokens before them).
     total = max(1, report.used - report.totals.get("tools", 0) - REPLY_PRIMER)
     stable = max(0, total - sum(counter.openai_message(m) for m in messages[same:]))
+    return {"messages": same, "tokens": stable, "of_tokens": total}
+
+
+def cached_tokens(usage: dict[str, Any] | None) -> int | None:
+    """The prompt tokens a provider says it read from its cache (OpenAI's
+    prompt_tokens_details.cached_tokens, Anthropic's cache_read_input_tokens), if it said."""
+    if not usage:
+        return None
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    if value is None:
+        value = usage.get("cache_read_input_tokens")
+    return int(value) if isinstance(value, int | float) else None
+
+
+def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report: BuildReport,
+               counter: TokenCounter, when: str, cached: int | None = None) -> str:
+    """What changed since the last request sent (`previous`: its saved copy): the stable
+    prefix, the leading messages identical to it (what a provider's prompt cache can reuse),
+    the entries that joined or left the request, and (`cached`) what the provider said it
+    read from its cache for the last one."""
+    figures = stable_prefix(previous.get("messages") or [], messages, report, counter)
+    same, stable, total = figures["messages"], figures["tokens"], figures["of_tokens"]
     old_report = previous.get("report") if isinstance(previous.get("report"), dict) else {}
     old_sent = sent_in(old_report, SENT) if isinstance(old_report, dict) else None
     sent_before = old_sent or set()
@@ -162,6 +193,8 @@ def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report:
     line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
             f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "
             "a provider's prompt cache can reuse")
+    if cached is not None:
+        line += f"; the provider read {cached:,} tokens of the last one from its cache"
     if old_sent is not None:
         line += (f"; {added:,} {'entry' if added == 1 else 'entries'} joined, {gone:,} "
                  f"{'entry' if gone == 1 else 'entries'} left")
@@ -195,4 +228,15 @@ def saved_view(report: dict[str, Any], positions: dict[str, int]
     header = (f"{num('used'):,} of {num('usable'):,} usable tokens · window {num('window'):,} · "
               f"{report.get('model', '?')}, {report.get('mode', '?')} mode\n"
               "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items())))
+    prefix = report.get("stable_prefix")
+    if isinstance(prefix, dict):
+        header += "\n" + prefix_line(num("messages", prefix), num("tokens", prefix),
+                                     max(1, num("of_tokens", prefix)))
+    if isinstance(report.get("compaction"), str) and report["compaction"]:
+        header += f"\ncompaction: {report['compaction']}"
     return header, parts, rows
+
+
+def prefix_line(same: int, tokens: int, total: int) -> str:
+    return (f"against the request before it: the first {same:,} messages identical — a stable "
+            f"prefix of {tokens:,} tokens ({100 * tokens / total:.0f}%)")

@@ -91,6 +91,9 @@ class LLMRequest:
     timeout: float = 600.0
     api_key: str | None = None  # None: chosen by settings.key_for_request
     key_name: str | None = None  # keyring entry saved with the provider in use
+    # Where a cacheable prefix ends (message indexes): marked for providers that need cache
+    # breakpoints (Anthropic's models); providers that cache on their own get nothing.
+    cache_breakpoints: tuple[int, ...] = ()
 
 
 class LLMClient:
@@ -179,6 +182,10 @@ class LLMClient:
             kwargs["api_base"] = api_base
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
+        if request.cache_breakpoints and needs_cache_breakpoints(request.model):
+            # litellm turns these into Anthropic's cache_control blocks on those messages.
+            kwargs["cache_control_injection_points"] = [
+                {"location": "message", "index": i} for i in request.cache_breakpoints]
         if request.tools:
             kwargs["tools"] = list(request.tools)
             # litellm 1.106 routes any request with tools through its MCP bridge first, which
@@ -186,6 +193,21 @@ class LLMClient:
             # "No module named 'mcp'"). Our tools are plain functions: skip the bridge.
             kwargs["_skip_mcp_handler"] = True
         return kwargs
+
+
+def needs_cache_breakpoints(model: str) -> bool:
+    """Whether `model` caches a prompt's prefix only where the request marks it: Anthropic's
+    Claude models, directly or through Bedrock, Vertex AI or Azure AI (litellm names the
+    provider). OpenAI, DeepSeek and local servers cache by themselves: no marks for them."""
+    if "claude" not in model.lower():
+        return False
+    try:
+        from litellm import get_llm_provider
+
+        provider = get_llm_provider(model=model)[1]
+    except Exception:  # noqa: BLE001 - optional: a model litellm cannot route gets no marks
+        return False
+    return provider in ("anthropic", "bedrock", "vertex_ai", "azure_ai")
 
 
 def keys_in_use(request: LLMRequest, env: Mapping[str, str] | None = None) -> list[str]:

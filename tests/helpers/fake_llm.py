@@ -32,6 +32,7 @@ class Answer:
     chunks: list[str] | None = None
     finish_reason: str = "stop"
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None: estimated
+    cached: int | None = None  # prompt tokens the provider says it read from its cache
     delay: float = 0.0  # seconds between chunks
     first_delay: float = 0.0  # seconds before the first byte
 
@@ -43,6 +44,7 @@ class ToolCalls:
     calls: list[tuple[str, str, str]]
     text: str = ""
     usage: tuple[int, int] | None = None
+    cached: int | None = None
 
 
 @dataclass
@@ -165,6 +167,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            if self.path.endswith("/v1/messages"):  # Anthropic's protocol (a Claude model)
+                self._anthropic()
+                return
             if not self.path.endswith("/chat/completions"):  # e.g. Ollama's POST /api/show
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self._info()
@@ -205,6 +210,46 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._stream(body, reply)
 
         # --- replies ---------------------------------------------------------------------------
+
+        def _anthropic(self) -> None:
+            """An answer in Anthropic's streaming protocol (enough for litellm's Claude path:
+            text, then usage with the cache figures Anthropic reports)."""
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw or b"{}")
+            server.requests.append(RecordedRequest(
+                self.path, body, {k.lower(): v for k, v in self.headers.items()}, time.time()))
+            reply = server._next()
+            if not isinstance(reply, Answer):
+                self._error(HttpError(500, "no scripted Anthropic answer"))
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            prompt, completion = reply.usage or (100, max(1, len(reply.text) // 4))
+            usage = {"input_tokens": prompt, "output_tokens": 1,
+                     "cache_read_input_tokens": reply.cached or 0,
+                     "cache_creation_input_tokens": 0}
+            events: list[tuple[str, dict[str, Any]]] = [
+                ("message_start", {"type": "message_start", "message": {
+                    "id": "msg_fake", "type": "message", "role": "assistant", "content": [],
+                    "model": body.get("model", "claude"), "stop_reason": None,
+                    "stop_sequence": None, "usage": usage}}),
+                ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}})]
+            events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": part}})
+                       for part in _split(reply.text)]
+            events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                       ("message_delta", {"type": "message_delta",
+                                          "delta": {"stop_reason": "end_turn",
+                                                    "stop_sequence": None},
+                                          "usage": {"output_tokens": completion}}),
+                       ("message_stop", {"type": "message_stop"})]
+            for name, data in events:
+                payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            self._end()
 
         def _error(self, err: HttpError) -> None:
             payload = json.dumps(
@@ -260,7 +305,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     self._text(model, parts, reply.delay)
                     self._event(_chunk(model, {}, reply.finish_reason))
                     if want_usage:
-                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage)))
+                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage,
+                                                                   reply.cached)))
                     self._event("[DONE]")
                     self._end()
                 elif isinstance(reply, ToolCalls):
@@ -274,7 +320,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                                 "index": idx, "function": {"arguments": piece}}]}))
                     self._event(_chunk(model, {}, "tool_calls"))
                     if want_usage:
-                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage)))
+                        self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage,
+                                                                   reply.cached)))
                     self._event("[DONE]")
                     self._end()
                 elif isinstance(reply, Cut):
@@ -320,16 +367,20 @@ def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict
     }
 
 
-def _usage_chunk(model: str, usage: dict[str, int]) -> dict[str, Any]:
+def _usage_chunk(model: str, usage: dict[str, Any]) -> dict[str, Any]:
     return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "choices": [], "usage": usage}
 
 
-def _usage(body: dict[str, Any], text: str, given: tuple[int, int] | None) -> dict[str, int]:
+def _usage(body: dict[str, Any], text: str, given: tuple[int, int] | None,
+           cached: int | None = None) -> dict[str, Any]:
     if given is None:
         given = (max(1, len(json.dumps(body.get("messages", []))) // 4), max(1, len(text) // 4))
-    return {"prompt_tokens": given[0], "completion_tokens": given[1],
-            "total_tokens": given[0] + given[1]}
+    usage: dict[str, Any] = {"prompt_tokens": given[0], "completion_tokens": given[1],
+                             "total_tokens": given[0] + given[1]}
+    if cached is not None:  # as OpenAI reports a prompt-cache hit
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return usage
 
 
 class ServerProcess:

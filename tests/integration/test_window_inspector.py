@@ -143,7 +143,7 @@ def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_di
     window.inspector_action.trigger()
     qtbot.waitUntil(lambda: "No request sent yet" in window.inspector.header.text(),
                     timeout=5000)
-    llm_server.script(Answer("first answer"))
+    llm_server.script(Answer("first answer", cached=1024))
     type_and_send(qtbot, window, "a first question")
     run_until(qloop, lambda: not controller.busy())
     qtbot.waitUntil(lambda: "Since the last request" in window.inspector.header.text(),
@@ -151,6 +151,7 @@ def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_di
     text = window.inspector.header.text()
     # the request sent was system + question; the next one starts with exactly those
     assert "the first 2 of 3 messages are identical" in text
+    assert "the provider read 1,024 tokens of the last one from its cache" in text
     assert "1 entry joined, 0 entries left" in text
 
 

@@ -1,0 +1,78 @@
+"""What a request leaves behind as it goes out: its copy in `.workbench/requests/` with its
+build report (and its stable prefix against the request before it), and where a provider that
+needs marks should cache it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from core.context.builder import BuiltRequest
+from core.context.report import let_others_run
+from core.context.report_text import identical_lead, stable_prefix
+from core.llm.tokens import TokenCounter
+from core.store.errors import describe_os_error
+from core.store.requests import latest_request, save_request
+
+MAX_BREAKPOINTS = 4  # Anthropic's limit per request
+
+
+def cache_breakpoints(previous: list[dict[str, Any]] | None,
+                      messages: list[dict[str, Any]]) -> tuple[int, ...]:
+    """Where a provider that needs marks should cache this request: after the system prompt,
+    where it stops repeating the previous request (what this one can read from the cache),
+    and at its end (what the next one can)."""
+    same = identical_lead(previous, messages)
+    points = {0, len(messages) - 1}
+    if same > 1:
+        points.add(same - 1)
+    return tuple(sorted(p for p in points if p >= 0))[:MAX_BREAKPOINTS]
+
+
+class RequestCopies:
+    """The copies of a turn's requests for `.workbench/requests/`: written on a worker thread
+    once the request is on its way (never between Send and the wire), awaited before the
+    turn's entry is saved so a failure is reported with it."""
+
+    def __init__(self, requests_dir: Path | None, conv_id: str, notes: list[str],
+                 previous: list[dict[str, Any]] | None, counter: TokenCounter) -> None:
+        self._dir, self._conv_id, self._notes = requests_dir, conv_id, notes
+        self._previous, self._counter = previous, counter
+        self._waiting: list[BuiltRequest] = []
+        self._running: list[asyncio.Future[None]] = []
+
+    def add(self, built: BuiltRequest) -> None:
+        self._waiting.append(built)
+
+    def start(self) -> None:
+        while self._waiting:
+            built = self._waiting.pop(0)
+            self._running.append(asyncio.get_running_loop().run_in_executor(
+                None, self._save, built))
+
+    async def settle(self) -> None:
+        self.start()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _save(self, built: BuiltRequest) -> None:
+        """The request's stable prefix against the one sent before it (else the last copy
+        kept), then its copy."""
+        requests_dir, conv_id = self._dir, self._conv_id
+        before = self._previous
+        if before is None and requests_dir is not None:
+            last = latest_request(requests_dir, conv_id)
+            before = last[1]["messages"] if last is not None else None
+        if before is not None:
+            built.report.stable_prefix = stable_prefix(before, built.messages, built.report,
+                                                       self._counter)
+        if requests_dir is None:
+            return
+        try:
+            save_request(requests_dir, conv_id, {
+                "messages": built.messages, "tools": built.tools,
+                "report": built.report.to_json(compact=True, pause=let_others_run)})
+        except OSError as e:
+            self._notes.append(f"A copy of this request could not be kept in .workbench/"
+                               f"requests ({describe_os_error(e)}); the answer is not affected.")
