@@ -118,8 +118,8 @@ class BuildCache:
         if reusable and any(m.covers for m in history[n:]):
             # a summary arrived: what it covers leaves the candidates
             reusable, why = False, "a summary was written (compaction by the LLM)"
+        self.reset = why
         if not reusable:
-            self.reset = why
             self.history, self.cands, self.excluded, self.units = [], [], [], []
             self.encoding = counter.encoding_name
             self.view = None  # it decided over units that are gone

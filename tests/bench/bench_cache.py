@@ -97,5 +97,38 @@ def run() -> None:
                ">= 80 %")
         report(f"  compactions in {turns} turns at a {WINDOW:,}-token window", compactions,
                "", f"<= {turns // 5}")
+    stable, pairs = cli_session()
+    report(f"workbench send, {pairs + 1} turns: requests with the previous one as prefix",
+           100 * stable / pairs, "%", ">= 80 %")
 
 
+
+
+def cli_session(turns: int = 12) -> tuple[int, int]:
+    """`workbench send` turn after turn on the imported session at a 24,000-token window,
+    against the loopback server: (requests with the previous one as exact prefix, pairs)."""
+    import contextlib
+    import io
+    import os
+
+    from app.cli import main
+    from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
+
+    name, history = _history()
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server:
+        conv = project_with(Path(tmp) / "p", history, name)
+        os.environ["WORKBENCH_CONTEXT_WINDOW"] = str(WINDOW)
+        try:
+            for n in range(turns):
+                server.script(Answer(f"Answer {n}: checked, nothing to change. " * 8))
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
+                    code = main(["send", str(Path(tmp) / "p"), "--conversation", conv,
+                                 "--model", MODEL, "--api-base", server.url,
+                                 f"question {n}: what about module {n}?"])
+                assert code == 0, code
+        finally:
+            del os.environ["WORKBENCH_CONTEXT_WINDOW"]
+        sent = [r.body["messages"] for r in server.requests]
+    stable = sum(1 for a, b in zip(sent, sent[1:], strict=False) if b[:len(a)] == a)
+    return stable, len(sent) - 1

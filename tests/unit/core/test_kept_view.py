@@ -83,6 +83,8 @@ def test_what_invalidates_the_kept_compaction_is_said_in_the_report(tmp_path: Pa
         project.conversations.append(conv, annotation(first_user.id, "pin"))
         turn(project, conv, 3, mode="chat", service=service)
         assert "the history changed (a pin" in turn.report.compaction  # type: ignore[attr-defined]
+        turn(project, conv, 4, mode="chat", service=service)  # and then it is kept again
+        assert turn.report.compaction.startswith("the kept compaction, reused")  # type: ignore[attr-defined]
 
 
 def test_a_compaction_lands_near_its_target_so_it_lasts(tmp_path: Path) -> None:
@@ -94,3 +96,19 @@ def test_a_compaction_lands_near_its_target_so_it_lasts(tmp_path: Path) -> None:
     assert report.compaction.startswith("new compaction")
     # the target is half the room history has; the digest counts against it
     assert report.used <= 0.6 * report.usable
+
+
+def test_a_first_compaction_long_after_a_pin_does_not_blame_the_pin(tmp_path: Path) -> None:
+    counter = TokenCounter.for_model("gpt-4o")
+    session = [counter.with_count(m) for m in make_agent_session(30)]
+    with Project.open(tmp_path / "p", create=True) as project:
+        store = project.conversations
+        conv = store.create("growing").id
+        store.append_many(conv, session[:6])  # well below the trigger
+        service = ContextService(store, offer_tools=True)
+        service.build(conv, store.load(conv).messages, SETTINGS, "agent")
+        store.append(conv, annotation(session[0].id, "pin"))
+        service.build(conv, store.load(conv).messages, SETTINGS, "agent")  # still below
+        store.append_many(conv, session[6:])  # now far past it
+        built = service.build(conv, store.load(conv).messages, SETTINGS, "agent")
+    assert built.report.compaction == "new compaction: no compaction kept for this conversation"
