@@ -91,12 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--step-limit", type=int, metavar="N",
                        help="rounds of tool calls before the turn pauses (default 50)")
 
+    def conversation_flags(p: argparse.ArgumentParser) -> None:
+        which = p.add_mutually_exclusive_group(required=True)
+        which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
+        which.add_argument("--new", action="store_true", help="start a new conversation")
+        p.add_argument("--title", help="title of the new conversation")
+
     p = sub.add_parser("send", help="send a message and print the answer as it streams")
     p.add_argument("project", type=Path)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
-    which.add_argument("--new", action="store_true", help="start a new conversation")
-    p.add_argument("--title", help="title of the new conversation")
+    conversation_flags(p)
     model_flags(p)
     agent_flags(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
@@ -160,10 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a workflow step by step in a conversation (run mode)")
     p.add_argument("project", type=Path)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
-    which.add_argument("--new", action="store_true", help="start a new conversation")
-    p.add_argument("--title", help="title of the new conversation")
+    conversation_flags(p)
     p.add_argument("--workflow", "-w", metavar="NAME|FILE",
                    help="a workflow of the project (by name) or a .json file (copied into the "
                         "project)")
