@@ -127,6 +127,9 @@ class Engine:
         # The last request sent per conversation: the next one's stable prefix is measured
         # against it (and, for providers that need them, the cache breakpoints placed).
         self._sent: dict[str, list[dict[str, Any]]] = {}
+        # The run and step a run-mode request was built for: its answer and tool results
+        # belong there, even if the user skipped the step while it was under way.
+        self._request_tags: dict[str, dict[str, str | None]] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
         return self.context.counter(model)
@@ -231,6 +234,11 @@ class Engine:
             while history and history[-1].kind == "error":
                 history.pop()
         started = time.monotonic()
+        self._request_tags.pop(conv_id, None)
+        if mode == "run":
+            run = self.context.run_state(conv_id, history)
+            if run is not None and run.open:
+                self._request_tags[conv_id] = run.tags()
         try:
             built = self.context.build(conv_id, history, settings, mode,
                                        run_context=options.run_context, agent=options.agent)
@@ -548,10 +556,13 @@ class Engine:
         """`msg`, made in run mode, tagged with the run and the step it belongs to."""
         if msg.mode != "run" or msg.run_id is not None:
             return msg
-        run = self.run_state(conv_id)
-        if run is None or not run.open:
-            return msg
-        return msg.model_copy(update=run.tags())
+        tags = self._request_tags.get(conv_id) if msg.role != "user" else None
+        if tags is None:  # the user's message joins the step active now
+            run = self.run_state(conv_id)
+            if run is None or not run.open:
+                return msg
+            tags = run.tags()
+        return msg.model_copy(update=tags)
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

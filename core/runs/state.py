@@ -192,8 +192,8 @@ def apply(state: RunState | None, m: ConversationMessage,
                 state.status = "running"
         elif state.status == "post_run":
             state.status = "finished"
-        elif state.status != "paused":
-            state.status = "waiting"
+        elif state.status != "paused" and step is not None and step is state.active:
+            state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
         return state
     if m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
         active = state.active

@@ -36,6 +36,12 @@ async def complete_step(args: CompleteStepArgs, ctx: ToolContext) -> ToolOutput:
         raise ToolError("No step is active, so there is nothing to complete: "
                         + ("no workflow is running in this conversation." if state is None else
                            f"the run is {state.status}.") + " Carry on answering the user.")
+    asked = next((m.step_id for m in reversed(ctx.history)
+                  if m.tool_calls and any(c.id == ctx.call_id for c in m.tool_calls)), None)
+    if asked is not None and asked != active.step.id:
+        raise ToolError(f"The step this call was made for ({asked!r}) is no longer active: the "
+                        f"user skipped or redid it. The active step is now "
+                        f"{active.step.title!r}; its brief comes with the next request.")
     done = ctx.shared.setdefault(COMPLETE_STEP, [])
     assert isinstance(done, list)
     if done:

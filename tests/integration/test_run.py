@@ -297,3 +297,33 @@ def test_the_log_alone_gives_the_state(project: Project, llm_server: FakeLLMServ
     run = fold(history)
     assert run is not None and [s.status for s in run.steps] == ["done", "active", "pending"]
     assert run.steps[0].result == "listed" and run.status == "waiting"
+
+
+def test_skipping_a_step_while_its_answer_arrives_keeps_that_answer_with_its_step(
+        project: Project, llm_server: FakeLLMServer) -> None:
+    llm_server.script(complete("c1", "listed"), Answer("drafting slowly " * 8, delay=0.05),
+                      complete("c3", "reviewed"), Answer("Wrap-up."))
+    conv = project.conversations.create(title="run")
+    driver = RunDriver(build_engine(project), project.state)
+    wf = Workflow.model_validate(WORKFLOW)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(drain_async(driver.start(
+            conv.id, wf, settings(llm_server), TurnOptions(mode="run", approve="always"))))
+        while len(llm_server.requests) < 2:  # the draft step's answer is on its way
+            await asyncio.sleep(0.02)
+        driver.control(conv.id, "skip")
+        await asyncio.wait_for(task, 30)
+
+    asyncio.run(go())
+    log = project.conversations.load(conv.id).messages
+    slow = next(m for m in log if m.text().startswith("drafting slowly"))
+    assert slow.step_id == "draft"  # the step its request was made for
+    assert [b for b in BRIEFS if b in system_of(llm_server, 2)] == ["BRIEF-REVIEW"]
+    run = driver.state(conv.id)
+    assert run is not None and run.status == "finished"
+    assert [s.status for s in run.steps] == ["done", "skipped", "done"]
+
+
+async def drain_async(events: Any) -> list[EngineEvent]:
+    return [e async for e in events]
