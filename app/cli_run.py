@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli_turn import prepare_turn, print_turn
@@ -82,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 driver.control(turn.conv_id, "resume")
             events = driver.drive(turn.conv_id, turn.settings, turn.options)
         final: list[RunState] = []
-        code = print_turn(events, _progress(final))
+        code = print_turn(events, run_progress(final, args.project, turn.conv_id))
     except (RunControlError, WorkflowError) as e:
         raise CliError(str(e)) from None
     finally:
@@ -110,8 +111,10 @@ def _copy_into(workflows: Workflows, workflow: Workflow, given: str) -> None:
           file=sys.stderr)
 
 
-def _progress(final: list[RunState]) -> Callable[[EngineEvent, Callable[[str], None]], None]:
-    """Print each step as it becomes active or ends, and why the run stopped."""
+def run_progress(final: list[RunState], project: Path | None = None, conv: str = ""
+              ) -> Callable[[EngineEvent, Callable[[str], None]], None]:
+    """Print each step as it becomes active or ends, and why the run stopped, with the
+    command that carries it on."""
     from core.engine import RunUpdated
     from core.runs.state import ICON
 
@@ -130,6 +133,21 @@ def _progress(final: list[RunState]) -> Callable[[EngineEvent, Callable[[str], N
                             f"{s.step.title} — {s.status}{result}", sys.stderr))
         if event.stopped is not None:
             final.append(run)
-            note(f"workbench: {event.stopped}")
+            note(f"workbench: {_stopped(run, project, conv)}")
 
     return on_event
+
+
+def _stopped(run: RunState, project: Path | None, conv: str) -> str:
+    """Why the run stopped, and what carries it on from the command line."""
+    where = f"{project or 'PROJECT'} --conversation {conv[:12] or 'ID'}"
+    resume = f"`workbench run {where} --resume` carries it on at the step"
+    return {
+        "finished": "The workflow is complete.",
+        "aborted": "The run was aborted.",
+        "paused": f"The run is paused; {resume}.",
+        "waiting": "The model stopped without completing the step. Answer it with `workbench "
+                   f"send {where} \"...\"` (the step goes on), or {resume}.",
+        "limit": f"The step reached its limit of tool rounds; {resume}.",
+        "failed": f"The step's request failed; once the cause is fixed, {resume}.",
+    }.get(run.status, f"The run stopped ({run.status}); {resume}.")

@@ -68,6 +68,15 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             events = engine.continue_(conv_id, settings, options)
         else:
             events = engine.retry(conv_id, settings, options)
+        if options.mode == "run":  # in a run, the turn joins its step and the run goes on
+            from app.cli_run import run_progress
+            from core.runs.driver import RunDriver
+
+            driver = RunDriver(engine, turn.project.state)
+            run = driver.state(conv_id)
+            if run is not None and run.open:
+                return print_turn(driver.carry(conv_id, events, settings, options),
+                                  run_progress([], args.project, conv_id))
         return print_turn(events)
     except (NothingToContinue, NothingToRetry) as e:
         raise CliError(str(e)) from None

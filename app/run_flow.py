@@ -18,11 +18,12 @@ from PySide6.QtCore import QObject, QTimer
 
 from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
-from core.model import RunAction
+from core.model import ConversationMessage, RunAction
 from core.runs.driver import RunControlError, RunDriver
 from core.runs.files import RunFiles
 from core.runs.state import RunState, RunTracker
 from core.runs.workflow import Step, Workflow, WorkflowError, Workflows
+from core.store.conversations import DEFAULT_TITLE
 from core.store.project import Project
 from core.tools.todo import todo_state
 from ui.main_window import MainWindow
@@ -40,6 +41,7 @@ class RunHost(Protocol):
     current_id: str | None
 
     def busy(self) -> bool: ...
+    def refresh_list(self) -> None: ...
     def mode(self) -> Mode: ...
     def set_mode(self, mode: Mode) -> None: ...
 
@@ -71,8 +73,11 @@ class RunFlow(QObject):
         self.panel.control_requested.connect(self._on_panel_control_requested)
         self.panel.workflow_action.connect(self._on_panel_workflow_action)
         self.panel.step_selected.connect(self._on_panel_step_selected)
+        self.panel.workflow_chosen.connect(lambda _name: self.show_current())
+        window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         turns.run_updated.connect(self._on_turns_run_updated)
         turns.finished.connect(lambda _status: self._after_turn())
+        self._unshown: list[ConversationMessage] = []  # controls made while a turn streamed
 
     # --- project and conversation ----------------------------------------------------------------
 
@@ -93,6 +98,8 @@ class RunFlow(QObject):
 
     def conversation_shown(self, conv_id: str) -> None:
         self._message = ""
+        self._unshown = []
+        self.panel.goal.clear()
         run = self.state()
         project = self.host.project
         if run is not None and project is not None and not project.read_only:
@@ -121,8 +128,17 @@ class RunFlow(QObject):
     def show_current(self) -> None:
         run = self.state()
         # a turn in run mode: the panel's Pause and Abort act on it
-        self.panel.set_busy(self.host.busy() and self.host.mode() == "run")
-        self.panel.show_run(view_of(run, self._message) if run is not None else None)
+        busy = self.host.busy() and self.host.mode() == "run"
+        self.panel.set_busy(busy)
+        if run is not None:
+            self.panel.show_run(view_of(run, self._message, busy))
+            if run.goal and not self.panel.goal.text():
+                self.panel.goal.setText(run.goal)
+            return
+        chosen = self._found.get(self.panel.workflows.currentText())
+        self.panel.show_run(RunView(chosen[1].name, "ready", [
+            StepView(s.id, s.title, "pending", brief=s.brief) for s in chosen[1].steps])
+            if chosen is not None else None)
 
     # --- the panel -------------------------------------------------------------------------------
 
@@ -135,6 +151,22 @@ class RunFlow(QObject):
 
     def _after_turn(self) -> None:
         self._refresh.stop()
+        for entry in self._unshown:  # appended while an answer streamed: shown now
+            self.window.transcript_model.append_message(entry)
+        self._unshown = []
+        self.show_current()
+
+    def _on_mode_switcher_mode_changed(self, mode: str) -> None:
+        """Leaving Run while a run's turn is under way pauses the run after this round: the
+        other mode's prefix is for your next messages, not for the run's next step."""
+        run = self.state()
+        if mode == "run" or not self.host.busy() or run is None or not run.open or \
+                run.status == "paused" or self.driver is None or self.host.current_id is None:
+            return
+        self._record(self.host.current_id, "pause", "")
+        self.window.set_notice(f"The run of {run.workflow.name!r} pauses after this round: you "
+                               f"switched to {mode.capitalize()}. Back in Run, Resume carries "
+                               "it on.", kind="info")
         self.show_current()
 
     def _on_panel_start_requested(self, name: str, goal: str) -> None:
@@ -154,35 +186,63 @@ class RunFlow(QObject):
             return
         self.host.set_mode("run")
         self._message = ""
+        self._name_conversation(workflow)
         self.turns.start_run(lambda conv, settings, options: driver.start(
             conv, workflow, settings, options, goal))
         self.show_current()
+        self.window.composer.editor.setFocus()  # typing goes to the run, never elsewhere
 
     def _on_panel_control_requested(self, action: RunAction, step_id: str) -> None:
-        driver, conv = self.driver, self.host.current_id
-        if driver is None or conv is None:
-            return
+        conv, run = self.host.current_id, self.state()
         project = self.host.project
-        if project is None or project.read_only:
+        if self.driver is None or conv is None or project is None:
+            return
+        if project.read_only:
             self.window.set_notice("Read-only: a run cannot be changed from this window.")
+            return
+        question = _confirmation(run, action, step_id)
+        if question is None:
+            self._control(conv, action, step_id)
+            return
+        text, detail, yes = question
+        self.window.ask(text, detail, (yes, "Cancel"),
+                        lambda choice: self._control(conv, action, step_id)
+                        if choice == yes else None)
+
+    def _control(self, conv: str, action: RunAction, step_id: str) -> None:
+        """Record the control (unless only carrying on) and carry the run on where it goes."""
+        if conv != self.host.current_id or self.driver is None:
             return
         busy = self.host.busy()
         run = self.state()
-        try:
-            if action == "resume" and run is not None and run.status != "paused":
-                pass  # nothing to record: carrying on is enough
-            else:
-                driver.control(conv, action, step_id or None)
-        except RunControlError as e:
-            self.window.set_notice(str(e))
-            return
+        if not (action == "resume" and run is not None and run.status != "paused"):
+            if not self._record(conv, action, step_id):
+                return
         self._message = ""
         if action == "abort" and busy:
             self.turns.stop()
         elif action in ("resume", "skip", "redo") and not busy:
             self.host.set_mode("run")
-            self.turns.start_run(driver.drive)
+            self.turns.start_run(self.driver.drive)
         self.show_current()
+        # The button pressed may be disabled now, and Qt would hand its focus to the next
+        # widget (the conversation search): typing goes to the message box instead, once a
+        # question box that asked first has closed.
+        QTimer.singleShot(0, self.window.composer.editor.setFocus)
+
+    def _record(self, conv: str, action: RunAction, step_id: str) -> bool:
+        """The control entry, in the log and (once no answer streams) in the transcript."""
+        assert self.driver is not None
+        try:
+            entry = self.driver.control(conv, action, step_id or None)
+        except RunControlError as e:
+            self.window.set_notice(str(e))
+            return False
+        if self.host.busy():
+            self._unshown.append(entry)
+        else:
+            self.window.transcript_model.append_message(entry)
+        return True
 
     def _on_panel_step_selected(self, step_id: str) -> None:
         """Select the step's first entry in the transcript."""
@@ -233,6 +293,16 @@ class RunFlow(QObject):
             assert result is not None
             self._save(result, found[0] if action == "edit" and found else None)
 
+    def _name_conversation(self, workflow: Workflow) -> None:
+        """A conversation still untitled takes the run's name (the list tells runs apart)."""
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None:
+            return
+        meta = project.conversations.meta(conv)
+        if meta.title in ("", DEFAULT_TITLE) and not project.conversations.load(conv).messages:
+            project.conversations.rename(conv, f"Run: {workflow.name}")
+            self.host.refresh_list()
+
     def _save(self, workflow: Workflow, replace: Path | None = None) -> None:
         assert self.workflows is not None
         if self.host.project is None or self.host.project.read_only:
@@ -267,13 +337,48 @@ class RunFlow(QObject):
                         description=f"From the agent's plan in {title!r}", steps=steps)
 
 
-def view_of(run: RunState, message: str = "") -> RunView:
-    """What the panel shows of a run (plain values, a copy)."""
-    if not message and run.status == "waiting":
-        message = "The model stopped without completing the step: answer it, or Resume."
-    elif not message and run.status == "failed":
-        message = "The step's last request failed: Resume (or Continue) carries on at the step."
+def view_of(run: RunState, message: str = "", busy: bool = False) -> RunView:
+    """What the panel shows of a run (plain values, a copy). `busy`: a turn of it is under
+    way now."""
+    status: str = run.status
+    if busy and status == "paused":
+        status = "pausing"
+        message = "Pausing: the run stops when the current answer or tool round is done."
+    elif not message and not busy:
+        message = IDLE_NOTES.get(run.status, "")
     return RunView(
-        workflow=run.workflow.name, status=run.status, goal=run.goal, message=message,
+        workflow=run.workflow.name, status=status, goal=run.goal, message=message,
         steps=[StepView(s.step.id, s.step.title, s.status, s.result, s.elapsed_s(), s.tokens,
                         s.error, s.step.brief) for s in run.steps])
+
+
+IDLE_NOTES = {  # what a run waits for when no turn of it is under way
+    "waiting": "The model stopped without completing the step: answer it, or Resume.",
+    "failed": "The step's last request failed: Resume carries on at the step once the cause "
+              "is fixed (Retry on the error runs the request again).",
+    "limit": "The step reached its limit of tool rounds: Resume (or Continue) lets it go on.",
+    "running": "Not running now (the app closed while it worked): Resume carries on at the "
+               "active step.",
+    "post_run": "Every step is done; the wrap-up is not written yet: Resume writes it.",
+}
+
+
+def _confirmation(run: RunState | None, action: str, step_id: str
+                  ) -> tuple[str, str, str] | None:
+    """(question, detail, the button that goes ahead) for a control that loses work."""
+    if run is None:
+        return None
+    if action == "abort":
+        return (f"Abort the run of {run.workflow.name!r}?",
+                "It ends at the step it is on; everything it did stays in the conversation. "
+                "Redo a step to start again from there.", "Abort run")
+    target = run.step(step_id) if step_id else None
+    if action == "redo" and target is not None:
+        at = run.steps.index(target)
+        done = [s for s in run.steps[at:] if s.status in ("done", "skipped")]
+        if done:
+            return (f"Redo step {at + 1} ({target.step.title})?",
+                    f"It and the steps after it start over; the results of {len(done)} "
+                    "finished step(s) no longer count (their entries stay in the "
+                    "conversation).", "Redo")
+    return None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QInputDialog,
@@ -152,6 +153,8 @@ class MainWindow(QMainWindow):
         self.run_panel = RunPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.run_panel)
         self.run_panel.hide()
+        self.run_panel.visibilityChanged.connect(
+            lambda visible: self._make_room(self.run_panel) if visible else None)
 
         self.model_label = QLabel(self)
         self.state_label = QLabel(self)
@@ -224,14 +227,17 @@ class MainWindow(QMainWindow):
         edit.addAction(focus)
 
     def _on_inspector_shown(self, visible: bool) -> None:
-        if not visible:
-            return
-        # Room for its reasons, taken from the transcript, never from the conversation list.
+        if visible:
+            self._make_room(self.inspector)
+
+    def _make_room(self, dock: QDockWidget) -> None:
+        """Room for a side panel, taken from the transcript, never from the conversation
+        list (nor by widening the window)."""
         left = self.splitter.sizes()[0]
         right = self.splitter.widget(1)
         right_min = right.minimumSizeHint().width() if right is not None else 600
         width = max(320, min(520, self.width() - left - right_min - 24))
-        self.resizeDocks([self.inspector], [width], Qt.Orientation.Horizontal)
+        self.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
         total = sum(self.splitter.sizes())
         self.splitter.setSizes([left, max(0, total - left)])
 

@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (
 
 ICONS = {"pending": "○", "active": "▶", "done": "✓", "skipped": "↷", "failed": "✗"}
 ACTIVE_BG = QColor("#dbeafe")
-STATUS_TEXT = {"running": "running", "waiting": "waiting for you", "limit": "at its step limit",
+STATUS_TEXT = {"ready": "not started", "pausing": "pausing after this round",
+               "running": "running", "waiting": "waiting for you", "limit": "at its step limit",
                "failed": "failed", "paused": "paused", "post_run": "writing the wrap-up",
                "finished": "complete", "aborted": "aborted"}
 
@@ -53,7 +54,8 @@ class RunView:
 
     @property
     def open(self) -> bool:
-        return self.status not in ("finished", "aborted")
+        """A run that can go on (not a workflow shown before it starts, not an ended run)."""
+        return self.status not in ("finished", "aborted", "ready")
 
 
 class RunPanel(QDockWidget):
@@ -64,12 +66,14 @@ class RunPanel(QDockWidget):
         workflow_action(str, str): new | edit | duplicate | delete | save_plan, and the
             workflow's name ("" for new and save_plan).
         step_selected(str): a step was clicked (its id): show its entries.
+        workflow_chosen(str): another workflow was picked (its name).
     """
 
     start_requested = Signal(str, str)
     control_requested = Signal(str, str)
     workflow_action = Signal(str, str)
     step_selected = Signal(str)
+    workflow_chosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Run", parent)
@@ -86,6 +90,7 @@ class RunPanel(QDockWidget):
         pick.addWidget(label)
         pick.addWidget(self.workflows, 1)
         layout.addLayout(pick)
+        self.workflows.currentTextChanged.connect(self.workflow_chosen)
         manage = QHBoxLayout()
         self._manage: dict[str, QPushButton] = {}
         for action, text, tip in (
@@ -186,8 +191,11 @@ class RunPanel(QDockWidget):
             self._update_buttons()
             return
         done = sum(1 for s in view.steps if s.status in ("done", "skipped"))
-        self.title.setText(f"{view.workflow} · {done} of {len(view.steps)} steps · "
-                           f"{STATUS_TEXT.get(view.status, view.status)}")
+        if view.status == "ready":  # a workflow's steps before a run of it starts
+            self.title.setText(f"{view.workflow} · {len(view.steps)} steps · not started")
+        else:
+            self.title.setText(f"{view.workflow} · {done} of {len(view.steps)} steps · "
+                               f"{STATUS_TEXT.get(view.status, view.status)}")
         self.message.setText(view.message)
         for n, step in enumerate(view.steps, 1):
             item = QTreeWidgetItem([f"{ICONS.get(step.status, '?')} {n}. {step.title}",
@@ -258,7 +266,8 @@ class RunPanel(QDockWidget):
         self.pause_button.setEnabled((running or busy) and not (busy and paused))
         active = view is not None and any(s.status in ("active", "failed") for s in view.steps)
         self.skip_button.setEnabled(running and active)
-        self.redo_button.setEnabled(view is not None and bool(self.selected_step()) and not busy)
+        self.redo_button.setEnabled(view is not None and view.status != "ready"
+                                    and bool(self.selected_step()) and not busy)
         self.abort_button.setEnabled(running or busy)
 
     def _on_selection(self) -> None:

@@ -73,7 +73,7 @@ def header_line(row: Row) -> tuple[str, str]:
     if m is not None and not m.include_in_context:
         marks.append("⊘ not sent" if m.kind != "summary" else "⊘ undone")
     if m is not None and m.step_id is not None:
-        marks.append(f"▸ step {m.step_id}")
+        marks.append(f"▸ {m.step_id}")
     if marks:
         meta = " · ".join([*marks, meta] if meta else marks)
     return title, meta

@@ -55,13 +55,11 @@ class StepState:
     tokens: int = 0
     rounds: int = 0
     error: str = ""
+    busy_ms: int = 0  # time its requests and tools took (not pauses, not a closed app)
 
-    def elapsed_s(self, now: datetime | None = None) -> float:
-        """Seconds from the step's start to its end (or its last entry, or `now`)."""
-        if self.started_at is None:
-            return 0.0
-        end = self.finished_at or now or self.updated_at or self.started_at
-        return max(0.0, (end - self.started_at).total_seconds())
+    def elapsed_s(self) -> float:
+        """Seconds the step has been worked on: its answers' and tools' own durations."""
+        return self.busy_ms / 1000
 
 
 @dataclass
@@ -133,7 +131,8 @@ class RunState:
             "steps": [{"id": s.step.id, "title": s.step.title, "status": s.status,
                        "result": s.result, "started_at": when(s.started_at),
                        "finished_at": when(s.finished_at), "tokens": s.tokens,
-                       "rounds": s.rounds, "error": s.error} for s in self.steps]}
+                       "rounds": s.rounds, "error": s.error, "busy_ms": s.busy_ms}
+                      for s in self.steps]}
 
 
 def fold(history: Sequence[ConversationMessage], run_id: str | None = None) -> RunState | None:
@@ -161,6 +160,8 @@ def apply(state: RunState | None, m: ConversationMessage,
         if m.usage:
             step.tokens += int(m.usage.get("prompt_tokens") or 0) + \
                 int(m.usage.get("completion_tokens") or 0)
+        if m.duration_ms:
+            step.busy_ms += m.duration_ms
     if event is not None:
         _control(state, event.action, event.step_id, m.created_at)
         return state
@@ -222,6 +223,9 @@ def _started(m: ConversationMessage) -> RunState | None:
 def _control(state: RunState, action: str, step_id: str | None, at: datetime) -> None:
     if action == "abort":
         state.status = "aborted"
+        for s in state.steps:  # the step it was on ends there
+            if s.status in ("active", "failed"):
+                s.status, s.error, s.finished_at = "failed", "the run was aborted here", at
     elif state.status in ("aborted", "finished") and action != "redo":
         return
     elif action == "pause":
@@ -239,6 +243,7 @@ def _control(state: RunState, action: str, step_id: str | None, at: datetime) ->
         at_index = state.steps.index(target)
         for s in state.steps[at_index:]:
             s.status, s.result, s.error, s.rounds = "pending", "", "", 0
+            s.tokens = s.busy_ms = 0
             s.started_at = s.finished_at = None
         for s in state.steps[:at_index]:  # one active step at a time
             if s.status in ("active", "failed"):

@@ -57,6 +57,16 @@ def test_run_from_a_file_to_completion_then_listed(capsys, project_dir: Path, fl
     code, _, err = cli(capsys, "run", project_dir, "--new", "--workflow", "release notes",
                        *model_args(llm_server))
     assert code == 3 and "copied" not in err and "without completing the step" in err
+    conv = next(line.split()[1] for line in err.splitlines() if line.startswith("conversation"))
+    assert f"workbench send {project_dir} --conversation {conv[:12]}" in err
+    # answering from the command line joins the step, and the run goes on from there
+    llm_server.script(complete("d1", "listed from the answer"), complete("d2", "drafted"),
+                      complete("d3", "reviewed"), Answer("All done now."))
+    code, out, err = cli(capsys, "send", project_dir, "--conversation", conv,
+                         "--model", MODEL, "--api-base", llm_server.url, "they are in CHANGES")
+    assert code == 0, err
+    assert "✓ step 1/3 Collect the changes — done: listed from the answer" in err
+    assert "The workflow is complete." in err and "All done now." in out
 
 
 def test_an_error_mid_run_exits_2_and_resume_carries_on_at_the_step(
@@ -66,6 +76,7 @@ def test_an_error_mid_run_exits_2_and_resume_carries_on_at_the_step(
                        *model_args(llm_server))
     assert code == 2 and "HTTP 500" in err
     conv = conversation(project_dir)
+    assert f"workbench run {project_dir} --conversation {conv[:12]} --resume" in err
     llm_server.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
     code, out, err = cli(capsys, "run", project_dir, "--conversation", conv, "--resume",
                          *model_args(llm_server))

@@ -37,6 +37,20 @@ def panel_steps(window) -> list[str]:  # noqa: ANN001
     return [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())]
 
 
+def answer_box(qloop, button: str) -> None:  # noqa: ANN001
+    """Press `button` on the question box the window shows (non-modal)."""
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    def box() -> QMessageBox | None:
+        return next((w for w in QApplication.topLevelWidgets()
+                     if isinstance(w, QMessageBox) and w.isVisible()), None)
+
+    run_until(qloop, lambda: box() is not None)
+    found = box()
+    assert found is not None
+    next(b for b in found.buttons() if b.text() == button).click()
+
+
 def start_from_panel(qtbot, window, goal: str = "") -> None:  # noqa: ANN001
     panel = window.run_panel
     panel.workflows.setCurrentText("Release notes")
@@ -53,6 +67,11 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
     qtbot.mouseClick(window.mode_switcher.buttons["run"], Qt.MouseButton.LeftButton)
     assert window.run_panel.isVisible()  # switching to Run shows where runs start
     assert window.run_panel.workflows.currentText() == "Release notes"
+    # before it starts, the workflow's steps are there to read
+    assert window.run_panel.title.text() == "Release notes · 3 steps · not started"
+    assert panel_steps(window) == ["○ 1. Collect the changes", "○ 2. Draft the notes",
+                                   "○ 3. Review"]
+    width = window.width()
     start_from_panel(qtbot, window, "v2.0")
     run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
     assert window.mode_switcher.mode() == "run"
@@ -63,8 +82,10 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
         assert brief in provider.requests[n].body["messages"][0]["content"]
     # the transcript says which step each entry belongs to
     rows = window.transcript_model.rows()
-    assert any("▸ step draft" in header_line(r)[1] for r in rows)
+    assert any("▸ draft" in header_line(r)[1] for r in rows)
     assert rows[-1].message is not None and rows[-1].message.text() == "Wrap-up: done."
+    assert window.width() == width  # the panel took room from the transcript
+    assert window.conversations.list.item(0).text().startswith("Run: Release notes\n")
     assert window.run_panel.start_button.isEnabled()
 
 
@@ -79,6 +100,7 @@ def test_pause_stops_after_the_round_and_resume_goes_on(qtbot, qloop, project: P
     run_until(qloop, lambda: len(provider.requests) >= 2)
     assert window.run_panel.pause_button.text() == "&Pause"
     qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
+    assert "pausing after this round" in window.run_panel.title.text()  # not paused yet
     run_until(qloop, lambda: not controller.busy())
     assert "paused" in window.run_panel.title.text()
     assert len(provider.requests) == 2  # nothing more was sent once paused
@@ -145,11 +167,23 @@ def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
     tree.setCurrentItem(tree.topLevelItem(0))
     provider.script(Answer("listing again"), Answer("listing"))
     qtbot.mouseClick(window.run_panel.redo_button, Qt.MouseButton.LeftButton)
+    answer_box(qloop, "Redo")  # finished steps would no longer count: asked first
     run_until(qloop, lambda: not controller.busy() and len(provider.requests) == 7)
     assert panel_steps(window) == ["▶ 1. Collect the changes", "○ 2. Draft the notes",
                                    "○ 3. Review"]
+    run_until(qloop, lambda: window.focusWidget() is window.composer.editor)  # not the search
+    # what you did shows in the transcript, as it is in the log
+    said = [r.text for r in window.transcript_model.rows()
+            if header_line(r)[0] == "▶ Run"]
+    assert said == ["Run: step 2 (Draft the notes) skipped by you.",
+                    "Run: step 1 (Collect the changes) is redone; the steps after it start over."]
     qtbot.mouseClick(window.run_panel.abort_button, Qt.MouseButton.LeftButton)
+    answer_box(qloop, "Cancel")
+    assert "aborted" not in window.run_panel.title.text()
+    qtbot.mouseClick(window.run_panel.abort_button, Qt.MouseButton.LeftButton)
+    answer_box(qloop, "Abort run")
     run_until(qloop, lambda: "aborted" in window.run_panel.title.text())
+    assert panel_steps(window)[0] == "✗ 1. Collect the changes"  # where it ended
     with Project.open(project, read_only=True) as p:
         conv = p.conversations.list()[0].id
         actions = [m.run_event.action for m in p.conversations.load(conv).messages
@@ -205,3 +239,18 @@ def test_the_agents_plan_becomes_a_workflow_and_can_be_duplicated_and_deleted(
     confirm()
     run_until(qloop, lambda: window.run_panel.workflows.count() == len(names))
     assert not (project / ".workbench" / "workflows" / "release-notes-copy.json").exists()
+
+
+def test_switching_to_chat_during_a_run_pauses_it_after_the_round(
+        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+    provider.script(complete("c1", "listed"), Answer("Thinking about the draft " * 10, delay=0.1),
+                    Answer("should not be asked for"))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: len(provider.requests) >= 2)
+    qtbot.mouseClick(window.mode_switcher.buttons["chat"], Qt.MouseButton.LeftButton)
+    assert "pauses after this round" in window.notice_label.text()
+    run_until(qloop, lambda: not controller.busy())
+    assert len(provider.requests) == 2  # no nudge with the run's tools once you left
+    assert "paused" in window.run_panel.title.text()
