@@ -21,8 +21,10 @@ from core.context.report_text import (
     inspector_header,
     inspector_rows,
     saved_view,
+    sent_before,
     since_last,
 )
+from core.engine import Engine
 from core.model import ConversationMessage, annotation
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -41,6 +43,7 @@ KeptRows = tuple[BuildReport, int, str, Rows]
 
 class InspectorHost(Protocol):
     project: Project | None
+    engine: Engine | None
     current_id: str | None
 
     def refresh_usage(self) -> None: ...
@@ -52,7 +55,8 @@ class InspectorFlow:
         self.host = host
         self.meter = meter
         self.panel = window.inspector
-        self._previous: tuple[Path, dict[str, Any]] | None = None  # the last request's copy
+        # the last request's copy read from disk: (path, its messages, the ids it carried)
+        self._previous: tuple[Path, tuple[list[Any], set[str] | None]] | None = None
         meter.listeners.append(self.refresh)
         self.panel.visibilityChanged.connect(self._on_visibility_changed)
         self.panel.entry_clicked.connect(self.show_entry)
@@ -246,13 +250,22 @@ class InspectorFlow:
         newest = saved_requests(project.state / "requests", conv)[:1]
         if not newest or self.meter.context is None:
             return None
-        previous = self._previous
-        if previous is None or previous[0] != newest[0]:
-            previous = latest_request(project.state / "requests", conv)  # once per request
-            if previous is None:
-                return None
-            self._previous = previous
-        path, data = previous
+        engine = self.host.engine
+        kept = engine.kept_request(conv) if engine is not None else None
+        if kept is not None and kept[0] == newest[0]:
+            # sent from this window: the request is still in memory (its copy is megabytes
+            # on a long log, and one json.loads of it holds the GIL the window waits for)
+            path = kept[0]
+            before: tuple[list[Any], set[str] | None] = (kept[1].messages,
+                                                         kept[1].report.sent_ids())
+        else:
+            previous = self._previous
+            if previous is None or previous[0] != newest[0]:
+                found = latest_request(project.state / "requests", conv)  # once per request
+                if found is None:
+                    return None
+                previous = self._previous = (found[0], sent_before(found[1]))
+            path, before = previous
         try:
             when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
         except OSError:
@@ -260,7 +273,7 @@ class InspectorFlow:
         report = built.report
         answer = next((m for m in reversed(project.conversations.load(conv).messages)
                        if m.role == "assistant" and m.usage), None)  # to the last request
-        return report, path, since_last(data, built.messages, report,
+        return report, path, since_last(*before, built.messages, report,
                                         self.meter.context.counter(report.model), when,
                                         cached_tokens(answer.usage) if answer else None)
 

@@ -130,6 +130,9 @@ class Engine:
         # The run and step a run-mode request was built for: its answer and tool results
         # belong there, even if the user skipped the step while it was under way.
         self._request_tags: dict[str, dict[str, str | None]] = {}
+        # conversation -> (its newest kept copy, the request it holds): what was last sent,
+        # in memory, so nothing reads a copy of megabytes back while the next turn runs
+        self._kept: dict[str, tuple[Path, BuiltRequest]] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
         return self.context.counter(model)
@@ -252,7 +255,8 @@ class Engine:
             return
         notes: list[str] = []
         previous = self._sent.get(conv_id)
-        copies = RequestCopies(self.requests_dir, conv_id, notes, previous, counter)
+        copies = RequestCopies(self.requests_dir, conv_id, notes, previous, counter,
+                               self._kept)
         copies.add(built)
         yield RequestBuilt(built)
         messages = built.messages
@@ -719,6 +723,11 @@ class Engine:
                     "when complete.")
             if note not in notes:
                 notes.append(note)
+
+    def kept_request(self, conv_id: str) -> tuple[Path, BuiltRequest] | None:
+        """The newest copy this engine kept of a request of the conversation, with the request
+        itself (what `read_request` of that path would give, without reading it back)."""
+        return self._kept.get(conv_id)
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         return self.context.budget_message(e, settings)

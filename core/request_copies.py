@@ -36,8 +36,10 @@ class RequestCopies:
     turn's entry is saved so a failure is reported with it."""
 
     def __init__(self, requests_dir: Path | None, conv_id: str, notes: list[str],
-                 previous: list[dict[str, Any]] | None, counter: TokenCounter) -> None:
+                 previous: list[dict[str, Any]] | None, counter: TokenCounter,
+                 kept: dict[str, tuple[Path, BuiltRequest]] | None = None) -> None:
         self._dir, self._conv_id, self._notes = requests_dir, conv_id, notes
+        self._kept = kept  # conversation -> (its newest copy, the request it holds)
         self._previous, self._counter = previous, counter
         self._waiting: list[BuiltRequest] = []
         self._running: list[asyncio.Future[None]] = []
@@ -70,9 +72,11 @@ class RequestCopies:
         if requests_dir is None:
             return
         try:
-            save_request(requests_dir, conv_id, {
+            path = save_request(requests_dir, conv_id, {
                 "messages": built.messages, "tools": built.tools,
                 "report": built.report.to_json(compact=True, pause=let_others_run)})
+            if self._kept is not None:
+                self._kept[conv_id] = (path, built)
         except OSError as e:
             self._notes.append(f"A copy of this request could not be kept in .workbench/"
                                f"requests ({describe_os_error(e)}); the answer is not affected.")

@@ -177,28 +177,36 @@ def cached_tokens(usage: dict[str, Any] | None) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def since_last(previous: dict[str, Any], messages: list[dict[str, Any]], report: BuildReport,
-               counter: TokenCounter, when: str, cached: int | None = None) -> str:
-    """What changed since the last request sent (`previous`: its saved copy): the stable
-    prefix, the leading messages identical to it (what a provider's prompt cache can reuse),
-    the entries that joined or left the request, and (`cached`) what the provider said it
-    read from its cache for the last one."""
-    figures = stable_prefix(previous.get("messages") or [], messages, report, counter)
+def since_last(before: list[Any], sent_before: set[str] | None, messages: list[dict[str, Any]],
+               report: BuildReport, counter: TokenCounter, when: str,
+               cached: int | None = None) -> str:
+    """What changed since the last request sent (`before`: its messages; `sent_before`: the
+    ids of the entries it carried, None when unknown): the stable prefix, the leading messages
+    identical to it (what a provider's prompt cache can reuse), the entries that joined or
+    left the request, and (`cached`) what the provider said it read from its cache for the
+    last one."""
+    figures = stable_prefix(before, messages, report, counter)
     same, stable, total = figures["messages"], figures["tokens"], figures["of_tokens"]
-    old_report = previous.get("report") if isinstance(previous.get("report"), dict) else {}
-    old_sent = sent_in(old_report, SENT) if isinstance(old_report, dict) else None
-    sent_before = old_sent or set()
-    sent_now = report.sent_ids()
-    added, gone = len(sent_now - sent_before), len(sent_before - sent_now)
     line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
             f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "
             "a provider's prompt cache can reuse")
     if cached is not None:
         line += f"; the provider read {cached:,} tokens of the last one from its cache"
-    if old_sent is not None:
+    if sent_before is not None:
+        sent_now = report.sent_ids()
+        added, gone = len(sent_now - sent_before), len(sent_before - sent_now)
         line += (f"; {added:,} {'entry' if added == 1 else 'entries'} joined, {gone:,} "
                  f"{'entry' if gone == 1 else 'entries'} left")
     return line + "."
+
+
+def sent_before(copy: dict[str, Any]) -> tuple[list[Any], set[str] | None]:
+    """A kept request's copy (its JSON) as `since_last` takes it: its messages, and the ids
+    of the entries it carried (None when its report has no entries)."""
+    report = copy.get("report")
+    messages = copy.get("messages")
+    return (messages if isinstance(messages, list) else [],
+            sent_in(report, SENT) if isinstance(report, dict) else None)
 
 
 def saved_view(report: dict[str, Any], positions: dict[str, int]

@@ -360,7 +360,7 @@ def test_since_last_counts_the_stable_prefix_the_provider_can_reuse() -> None:
     build(history, full_size(history) // 3, cache)
     more = history + [COUNTER.with_count(ConversationMessage(role="user", content="next"))]
     built = build(more, full_size(history) // 3, cache)
-    line = since_last({"messages": first.messages}, built.messages, built.report, COUNTER, "now")
+    line = since_last(first.messages, None, built.messages, built.report, COUNTER, "now")
     same = len(first.messages)
     assert built.messages[:same] == first.messages
     stable = sum(COUNTER.openai_message(m) for m in built.messages[:same])

@@ -157,9 +157,11 @@ def test_each_built_request_is_saved_with_its_report(project: Project, llm_serve
 
     conv = project.conversations.create()
     llm_server.script(Answer("ok"))
+    engine_of: list[Engine] = []
 
     async def go() -> None:
         engine = Engine(project.conversations, requests_dir=project.state / "requests")
+        engine_of.append(engine)
         async for _ in engine.send(conv.id, "hello", settings(llm_server),
                                    TurnOptions(mode="agent")):
             pass
@@ -171,6 +173,18 @@ def test_each_built_request_is_saved_with_its_report(project: Project, llm_serve
     assert data["messages"] == llm_server.requests[0].body["messages"]
     assert data["report"]["mode"] == "agent" and data["report"]["used"] > 0
     assert "engineer" in data["messages"][0]["content"]  # the agent persona
+    # ... and the engine still holds the request of its newest copy: the Inspector's "since
+    # the last request" line reads the same from it as from the copy, without reading it back
+    from core.context.report_text import sent_before, since_last
+
+    path, built = engine_of[0].kept_request(conv.id) or (None, None)
+    assert path == saved[0] and built is not None
+    assert built.messages == data["messages"]
+    assert built.report.sent_ids() == sent_before(data)[1]
+    counter = engine_of[0].counter(None)
+    assert since_last(built.messages, built.report.sent_ids(), built.messages, built.report,
+                      counter, "now") == \
+        since_last(*sent_before(data), built.messages, built.report, counter, "now")
 
 
 def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_server, tmp_path) -> None:
