@@ -29,6 +29,9 @@ from core.settings import SettingsError
 from core.store.project import Project
 from ui.main_window import MainWindow
 
+AUTO_RETRY_ROWS = 20  # after a failed automatic summary, the log grows this much before the next
+AUTO_RETRY_MAX = 320  # ... twice as much after each further failure, up to this
+
 
 class CompactionHost(Protocol):
     project: Project | None
@@ -70,6 +73,11 @@ class CompactionFlow(QObject):
         self._conv: str | None = None
         self._automatic = False
         self._last_auto: dict[str, int] = {}  # conversation -> log length at its last try
+        # conversation -> (growth the log needs before the next automatic try, whether its
+        # last failure was said): a summary that keeps failing (no key for the summary model,
+        # a provider down) is neither replanned over the whole log nor said again each turn
+        self._backoff: dict[str, tuple[int, bool]] = {}
+        settings_flow.changed.connect(self._backoff.clear)  # fixed settings: try again
         window.compact_requested.connect(self.ask_and_compact)
         window.inspector.compact_requested.connect(self._compact_from_panel)
         self.idle.connect(lambda: window.inspector.set_compacting(False))
@@ -133,7 +141,9 @@ class CompactionFlow(QObject):
         conv = self.host.current_id
         if status != "ok" or conv is None or not above_trigger(report):
             return
-        if self._last_auto.get(conv) == log_length:
+        last = self._last_auto.get(conv)
+        wait = self._backoff.get(conv, (1, False))[0]
+        if last is not None and last <= log_length < last + wait:
             return
         self._last_auto[conv] = log_length
         self.compact(automatic=True)
@@ -146,11 +156,13 @@ class CompactionFlow(QObject):
         model = self.settings_flow.model_label()
         shown = self._conv == self.host.current_id
         if isinstance(event, CompactionStarted):
+            self.window.set_status(model, "Summarizing older history…")
+            if self._quiet():
+                return
             what = "Preparing a summary in the background" if event.automatic else "Summarizing"
             calls = f" in {event.calls} calls" if event.calls > 1 else ""
             self.window.set_notice(f"{what}: {event.entries:,} older entries, with "
                                    f"{event.model}{calls}…", kind="info")
-            self.window.set_status(model, "Summarizing older history…")
         elif isinstance(event, CompactionProgress):
             self.window.set_status(model, f"Summarizing older history… {event.chars:,} "
                                           f"characters ({event.call}/{event.calls})")
@@ -159,12 +171,34 @@ class CompactionFlow(QObject):
         elif isinstance(event, SaveFailed):
             self.window.set_notice(event.message)
         elif isinstance(event, CompactionFinished):
-            if event.status != "skipped" or not event.automatic:
+            said = self._after_summary(event)
+            if (event.status != "skipped" or not event.automatic) and not said:
                 prefix = "Automatic summary: " if event.automatic else ""
                 self.window.set_notice(prefix + event.message,
                                        kind="info" if event.status == "ok" else "problem")
             self.window.set_status(model, "Ready")
             self.finished.emit(event)
+
+    def _after_summary(self, event: CompactionFinished) -> bool:
+        """Note how a summary ended for the automatic ones to come; True when it is a failed
+        automatic summary whose failure was already said (the user is not told again)."""
+        conv = self._conv
+        if conv is None or event.status == "stopped":
+            return False
+        if event.status == "ok":
+            self._backoff.pop(conv, None)
+            return False
+        if event.status != "failed" or not event.automatic:
+            return False
+        said = self._quiet()
+        wait = self._backoff[conv][0] * 2 if said else AUTO_RETRY_ROWS
+        self._backoff[conv] = (min(AUTO_RETRY_MAX, wait), True)
+        return said
+
+    def _quiet(self) -> bool:
+        """The running summary is an automatic retry after a failure that was said: it is
+        shown in the status bar only, and a success alone makes it to the notice."""
+        return self._automatic and self._backoff.get(self._conv or "", (0, False))[1]
 
     def _on_done(self, outcome: str) -> None:
         self._handle = None

@@ -130,6 +130,44 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
     assert after == before
 
 
+def test_a_failing_automatic_summary_is_said_once_and_waits_for_the_log_to_grow(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    import app.compaction_flow
+
+    monkeypatch.setattr(app.compaction_flow, "AUTO_RETRY_ROWS", 4)  # two turns, not ten
+    conv = long_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    done = finished_events(controller.compaction)
+
+    def turn(text: str) -> None:
+        type_and_send(qtbot, window, text)
+        run_until(qloop, lambda: not controller.busy())
+
+    llm_server.script(Answer("next answer"), HttpError(500))
+    turn("carry on")
+    run_until(qloop, lambda: bool(done))
+    assert done[0].status == "failed" and done[0].automatic
+    assert "Automatic summary: The summary failed" in window.notice_label.text()
+    window.set_notice(None)  # the user has read it
+    llm_server.script(Answer("second"))
+    turn("go on")  # the log grew by one round only: no new try
+    assert not controller.compaction.running() and len(llm_server.requests) == 3
+    llm_server.script(Answer("third"), HttpError(500))
+    turn("and on")  # grown enough: tried again, and failing again it is not said again
+    run_until(qloop, lambda: len(done) == 2)
+    assert done[1].status == "failed" and len(llm_server.requests) == 5
+    assert not window.notice.isVisible()
+    llm_server.script(Answer("fourth"))
+    turn("more")  # the next try waits twice as long
+    assert not controller.compaction.running() and len(llm_server.requests) == 6
+    # Compact now works at any time, and says how it went
+    llm_server.script(Answer(SUMMARY))
+    assert controller.compaction.compact_with("")
+    run_until(qloop, lambda: len(done) == 3)
+    assert done[2].status == "ok" and "Summarized" in window.notice_label.text()
+
+
 def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
         qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
