@@ -77,6 +77,7 @@ class InspectorFlow:
         self._draft = 0
         self._saved: list[Path] = []
         self._rows: KeptRows | None = None  # the last report's rows
+        self._positions: tuple[int, str, dict[str, int]] = (0, "", {})  # see _positions_in
         self._since: tuple[BuildReport, Path, str] | None = None  # and its "since the last"
         self._comparing: tuple[BuildReport, Path] | None = None  # a comparison under way
         self._shown_draft = ""  # the draft the decisions follow now ("" none)
@@ -106,7 +107,7 @@ class InspectorFlow:
         for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
         if not self._shown:
             return None
-        return _kept_rows(built.report, messages, let_others_run)
+        return self._kept_rows(built.report, messages, let_others_run)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible
@@ -201,7 +202,7 @@ class InspectorFlow:
             self._rows = prepared
         if self._rows is not None and self._rows[0] is report and _holds(self._rows, messages):
             return self._rows[3]
-        self._rows = _kept_rows(report, messages)
+        self._rows = self._kept_rows(report, messages)
         return self._rows[3]
 
     def _since_last(self, project: Project, conv: str, report: BuildReport) -> str | None:
@@ -302,13 +303,30 @@ class InspectorFlow:
             self.panel.clear(f"The kept request {path.name} cannot be read.")
             return
         report = data["report"]
-        positions = {m.id: n for n, m in enumerate(messages, start=1)}
-        header, parts, rows = saved_view(report, positions)
+        header, parts, rows = saved_view(report, self._positions_in(messages))
         self.panel.show_request(f"{self._label(path)} ({len(data.get('messages') or []):,} "
                                 f"messages, as kept in .workbench/requests)\n{header}",
                                 parts, rows)
         if self.panel.model_view.isChecked():
             self._dim(_left_out(rows))
+
+    def _kept_rows(self, report: BuildReport, messages: list[ConversationMessage],
+                   pause: Callable[[], None] | None = None) -> KeptRows:
+        return (report, len(messages), messages[-1].id if messages else "",
+                inspector_rows(report, self._positions_in(messages), pause))
+
+    def _positions_in(self, messages: list[ConversationMessage]) -> dict[str, int]:
+        """Entry id -> its number in the log. Kept from one request to the next: the log only
+        grows at its end, so only the new entries are numbered (not 10,000 each time). Read
+        on the meter's thread and the window's: the dict is only ever added to, with the
+        numbers it would have anyway; a log with another start gets a new one."""
+        length, last, positions = self._positions
+        if not (len(messages) >= length and (length == 0 or messages[length - 1].id == last)):
+            length, positions = 0, {}
+        for n in range(length, len(messages)):
+            positions[messages[n].id] = n + 1
+        self._positions = (len(messages), messages[-1].id if messages else "", positions)
+        return positions
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call
@@ -325,13 +343,6 @@ class InspectorFlow:
                 view.scrollTo(index)
                 return
 
-
-
-def _kept_rows(report: BuildReport, messages: list[ConversationMessage],
-               pause: Callable[[], None] | None = None) -> KeptRows:
-    positions = {m.id: n for n, m in enumerate(messages, start=1)}
-    return (report, len(messages), messages[-1].id if messages else "",
-            inspector_rows(report, positions, pause))
 
 
 def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
