@@ -501,15 +501,17 @@ def _compact(cands: list[tuple[ConversationMessage, int]], units: list[_Unit], f
         openings = sum(min(plan.unit_tokens[n], 22) for n in range(tail) if units[n].user)
         reserve = min(target // 2, max(min(cap, max(200, target // 10)), openings + 80))
         before = dict(plan.left_out)
-        select(plan, units, tail, target - reserve, memo, first, protected, logged=cands)
+        chosen = select(plan, units, tail, target - reserve, memo, first, protected,
+                        logged=cands)
         selecting = _ms(t)
         t = time.perf_counter()
         _digest(plan, units, fixed, usable, counter, memo)
-        if plan.digest_tokens > reserve + max(100, target // 20):
+        if chosen and plan.digest_tokens > reserve + max(100, target // 20):
             # The digest took more than the room kept for it: select again with the room it
             # really takes, so the compaction lands near its target. (Past it, the next
             # builds would reach the trigger sooner and compact again: each new compaction
             # changes the request's prefix, which a provider's prompt cache needs unchanged.)
+            # With only mandatory units chosen, selecting again could not do better.
             plan.left_out = before
             select(plan, units, tail, target - plan.digest_tokens, memo, first, protected,
                    logged=cands)

@@ -296,11 +296,12 @@ def _short_arguments(arguments: str) -> str:
 
 def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
            memo: CompactionMemo, first: int = 0, protected: set[int] | None = None,
-           logged: list[tuple[ConversationMessage, int]] | None = None) -> None:
+           logged: list[tuple[ConversationMessage, int]] | None = None) -> int:
     """Keep the mandatory units and the best-scoring others within `room` tokens; the rest
     go to `plan.left_out`. Units before `first` (see `horizon`) are left out unless
     mandatory, without being scored. Scores are of the `logged` entries (the candidates before
-    any stage shortened them; `plan.cands` when not given)."""
+    any stage shortened them; `plan.cands` when not given). Returns how many units it chose
+    besides the mandatory ones."""
     logged = logged if logged is not None else plan.cands
     protected = protected or set()
     n_units = len(units)
@@ -343,6 +344,7 @@ def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
             chosen += 1
         else:
             plan.left_out[n] = f"left out by key-message selection: {why}"
+    return chosen
 
 
 def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
