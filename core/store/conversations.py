@@ -17,6 +17,7 @@ import shutil
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,6 +134,11 @@ class ConversationStore:
         # a process that never drains does not grow.
         self._problems: deque[tuple[str, str]] = deque(maxlen=PROBLEMS_KEPT)
         self._index = SearchIndex()
+        # The list's rows as last made (the index file is read once per process) and the one
+        # thread that writes the file: a cache, never worth a stall of the window's thread
+        # (a rename can wait tens of milliseconds behind another thread's fsync).
+        self._rows: builtins.list[ConversationSummary] | None = None
+        self._index_writer: ThreadPoolExecutor | None = None
 
     # --- problems found on the way -------------------------------------------------------------
 
@@ -167,7 +173,8 @@ class ConversationStore:
     def list(self) -> builtins.list[ConversationSummary]:
         """Summaries, most recently active first; refreshes stale index rows from the folders."""
         with self._lock:
-            cached = {s.id: s for s in self._read_index()}
+            known = self._rows if self._rows is not None else self._read_index()
+            cached = {s.id: s for s in known}
             fresh: builtins.list[ConversationSummary] = []
             changed = False
             for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
@@ -184,6 +191,7 @@ class ConversationStore:
                 fresh.append(row)
             if changed or len(fresh) != len(cached):
                 self._write_index(fresh)
+            self._rows = list(fresh)
             fresh.sort(key=lambda s: s.updated_at, reverse=True)
             return fresh
 
@@ -628,10 +636,28 @@ class ConversationStore:
             return []  # missing or unreadable: it is only a cache, rebuilt from the folders
 
     def _write_index(self, rows: builtins.list[ConversationSummary]) -> None:
-        if self.writable:
-            # a cache, rebuilt from the folders when lost: no fsync (this is the window's thread)
-            atomic_write_json(self.root / "index.json", [r.model_dump(mode="json") for r in rows],
-                              durable=False)
+        """Write the index (a cache, rebuilt from the folders when lost: no fsync) on a
+        thread of its own, in order."""
+        if not self.writable:
+            return
+        data = [r.model_dump(mode="json") for r in rows]
+        path = self.root / "index.json"
+
+        def write() -> None:
+            try:
+                atomic_write_json(path, data, durable=False)
+            except OSError:
+                pass  # a cache: the next list makes it again
+
+        if self._index_writer is None:
+            self._index_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index")
+        self._index_writer.submit(write)
+
+    def close(self) -> None:
+        """Finish writing what is pending (the list's index)."""
+        if self._index_writer is not None:
+            self._index_writer.shutdown(wait=True)
+            self._index_writer = None
 
 
 def _file_stamp(path: Path) -> tuple[int, int]:

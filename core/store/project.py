@@ -83,6 +83,7 @@ class Project:
             atomic_write_json(self.state / "ui-state.json", state, durable=False)
 
     def close(self) -> None:
+        self.conversations.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -194,6 +194,7 @@ def test_index_is_rebuilt_when_missing_or_stale(project: Project) -> None:
     store.append(c.id, user("one"))
     store.append(c.id, user("two"))
     assert store.list()[0].message_count == 2  # stale row refreshed
+    store.close()  # the index is written on a thread of its own: wait for it
     (store.root / "index.json").unlink()
     rows = store.list()
     assert [(r.title, r.message_count) for r in rows] == [("indexed", 2)]
