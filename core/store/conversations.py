@@ -44,6 +44,7 @@ from core.store.errors import (
 from core.store.fileio import (
     append_durably,
     atomic_write_json,
+    atomic_write_json_in_pieces,
     fsync_dir,
     read_json,
     timestamp_tag,
@@ -298,7 +299,8 @@ class ConversationStore:
             if data is None:
                 path.unlink(missing_ok=True)
             else:
-                atomic_write_json(path, data, indent=None, durable=False)
+                # in pieces: thousands of entries, while the window streams an answer
+                atomic_write_json_in_pieces(path, data, durable=False)
         except OSError:
             pass
 

@@ -83,10 +83,10 @@ def json_in_pieces(value: Any) -> Iterator[str]:
         yield json.dumps(value, ensure_ascii=False, default=str)
 
 
-def atomic_write_json_in_pieces(path: Path, value: Any) -> None:
+def atomic_write_json_in_pieces(path: Path, value: Any, durable: bool = True) -> None:
     """`atomic_write_json(path, value, indent=None)` without holding the GIL for long (see
     json_in_pieces): for large files written off the window's thread."""
-    atomic_write_bytes(path, ("".join(json_in_pieces(value)) + "\n").encode("utf-8"))
+    atomic_write_bytes(path, ("".join(json_in_pieces(value)) + "\n").encode("utf-8"), durable)
 
 
 def read_json(path: Path) -> Any:
