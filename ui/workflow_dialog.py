@@ -9,7 +9,6 @@ saves what `workflow()` returns.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from PySide6.QtCore import QSize, Qt
@@ -36,10 +35,7 @@ from PySide6.QtWidgets import (
 
 from core.runs.workflow import Workflow, WorkflowError, validate_workflow
 from core.tools import TOOL_NAMES
-
-_STEPS_N = re.compile(r"\bsteps\.(\d+)(?:\.(\w+))?")
-_DUPLICATE_ID = re.compile(r"the id '([^']*)'")
-_STEP_ID = re.compile(r"step '([^']*)'")
+from ui.workflow_problems import in_words, where
 
 
 @dataclass(eq=False)  # identity: depends_on points at drafts, so renames and moves follow
@@ -373,23 +369,14 @@ class WorkflowDialog(QDialog):
 
     def _show_error(self, message: str) -> None:
         """Say what is wrong, select the step it names and put the cursor in its field."""
-        self.error.setText(message[:1].upper() + message[1:] + ".")
+        self.error.setText(in_words(message, [d.title for d in self._steps]))
         self.error.show()
-        ids = [s.id.strip() for s in self._steps]
-        row, focus = -1, None
-        if m := _STEPS_N.search(message):
-            row = int(m.group(1)) - 1
-            focus = {"id": self.id_edit, "title": self.title_edit, "brief": self.brief_edit,
-                     "done_when": self.done_edit, "tools": self.all_tools,
-                     "max_rounds": self.max_rounds}.get(m.group(2) or "")
-        elif (m := _DUPLICATE_ID.search(message)) and m.group(1) in ids:
-            row = len(ids) - 1 - ids[::-1].index(m.group(1))  # the later of the two
-            focus = self.id_edit
-        elif (m := _STEP_ID.search(message)) and m.group(1) in ids:
-            row = ids.index(m.group(1))
-        elif message.startswith("the workflow: name"):
+        row, field = where(message, [s.id.strip() for s in self._steps])
+        if field == "name":
             self.name_edit.setFocus()
         if 0 <= row < len(self._steps):
+            focus = {"id": self.id_edit, "title": self.title_edit, "brief": self.brief_edit,
+                     "done_when": self.done_edit, "tools": self.all_tools,
+                     "max_rounds": self.max_rounds}.get(field)
             self.steps_list.setCurrentRow(row)
             (focus or self.steps_list).setFocus()
-

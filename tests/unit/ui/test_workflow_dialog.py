@@ -153,7 +153,7 @@ def test_an_empty_brief_keeps_the_dialog_open_with_the_step_selected(qtbot, dial
     replace_text(qtbot, dialog.brief_edit, "   ")
     select(qtbot, dialog, 0)
     press_ok(qtbot, dialog)
-    qtbot.waitUntil(lambda: "steps.2.brief is missing" in error_text(dialog), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: error_text(dialog).startswith("Step 2 (") and "Brief is missing." in error_text(dialog), timeout=WAIT_MS)
     assert dialog.isVisible() and dialog.workflow() is None
     assert dialog.steps_list.currentRow() == 1 and dialog.brief_edit.hasFocus()
     qtbot.keyClicks(dialog.brief_edit, "Write a first draft.")
@@ -221,7 +221,7 @@ def test_a_new_workflow_starts_with_one_step_and_needs_a_name(qtbot) -> None:
     qtbot.keyClicks(d.brief_edit, "List the files.")
     replace_text(qtbot, d.max_rounds.lineEdit(), "5")
     press_ok(qtbot, d)
-    qtbot.waitUntil(lambda: "name is missing" in error_text(d), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: error_text(d) == "The workflow needs a name.", timeout=WAIT_MS)
     assert d.name_edit.hasFocus()
     qtbot.keyClicks(d.name_edit, "Tour")
     qtbot.keyClick(d.name_edit, Qt.Key.Key_Return)
