@@ -128,12 +128,16 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
         anchors = [cands[units[n].items[0]][0].id for n in (0, k - 1)]
         if list(data["anchors"]) != anchors:
             return None
+        if not isinstance(data["staged"], dict) or not isinstance(data["left_out"], list):
+            return None
         plan = Compaction(list(cands), [u.tokens for u in units])
         where = {cands[i][0].id: (n, i) for n, u in enumerate(units[:k]) for i in u.items}
         staged: dict[str, tuple[str, str, str, int]] = {}
         for entry_id, (decision, why, stage, before) in data["staged"].items():
             n, i = where[entry_id]
             m, tokens = cands[i]
+            if m.pinned:  # pinned since (by another process): always sent as it is
+                return None
             made = shorter(m, tokens, "preview" if decision == "previewed" else "reference",
                            counter, memo)
             if made is None:
@@ -143,10 +147,14 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
             staged[entry_id] = (str(decision), str(why), str(stage), int(before))
         plan.staged = staged
         for n, first, why in data["left_out"]:
-            if not 0 <= n < k or cands[units[n].items[0]][0].id != first:
+            if not 0 <= n < k or cands[units[n].items[0]][0].id != first or \
+                    any(cands[i][0].pinned for i in units[n].items):
                 return None
             plan.left_out[int(n)] = str(why)
         plan.digest, plan.digest_tokens = str(data["digest"]), int(data["digest_tokens"])
+        if plan.digest and counter.openai_message({"role": "user", "content": plan.digest}) \
+                != plan.digest_tokens:
+            return None  # not the digest that was counted (or counted otherwise now)
         kept_units = [u if t == u.tokens else replace(u, tokens=t)
                       for u, t in zip(units[:k], plan.unit_tokens, strict=False)]
         sent = plan.digest_tokens + sum(u.tokens for n, u in enumerate(kept_units)
@@ -155,5 +163,5 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
             return None  # counted otherwise now: not the request that was sent
         return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3])), decided, plan,
                         kept_units, sent, float(data["room"]), int(data.get("builds", 0)))
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None

@@ -167,8 +167,9 @@ def apply(state: RunState | None, m: ConversationMessage,
         return state
     if state.status in ("aborted", "finished"):
         return state
+    wrapping = state.active is None  # every step is done or skipped: the wrap-up is due
     if m.kind == "error" and m.error is not None:
-        if state.status == "post_run" or step is None:
+        if wrapping or step is None:
             state.status = "paused" if m.error.type == "stopped" else "failed"
             return state
         if m.error.type == "step_limit":
@@ -189,9 +190,9 @@ def apply(state: RunState | None, m: ConversationMessage,
         if m.tool_calls:
             if step is not None:
                 step.rounds += 1
-            if state.status not in ("post_run", "paused"):
-                state.status = "running"
-        elif state.status == "post_run":
+            if state.status != "paused":
+                state.status = "post_run" if wrapping else "running"
+        elif wrapping:  # the wrap-up is written (after a failed attempt too)
             state.status = "finished"
         elif state.status != "paused" and step is not None and step is state.active:
             state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
@@ -203,7 +204,8 @@ def apply(state: RunState | None, m: ConversationMessage,
                     m.text(), m.created_at)
         return state
     if m.role == "user" and state.status in ("waiting", "failed", "limit"):
-        state.status = "running"  # the user answered: the step goes on
+        # the user answered: the step goes on (or, with every step done, the wrap-up)
+        state.status = "post_run" if wrapping else "running"
     return state
 
 

@@ -327,3 +327,17 @@ def test_skipping_a_step_while_its_answer_arrives_keeps_that_answer_with_its_ste
 
 async def drain_async(events: Any) -> list[EngineEvent]:
     return [e async for e in events]
+
+
+def test_a_failed_wrap_up_is_written_once_on_resume(project: Project,
+                                                     llm_server: FakeLLMServer) -> None:
+    llm_server.script(complete("c1", "a"), complete("c2", "b"), complete("c3", "c"),
+                      HttpError(500, "down"))
+    conv_id, driver, _ = start(project, llm_server)
+    run = driver.state(conv_id)
+    assert run is not None and run.status == "failed" and run.active is None
+    llm_server.script(Answer("The wrap-up."), *[Answer("again?")] * 5)
+    drain(driver.drive(conv_id, settings(llm_server)))
+    assert len(llm_server.requests) == 5  # one wrap-up, not one request after another
+    assert "Post-Run Protocol" in system_of(llm_server, 4)
+    assert driver.state(conv_id).status == "finished"  # type: ignore[union-attr]

@@ -112,3 +112,30 @@ def test_a_first_compaction_long_after_a_pin_does_not_blame_the_pin(tmp_path: Pa
         store.append_many(conv, session[6:])  # now far past it
         built = service.build(conv, store.load(conv).messages, SETTINGS, "agent")
     assert built.report.compaction == "new compaction: no compaction kept for this conversation"
+
+
+def test_a_kept_compaction_with_wrong_shapes_is_made_again(tmp_path: Path) -> None:
+    conv = setup(tmp_path / "p")
+    with Project.open(tmp_path / "p") as project:
+        turn(project, conv, 0)
+    view = tmp_path / "p" / ".workbench" / "conversations" / conv / "view.json"
+    for broken in ({"staged": []}, {"staged": None}, {"left_out": {}}, {"digest_tokens": 3}):
+        data = json.loads(view.read_text())
+        view.write_text(json.dumps({**data, **broken}))
+        with Project.open(tmp_path / "p") as project:
+            turn(project, conv, 1)  # a request all the same, never a crash
+            assert turn.report.compaction.startswith("new compaction")  # type: ignore[attr-defined]
+
+
+def test_an_entry_pinned_by_another_process_is_sent(tmp_path: Path) -> None:
+    conv = setup(tmp_path / "p")
+    with Project.open(tmp_path / "p") as project:
+        turn(project, conv, 0)
+        left_out = [row[0] for row in turn.report.rows()  # type: ignore[attr-defined]
+                    if row[3] in ("digested", "dropped") and row[0]]
+    assert left_out
+    with Project.open(tmp_path / "p") as project:  # `workbench pin` builds nothing
+        project.conversations.append(conv, annotation(left_out[0], "pin"))
+    with Project.open(tmp_path / "p") as project:
+        turn(project, conv, 1)
+        assert left_out[0] in turn.report.sent_ids()  # type: ignore[attr-defined]
