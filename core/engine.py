@@ -35,7 +35,7 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall, continuable, retryable_turn
 from core.questions import Question
 from core.redact import redact
-from core.request_copies import RequestCopies, cache_breakpoints
+from core.request_copies import RequestCopies, cache_breakpoints, remember
 from core.runs.state import RunState
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
@@ -272,7 +272,7 @@ class Engine:
             timeout=settings.request_timeout,
             cache_breakpoints=cache_breakpoints(previous, messages),
         )
-        self._sent[conv_id] = messages
+        remember(self._sent, conv_id, messages)
         yield RequestStarted(settings.model, len(messages))
 
         parts: list[str] = []
@@ -339,7 +339,7 @@ class Engine:
                                                  if instruction else [])
                     request = replace(request, messages=messages, cache_breakpoints=(
                         cache_breakpoints(previous, messages)))
-                    self._sent[conv_id] = messages
+                    remember(self._sent, conv_id, messages)
                     yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
                                    f"The request was too long for the model (limit "
                                    f"{window:,} tokens); rebuilt it smaller.")
@@ -358,7 +358,7 @@ class Engine:
                                                  if instruction else [])
                     request = replace(request, messages=messages, tools=None,
                                       cache_breakpoints=cache_breakpoints(previous, messages))
-                    self._sent[conv_id] = messages
+                    remember(self._sent, conv_id, messages)
                     yield StoreNotice(f"{e.message} The conversation goes on without tools; "
                                       "Agent mode needs a model that supports them.")
                 except LLMError as e:

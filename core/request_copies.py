@@ -15,6 +15,18 @@ from core.llm.tokens import TokenCounter
 from core.store.errors import describe_os_error
 from core.store.requests import latest_request, save_request
 
+REMEMBERED_CONVERSATIONS = 4  # the last requests kept in memory, for this many conversations
+
+
+def remember(kept: dict[str, Any], conv_id: str, value: Any) -> None:
+    """`kept[conv_id] = value`, the least recently set conversation forgotten past a few (a
+    request of a long conversation holds megabytes)."""
+    kept.pop(conv_id, None)
+    kept[conv_id] = value
+    while len(kept) > REMEMBERED_CONVERSATIONS:
+        kept.pop(next(iter(kept)))
+
+
 MAX_BREAKPOINTS = 4  # Anthropic's limit per request
 
 
@@ -76,7 +88,7 @@ class RequestCopies:
                 "messages": built.messages, "tools": built.tools,
                 "report": built.report.to_json(compact=True, pause=let_others_run)})
             if self._kept is not None:
-                self._kept[conv_id] = (path, built)
+                remember(self._kept, conv_id, (path, built))
         except OSError as e:
             self._notes.append(f"A copy of this request could not be kept in .workbench/"
                                f"requests ({describe_os_error(e)}); the answer is not affected.")

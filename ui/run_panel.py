@@ -182,6 +182,16 @@ class RunPanel(QDockWidget):
         self._update_buttons()
 
     def show_run(self, view: RunView | None) -> None:
+        # Rebuilt quietly: a refresh that keeps the selection is not the user selecting a
+        # step (which shows its entries in the transcript).
+        self.steps.blockSignals(True)
+        try:
+            self._show_run(view)
+        finally:
+            self.steps.blockSignals(False)
+        self._update_buttons()
+
+    def _show_run(self, view: RunView | None) -> None:
         self._view = view
         selected = self.selected_step()
         self.steps.clear()

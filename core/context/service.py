@@ -148,7 +148,7 @@ class ContextService:
             BudgetError: not even the system prompt and the latest user message fit.
         """
         budget = self.budget(conv_id, settings, usable_override, known_window)
-        run = self.run_state(conv_id, history) if mode == "run" else None
+        run = self.run_state(conv_id, history, remember=not what_if) if mode == "run" else None
         if run_context is None and run is not None and run.status != "aborted":
             run_context = run.context()
         tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent, run)
@@ -180,16 +180,19 @@ class ContextService:
             return []
         return tool_schemas(run_tools(mode, agent, run))
 
-    def run_state(self, conv_id: str | None,
-                  history: list[ConversationMessage]) -> RunState | None:
+    def run_state(self, conv_id: str | None, history: list[ConversationMessage],
+                  remember: bool = True) -> RunState | None:
         """The state of the conversation's latest run, as its log says (folded only over what
-        is new since the last call for `conv_id`)."""
+        is new since the last call for `conv_id`): a snapshot, which the engine's thread and
+        the window's may each read while the other folds. `remember=False`: `history` is
+        not the log (a what-if build with a draft)."""
         if conv_id is None:
             from core.runs.state import fold
             return fold(history)
         with self._runs_lock:
             tracker = self._runs.setdefault(conv_id, RunTracker())
-            return tracker.state(history)
+            state = tracker.state(history, remember)
+            return state.snapshot() if state is not None and remember else state
 
     def preview(self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
                 usable_override: int | None = None, agent: Agent | None = None

@@ -5,12 +5,14 @@ is missing, unreadable or says something else, and a disagreement is reported, n
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from core.runs.state import RunState
 from core.store.fileio import atomic_write_json
 
 RUNS_DIR = "runs"
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")  # core.model.new_id's shape
 
 
 class RunFiles:
@@ -31,6 +33,8 @@ class RunFiles:
         """Make the file say what the log says. Returns a sentence when the file was there
         but corrupt or disagreeing with the log (it is rewritten from the log); None when it
         agreed or was missing. A file that cannot be written is left alone: it is a cache."""
+        if not RUN_ID.match(run.run_id):
+            return None  # not an id this app made (a crafted log): no file named after it
         want = {**run.to_json(), "conversation": conv_id}
         path = self.path(run.run_id)
         problem = None

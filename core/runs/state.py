@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -81,6 +81,11 @@ class RunState:
     @property
     def open(self) -> bool:
         return self.status in OPEN
+
+    def snapshot(self) -> RunState:
+        """A copy that later folds of this state do not change (the workflow is immutable,
+        shared)."""
+        return replace(self, steps=[replace(s) for s in self.steps], _calls=dict(self._calls))
 
     def step(self, step_id: str) -> StepState | None:
         return next((s for s in self.steps if s.step.id == step_id), None)
@@ -292,20 +297,23 @@ class RunTracker:
     call (the meter, the engine and the progress panel ask after every entry)."""
 
     def __init__(self) -> None:
-        self._history: Sequence[ConversationMessage] | None = None
-        self._seen = 0
-        self._last_id = ""
+        self._seen = 0  # entries folded so far ...
+        self._last_id = ""  # ... the last of them
         self._state: RunState | None = None
 
-    def state(self, history: Sequence[ConversationMessage]) -> RunState | None:
+    def state(self, history: Sequence[ConversationMessage],
+              remember: bool = True) -> RunState | None:
+        """The state after `history`. `remember=False`: a history that is not the log (a
+        draft appended for a preview) is folded on a copy and forgotten, so the next call
+        with the log goes on from where the log's last one stopped."""
         n = self._seen
-        same = (self._history is not None and len(history) >= n and
-                (n == 0 or history[n - 1].id == self._last_id))
-        if not same:
-            self._state, n = None, 0
-        state = self._state
-        for m in history[n:]:
+        same = len(history) >= n and (n == 0 or history[n - 1].id == self._last_id)
+        state = self._state if same else None
+        if not remember:
+            state = state.snapshot() if state is not None else None
+        for m in history[n if same else 0:]:
             state = apply(state, m)
-        self._history, self._seen, self._state = history, len(history), state
-        self._last_id = history[-1].id if history else ""
+        if remember:
+            self._seen, self._state = len(history), state
+            self._last_id = history[-1].id if history else ""
         return state

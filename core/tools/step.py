@@ -50,7 +50,8 @@ async def complete_step(args: CompleteStepArgs, ctx: ToolContext) -> ToolOutput:
                         "it first, then call complete_step when its done-when condition holds.")
     done.append(active.step.id)
     at = state.steps.index(active)
-    following = next((s for s in state.steps[at + 1:] if s.status == "pending"), None)
+    following = next((s for s in state.steps[at + 1:] if s.status == "pending"), None) or \
+        next((s for s in state.steps if s.status == "pending"), None)  # as the run goes on
     after = (f"Next: step {state.steps.index(following) + 1}, {following.step.title}; its "
              "brief is in the system prompt of the next request." if following is not None
              else "That was the last step: write the wrap-up next.")

@@ -341,3 +341,15 @@ def test_a_failed_wrap_up_is_written_once_on_resume(project: Project,
     assert len(llm_server.requests) == 5  # one wrap-up, not one request after another
     assert "Post-Run Protocol" in system_of(llm_server, 4)
     assert driver.state(conv_id).status == "finished"  # type: ignore[union-attr]
+
+
+def test_a_crafted_run_id_never_names_a_file_outside_the_runs_folder(
+        project: Project, llm_server: FakeLLMServer) -> None:
+    llm_server.script(complete("c1", "a"), Answer("drafting"), Answer("drafting"))
+    conv_id, driver, _ = start(project, llm_server)
+    run = driver.state(conv_id)
+    assert run is not None
+    run.run_id = "../../escaped"
+    assert RunFiles(project.state).sync(conv_id, run) is None
+    assert not (project.state.parent / "escaped.json").exists()
+    assert not (project.state / "escaped.json").exists()

@@ -254,3 +254,20 @@ def test_switching_to_chat_during_a_run_pauses_it_after_the_round(
     run_until(qloop, lambda: not controller.busy())
     assert len(provider.requests) == 2  # no nudge with the run's tools once you left
     assert "paused" in window.run_panel.title.text()
+
+
+def test_a_selected_step_stays_selected_without_moving_the_transcript(
+        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+    provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    shown: list[str] = []
+    window.run_panel.step_selected.connect(shown.append)
+    tree = window.run_panel.steps
+    tree.setCurrentItem(tree.topLevelItem(0))  # the user selects step 1
+    assert shown == ["collect"]
+    for _ in range(3):  # refreshes while the run goes on
+        controller.runs.show_current()
+    assert shown == ["collect"] and window.run_panel.selected_step() == "collect"
