@@ -32,7 +32,7 @@ from core.context.server_window import cached_window, server_window
 from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.model import ConversationMessage, Mode
-from core.runs.state import RunState, RunTracker
+from core.runs.state import RunState, RunTracker, fold
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.tools import Tool, tool_schemas, tools_for
@@ -167,8 +167,7 @@ class ContextService:
                                   cache=cache, run_context=run_context, tools=tools,
                                   persona=persona, keep_view=not what_if, kept=kept)
             if conv_id is not None and cache is not None and not what_if and \
-                    cache.view is not before and (cache.view is not None or kept is not None
-                                                  or before is not None):
+                    cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
             return built
 
@@ -187,7 +186,6 @@ class ContextService:
         the window's may each read while the other folds. `remember=False`: `history` is
         not the log (a what-if build with a draft)."""
         if conv_id is None:
-            from core.runs.state import fold
             return fold(history)
         with self._runs_lock:
             tracker = self._runs.setdefault(conv_id, RunTracker())
