@@ -405,6 +405,7 @@ class Engine:
                              retryable=True, partial=bool(parts))
             entry = self._error_entry(info, parts, settings, mode, elapsed_ms(), counter,
                                       continues)
+            entry = self._tagged(conv_id, entry)  # a run's stopped answer stays with its step
             try:
                 self._append(conv_id, entry)
             except (StoreError, OSError) as e:

@@ -310,7 +310,9 @@ def test_skipping_a_step_while_its_answer_arrives_keeps_that_answer_with_its_ste
     async def go() -> None:
         task = asyncio.ensure_future(drain_async(driver.start(
             conv.id, wf, settings(llm_server), TurnOptions(mode="run", approve="always"))))
+        deadline = asyncio.get_running_loop().time() + 20
         while len(llm_server.requests) < 2:  # the draft step's answer is on its way
+            assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.02)
         driver.control(conv.id, "skip")
         await asyncio.wait_for(task, 30)
@@ -353,3 +355,29 @@ def test_a_crafted_run_id_never_names_a_file_outside_the_runs_folder(
     assert RunFiles(project.state).sync(conv_id, run) is None
     assert not (project.state.parent / "escaped.json").exists()
     assert not (project.state / "escaped.json").exists()
+
+
+def test_an_answer_stopped_mid_run_stays_with_its_step_and_pauses_the_run(
+        project: Project, llm_server: FakeLLMServer) -> None:
+    llm_server.script(complete("c1", "listed"), Answer("drafting slowly " * 40, delay=0.05))
+    conv = project.conversations.create(title="run")
+    driver = RunDriver(build_engine(project), project.state)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(drain_async(driver.start(
+            conv.id, Workflow.model_validate(WORKFLOW), settings(llm_server),
+            TurnOptions(mode="run", approve="always"))))
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(llm_server.requests) < 2:  # the draft step's answer is on its way
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        task.cancel()  # Stop (or the window closing)
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(go())
+    stopped = project.conversations.load(conv.id).messages[-1]
+    assert stopped.error is not None and stopped.error.type == "stopped"
+    assert stopped.step_id == "draft" and stopped.run_id is not None
+    run = driver.state(conv.id)
+    assert run is not None and run.status == "paused"  # not "running" with nothing running
