@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.agent_flow import AgentFlow
 from app.compaction_flow import CompactionFlow
+from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
 from app.meter import UsageMeter
 from app.run_flow import RunFlow
@@ -59,6 +60,7 @@ class Controller(QObject):
         open_settings_on_first_run: bool = True,
     ) -> None:
         super().__init__(window)
+        follow_window_thread()
         self.window = window
         self.settings_store = settings_store
         self.client = client or LLMClient()

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from core import give_way
 from core.llm import runtime
 from core.settings import SettingsStore, data_dir
 
@@ -27,9 +28,29 @@ def choose_project(arg: str | None, store: SettingsStore) -> Path:
 
 def prepare_runtime() -> None:
     """Process-wide settings for a responsive window, before anything heavy starts."""
-    # The engine thread runs Python for every streamed chunk; hand the GIL back to the window's
-    # thread every millisecond instead of every five.
-    sys.setswitchinterval(0.001)
+    # Work off the window's thread (the engine streaming, the meter building the next request,
+    # a summary being planned) runs Python while the window paints. Every call Qt makes into
+    # Python (a model's data, a delegate's paint) must take the GIL back first, and waits up to a
+    # switch interval for it: 0.1 ms instead of CPython's 5 keeps a repaint from taking a hundred
+    # such waits' worth of milliseconds. Only threads that contend for the GIL switch this often.
+    sys.setswitchinterval(0.0001)
+
+
+_window_followed = False
+
+
+def follow_window_thread() -> None:
+    """Tell core's long off-thread walks when the window's thread is busy (`core.give_way`):
+    Qt's event dispatcher wakes up (busy) and goes back to sleep (idle). Once per process."""
+    global _window_followed
+    from PySide6.QtCore import QAbstractEventDispatcher
+
+    dispatcher = QAbstractEventDispatcher.instance()
+    if _window_followed or dispatcher is None:
+        return
+    _window_followed = True
+    dispatcher.awake.connect(give_way.window_busy)
+    dispatcher.aboutToBlock.connect(give_way.window_idle)
 
 
 def warm_up_library() -> None:

@@ -85,6 +85,8 @@ class InspectorFlow:
         self._shown = False  # the panel is open (read on the meter's thread)
         meter.preparers["inspector rows"] = self._prepare_rows
         meter.preparers["since last"] = self._prepare_since
+        meter.preparers["summaries"] = lambda built, messages: (
+            (built.report, _summaries(messages)) if self._shown else None)
 
     def annotate(self, ids: list[str], action: str) -> None:
         """Pin, unpin, exclude or include entries: appended to the log as annotations (never
@@ -180,12 +182,9 @@ class InspectorFlow:
                                 budget_parts(report, draft_tokens), rows)
         if self.panel.model_view.isChecked():
             self._dim(_left_out(rows))
-        self.panel.show_summaries([
-            (m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
-                   f"{' · ' + m.model if m.model else ''}"
-                   f" · {next(iter(m.token_counts.values()), 0):,} tokens",
-             m.include_in_context)
-            for m in messages if m.kind == "summary"])
+        prepared = self.meter.prepared.get("summaries")
+        self.panel.show_summaries(prepared[1] if prepared is not None and prepared[0] is report
+                                  else _summaries(messages))
 
     def _draft_text(self) -> str:
         """The draft the decisions follow: the composer's text at the configured budget,
@@ -349,6 +348,15 @@ def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
     """The rows were numbered against the start of this log (see KeptRows)."""
     _, length, last, _ = kept
     return len(messages) >= length and (length == 0 or messages[length - 1].id == last)
+
+
+def _summaries(messages: list[ConversationMessage]) -> list[tuple[str, str, bool]]:
+    """The compaction history's lines: (entry id, one line, in force) per summary."""
+    return [(m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
+                   f"{' · ' + m.model if m.model else ''}"
+                   f" · {next(iter(m.token_counts.values()), 0):,} tokens",
+             m.include_in_context)
+            for m in messages if m.kind == "summary"]
 
 
 def _left_out(rows: list[tuple[int, str, str, str, int, int, str, str]]) -> dict[str, str]:

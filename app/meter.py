@@ -127,6 +127,7 @@ class UsageMeter:
             except BudgetError as e:
                 problem = ("context: does not fit", context.budget_message(e, settings))
                 return lambda: self._apply(None, problem)
+            built.report.decision_counts()  # counted here, not on the window's thread
             prepared = {name: f(built, messages) for name, f in list(self.preparers.items())}
             return lambda: self._apply(built.report, None, built, prepared)
 

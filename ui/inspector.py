@@ -3,9 +3,18 @@ and why, against the model's window."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QModelRoleData,
+    QModelRoleDataSpan,
+    QPersistentModelIndex,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +41,11 @@ COLUMNS = ("#", "decision", "role", "tokens", "stage", "reason")
 COLOURS = {"system": "#a1a1aa", "tools": "#f59e0b", "summary": "#a855f7", "history": "#3b82f6",
            "draft": "#10b981", "reserved": "#d4d4d8", "free": "#f4f4f5"}
 _Index = QModelIndex | QPersistentModelIndex
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole.value)
+_GREY = frozenset(("dropped", "excluded", "digested", "summarized"))
+_GREY_COLOUR = QColor("#71717a")
 
 
 class DecisionModel(QAbstractTableModel):
@@ -59,29 +73,47 @@ class DecisionModel(QAbstractTableModel):
             return COLUMNS[section]
         return None
 
+    def index(self, row: int, column: int, parent: _Index = QModelIndex()) -> QModelIndex:  # noqa: B008
+        # One call back into Python per cell instead of two (rowCount and columnCount).
+        if parent.isValid() or not (0 <= row < len(self._rows) and 0 <= column < len(COLUMNS)):
+            return QModelIndex()
+        return self.createIndex(row, column)
+
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        pos, _id, decision, who, before, after, stage, reason = self._rows[index.row()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            col = index.column()
-            if col == 0:
-                return str(pos) if pos else ""
-            if col == 1:
-                return decision
-            if col == 2:
-                return who
-            if col == 3:
-                return f"{before:,} → {after:,}" if before != after else f"{after:,}"
-            if col == 4:
-                return stage
-            return reason
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return reason
-        if role == Qt.ItemDataRole.ForegroundRole and decision in ("dropped", "excluded",
-                                                                    "digested", "summarized"):
-            return QColor("#71717a")
-        return None
+        role = int(role)
+        if role == _TOOLTIP:
+            return self._rows[index.row()][7]
+        return self._cell(index.row(), index.column()).get(role)
+
+    def multiData(self, index: _Index,  # noqa: N802
+                  span: QModelRoleDataSpan | QModelRoleData, /) -> None:
+        """All the roles a painted cell needs in one call back into Python: while another
+        thread runs Python, every call from Qt into Python waits for the GIL, and a table
+        asking role by role stalls the window (Qt 6's delegate asks through here)."""
+        cell = self._cell(index.row(), index.column()) if index.isValid() else {}
+        slots = [span] if isinstance(span, QModelRoleData) else \
+            cast(Iterable[QModelRoleData], span)  # iterable, though its stub does not say
+        for slot in slots:
+            value = cell.get(slot.role())
+            if value is None:
+                slot.clearData()
+            else:
+                slot.setData(value)
+
+    def _cell(self, row: int, col: int) -> dict[int, Any]:
+        pos, _id, decision, who, before, after, stage, reason = self._rows[row]
+        if col == 0:
+            text = str(pos) if pos else ""
+        elif col == 3:
+            text = f"{before:,} → {after:,}" if before != after else f"{after:,}"
+        else:
+            text = (decision, who, stage, reason)[(1, 2, 4, 5).index(col)]
+        cell: dict[int, Any] = {_DISPLAY: text}
+        if decision in _GREY:
+            cell[_FOREGROUND] = _GREY_COLOUR
+        return cell
 
 
 class BudgetBar(QWidget):

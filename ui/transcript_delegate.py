@@ -19,6 +19,7 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPoint,
     QRect,
+    QRectF,
     QSize,
     Qt,
     QTimer,
@@ -89,6 +90,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
+        self._stream_keys: list[tuple[str, int, int]] = []  # the streaming row's, in _cache
         self.sizes = RowHeights()
         self._pending: set[int] = set()
         self._stream_height = 0
@@ -157,6 +159,14 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._cache.move_to_end(key)
             return lay
         lay = self._make_layout(row, width, font)
+        if row.kind is RowKind.STREAMING:
+            # Only the newest text's layout is ever drawn again: older ones would fill the
+            # cache (evicting the rows around it) and all be freed at once when the answer ends.
+            for old in self._stream_keys:
+                if old[1] != row.version:
+                    self._cache.pop(old, None)
+            self._stream_keys = [k for k in self._stream_keys if k[1] == row.version]
+            self._stream_keys.append(key)
         self._cache[key] = lay
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -272,6 +282,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         painter.translate(x, y)
         ctx = QAbstractTextDocumentLayout.PaintContext()
         ctx.palette.setColor(QPalette.ColorRole.Text, QColor("#18181b"))
+        # only the lines on screen are drawn (a long answer or an open card is taller)
+        ctx.clip = QRectF(-x, -y, self._view_width(), self._view_height())
         lay.doc.documentLayout().draw(painter, ctx)
         painter.translate(-x, -y)
         y += math.ceil(lay.doc.size().height()) + 4
@@ -335,6 +347,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def forget(self) -> None:
         """Drop every cached layout (a new conversation was loaded)."""
         self._cache.clear()
+        self._stream_keys = []
         self.sizes.forget()
         self._stream_height = 0
 
@@ -348,8 +361,9 @@ class TranscriptDelegate(QStyledItemDelegate):
         self._stream_height = 0
         self.stream_rect = None
         self.stream_text_height = 0
-        for key in [k for k in self._cache if k[0] == "streaming"]:
-            del self._cache[key]
+        for key in self._stream_keys:
+            self._cache.pop(key, None)
+        self._stream_keys = []
 
 
 def _stopped(row: Row) -> bool:

@@ -8,11 +8,11 @@ never need them, and a 10,000-entry log has 10,000 of them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from core.give_way import give_way
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
@@ -150,10 +150,8 @@ PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's deci
 
 
 def let_others_run() -> None:
-    """A pause for work done off the window's thread: let a thread waiting for the GIL (the
-    window, painting) have it now. A long pure-Python walk otherwise makes each of its many
-    small calls back into Python wait a switch interval, and the window stalls."""
-    time.sleep(0)
+    """A pause in a long walk done off the window's thread (see `core.give_way`)."""
+    give_way()
 
 
 class _Decisions:
@@ -178,6 +176,7 @@ class _Decisions:
         self.counter = counter
         self.synthetic = synthetic
         self._entries: list[EntryDecision] | None = None
+        self._counts: dict[str, int] | None = None
 
     def sent_ids(self) -> set[str]:
         """The ids of the entries the request carries (kept, previewed or referenced)."""
@@ -186,7 +185,13 @@ class _Decisions:
 
     def counts(self) -> dict[str, int]:
         """How many entries got each decision, without making the entries (the meter asks on
-        every refresh: ten thousand EntryDecisions are ~100 ms)."""
+        every refresh: ten thousand EntryDecisions are ~100 ms). Counted once: a report does
+        not change, and the meter counts where it builds, off the window's thread."""
+        if self._counts is None:
+            self._counts = self._count()
+        return dict(self._counts)
+
+    def _count(self) -> dict[str, int]:
         counts: dict[str, int] = {}
 
         def add(decision: str, n: int = 1) -> None:

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.give_way import give_way
+
 
 def fsync_dir(path: Path) -> None:
     """Make a rename or a new file in `path` durable (no-op where directories can't be opened)."""
@@ -59,14 +61,14 @@ def atomic_write_json(path: Path, value: Any, indent: int | None = 2,
     atomic_write_bytes(path, text.encode("utf-8"), durable)
 
 
-PIECE = 256  # list items encoded per call (see json_in_pieces)
+PIECE = 128  # list items encoded per call (see json_in_pieces)
 
 
 def json_in_pieces(value: Any) -> Iterator[str]:
     """Compact JSON of `value`, the text `json.dumps` gives, made a few hundred list items at
     a time. The C encoder holds the GIL for a whole call: one call over a 10,000-entry build
     report keeps every other thread (the window's) waiting for ~100 ms; in pieces, they get
-    their turn between two."""
+    their turn between two (and the window's, when busy, first: `core.give_way`)."""
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         yield "{"
         for k, (key, item) in enumerate(value.items()):
@@ -76,6 +78,8 @@ def json_in_pieces(value: Any) -> Iterator[str]:
     elif isinstance(value, list | tuple) and len(value) > PIECE:
         yield "["
         for start in range(0, len(value), PIECE):
+            if start:
+                give_way()
             part = json.dumps(value[start:start + PIECE], ensure_ascii=False, default=str)
             yield ("" if start == 0 else ", ") + part[1:-1]
         yield "]"

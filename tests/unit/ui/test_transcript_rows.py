@@ -63,3 +63,27 @@ def test_code_blocks_of_an_answer_can_be_copied_one_by_one() -> None:
     assert TranscriptView.code_copy_actions(one) == [("Copy code", "only one")]
     cut = Row(RowKind.ASSISTANT, "c", text="```js\nconsole.log(1)")  # cut off mid-block
     assert TranscriptView.code_copy_actions(cut) == [("Copy code (js)", "console.log(1)")]
+
+
+def test_a_long_stream_keeps_the_rows_around_it_laid_out(qapp: object) -> None:
+    """Every flush of a streaming answer is a new version of its row: only the newest one's
+    layout is kept, so hundreds of flushes neither push the rows on screen out of the layout
+    cache (laid out again, on the window's thread) nor leave hundreds of documents to free
+    at once when the answer ends."""
+    from PySide6.QtGui import QFont
+
+    from ui.transcript_delegate import CACHE_SIZE, TranscriptDelegate
+
+    delegate = TranscriptDelegate()
+    font = QFont()
+    rows = [Row(RowKind.ASSISTANT, f"a{i}", text=f"answer {i}") for i in range(20)]
+    first = [delegate.layout(r, 600, font) for r in rows]
+    stream = Row(RowKind.STREAMING, "streaming")
+    for n in range(CACHE_SIZE + 50):
+        stream.text += f"tok{n} "
+        stream.version += 1
+        delegate.layout(stream, 600, font)
+    assert all(delegate.layout(r, 600, font) is lay for r, lay in zip(rows, first, strict=True))
+    assert len(delegate._cache) == len(rows) + 1
+    delegate.stream_ended()
+    assert len(delegate._cache) == len(rows)

@@ -1,0 +1,38 @@
+"""Long pure-Python work off the window's thread gives way to that thread while it is busy.
+
+CPython runs one thread's Python at a time. While the meter walks 10,000 decisions on its
+thread, every call Qt makes into Python on the window's thread (a model's data, a delegate's
+paint) first waits for the GIL, and a repaint made of hundreds of such calls stalls the window
+for tens of milliseconds. Long walks therefore call `give_way()` every few hundred items: while
+the window's thread is busy (between Qt's event dispatcher waking and going back to sleep,
+told through `window_busy` and `window_idle`), the walk sleeps, GIL released, until the window
+is idle again, for at most `LONGEST_WAIT` seconds each time, so it always progresses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+LONGEST_WAIT = 0.02  # seconds one pause may wait for the window to go idle
+
+_idle = threading.Event()
+_idle.set()  # no window (the CLI, tests): never wait
+
+
+def window_busy() -> None:
+    """The window's thread started handling events (Qt's dispatcher woke up)."""
+    _idle.clear()
+
+
+def window_idle() -> None:
+    """The window's thread has nothing to do (Qt's dispatcher is about to sleep)."""
+    _idle.set()
+
+
+def give_way() -> None:
+    """A pause in long work off the window's thread: wait while the window is busy, at most
+    LONGEST_WAIT, and release the GIL at least once either way."""
+    if not _idle.is_set() and threading.current_thread() is not threading.main_thread():
+        _idle.wait(LONGEST_WAIT)
+    time.sleep(0)
