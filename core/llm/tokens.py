@@ -34,6 +34,10 @@ def encoding_for_model(model: str | None) -> str:
     return "o200k_base" if name.startswith(_O200K_PREFIXES) else "cl100k_base"
 
 
+_shared: dict[str, TokenCounter] = {}  # see TokenCounter.for_model
+_shared_lock = threading.Lock()
+
+
 def get_encoding(name: str) -> Any:
     enc = _encodings.get(name)
     if enc is None:
@@ -49,7 +53,8 @@ def get_encoding(name: str) -> Any:
 
 
 class TokenCounter:
-    """Counts tokens for one encoding, remembering every message it has counted."""
+    """Counts tokens for one encoding, remembering every message it has counted (safe to share
+    between threads: a count is only ever added, and the same whoever counts it)."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
         self.encoding_name = encoding
@@ -58,7 +63,15 @@ class TokenCounter:
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
-        return cls(encoding_for_model(model))
+        """The process's counter for the model's encoding: the window's meter and the engine
+        share what each has counted (an entry is counted once, not once per thread: a 10,000
+        entry log is seconds of counting)."""
+        enc = encoding_for_model(model)
+        counter = _shared.get(enc)
+        if counter is None:
+            with _shared_lock:  # not _enc_lock: making the counter takes that one
+                counter = _shared.get(enc) or _shared.setdefault(enc, cls(enc))
+        return counter
 
     def text(self, text: str) -> int:
         if not text:

@@ -47,3 +47,54 @@ def test_bpe_files_come_from_litellms_package_not_the_internet() -> None:
     assert pkg is not None
     assert os.environ["TIKTOKEN_CACHE_DIR"].startswith(str(pkg))
     assert TokenCounter("cl100k_base").text("hello world") == 2
+
+
+def test_the_window_and_the_engine_count_an_entry_once(tmp_path: object) -> None:
+    """Two context services of one project (the window's meter, the engine) share one counter
+    per encoding: an entry the meter counted is not counted again for the engine's request
+    (a 10,000-entry log is seconds of counting before the first token)."""
+    from pathlib import Path
+
+    from core.factory import context_service
+    from core.settings import LLMSettings
+    from core.store.project import Project
+
+    assert isinstance(tmp_path, Path)
+    with Project.open(tmp_path / "p") as project:
+        conv = project.conversations.create("c").id
+        project.conversations.append_many(conv, [ConversationMessage(
+            role="user" if n % 2 == 0 else "assistant", content=f"entry {n} " * 30)
+            for n in range(40)])
+        history = project.conversations.load(conv).messages
+        assert not any(m.token_counts for m in history)  # counted only when built
+        settings = LLMSettings(model="gpt-4")
+        window = context_service(project, ask_servers=False)
+        window.build(conv, history, settings, "chat")
+        engine = context_service(project)
+        counted: list[str] = []
+        counter = engine.counter(settings.model)
+        original = counter.text
+        counter.text = lambda text: counted.append(text) or original(text)  # type: ignore[method-assign]
+        try:
+            engine.caches = type(engine.caches)()  # the engine's own cache: it builds afresh
+            engine.build(conv, list(history), settings, "chat")
+        finally:
+            del counter.text
+        assert counted and not [t for t in counted if t.startswith("entry ")]
+
+
+def test_the_first_counter_of_a_process_is_made_without_waiting_on_itself() -> None:
+    """The shared counter is made while its encoding is not loaded yet (a fresh process: the
+    window's first meter refresh). Making it loads the encoding under its own lock; a counter
+    made under that same lock hung the window at start-up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    code = ("from core.llm.tokens import TokenCounter\n"
+            "print(TokenCounter.for_model('gpt-4').text('hello world'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"
