@@ -21,6 +21,7 @@ from core.context.service import ContextService
 from core.llm import runtime
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
+from core.store.errors import StoreError
 from ui.main_window import MainWindow
 
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
@@ -118,7 +119,12 @@ class UsageMeter:
         agent = self.agent()
         if agent is not None and agent.model:
             settings = settings.model_copy(update={"model": agent.model})
-        messages = history()
+        try:
+            messages = history()
+        except StoreError as e:  # gone or unreadable since it was opened (another process)
+            self._problem = ("context: conversation not readable", str(e))
+            self.show()
+            return
         mode = self.mode()
 
         def build() -> Callable[[], None]:

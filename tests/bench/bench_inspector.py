@@ -44,9 +44,17 @@ def run() -> None:
         controller.open_project(tmp / "big")
         controller.show_conversation(conv)
         deadline = time.monotonic() + 60
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        def rest(ms: int) -> None:
+            """The window waiting in its event loop, as it does between events (a loop that
+            spins processEvents never looks idle to the work waiting for it: core.give_way)."""
+            waiting = QEventLoop()
+            QTimer.singleShot(ms, waiting.quit)
+            waiting.exec()
+
         while controller.meter.report is None and time.monotonic() < deadline:
-            app.processEvents()  # the first build of a long log runs aside
-            time.sleep(0.01)
+            rest(10)  # the first build of a long log runs aside
         from core.llm.tokens import TokenCounter
         from core.model import ConversationMessage
 
@@ -63,8 +71,7 @@ def run() -> None:
             deadline = time.monotonic() + 30
             while (controller.meter.report is before or controller.meter.report is None) \
                     and time.monotonic() < deadline:
-                app.processEvents()
-                time.sleep(0.0005)
+                rest(1)
             app.processEvents()
 
         for i in range(5):

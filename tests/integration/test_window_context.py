@@ -111,3 +111,20 @@ def test_a_large_conversation_counted_for_another_model_is_counted_beside_the_wi
     run_until(qloop, lambda: window.usage.state != "pending")
     assert "tokens" in window.usage.text() and controller.meter.report is not None
     assert controller.meter.report.model == "gpt-4o-mini"
+
+
+def test_a_conversation_removed_by_another_process_is_said_by_the_meter(
+        qtbot, qloop, project_dir) -> None:
+    """The shown conversation's folder goes away behind the window's back (another process,
+    a sync tool): the meter says it cannot read it, instead of a traceback and a stale figure."""
+    import shutil
+
+    window, controller = open_window(qtbot, project_dir)
+    meter = window.usage
+    qtbot.waitUntil(lambda: meter.state != "pending")
+    conv = controller.current_id
+    assert conv is not None and controller.project is not None
+    shutil.rmtree(project_dir / ".workbench" / "conversations" / conv)
+    controller.refresh_usage()
+    qtbot.waitUntil(lambda: "not readable" in meter.text(), timeout=3000)
+    assert conv in meter.toolTip()
