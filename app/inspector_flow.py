@@ -13,7 +13,7 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
 from core.context.builder import BudgetError, BuiltRequest
-from core.context.report import BuildReport, let_others_run
+from core.context.report import BuildReport
 from core.context.report_text import (
     LEFT_OUT,
     budget_parts,
@@ -25,6 +25,7 @@ from core.context.report_text import (
     since_last,
 )
 from core.engine import Engine
+from core.give_way import give_way
 from core.model import ConversationMessage, annotation
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -109,7 +110,7 @@ class InspectorFlow:
         for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
         if not self._shown:
             return None
-        return self._kept_rows(built.report, messages, let_others_run)
+        return self._kept_rows(built.report, messages, give_way)
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible

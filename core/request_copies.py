@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from core.context.builder import BuiltRequest
-from core.context.report import let_others_run
 from core.context.report_text import identical_lead, stable_prefix
+from core.give_way import give_way
 from core.llm.tokens import TokenCounter
 from core.store.errors import describe_os_error
 from core.store.requests import latest_request, save_request
@@ -86,7 +86,7 @@ class RequestCopies:
         try:
             path = save_request(requests_dir, conv_id, {
                 "messages": built.messages, "tools": built.tools,
-                "report": built.report.to_json(compact=True, pause=let_others_run)})
+                "report": built.report.to_json(compact=True, pause=give_way)})
             if self._kept is not None:
                 remember(self._kept, conv_id, (path, built))
         except OSError as e:

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from core.context.builder import summary_projection
-from core.context.report import let_others_run
 from core.context.summary import (
     NothingToSummarize,
     chunks,
@@ -21,6 +20,7 @@ from core.context.summary import (
     plan_summary,
     summary_words,
 )
+from core.give_way import give_way
 from core.llm.adapter import Finished, LLMRequest, TextDelta, Usage, cost_of
 from core.llm.errors import LLMError
 from core.model import ConversationMessage
@@ -52,7 +52,7 @@ async def summarize(
     history = engine.store.load(conv_id).messages
     counter = engine.counter(settings.model)
     try:
-        plan = plan_summary(history, counter, pause=let_others_run)
+        plan = plan_summary(history, counter, pause=give_way)
     except NothingToSummarize as e:
         yield CompactionFinished("skipped", str(e), automatic=automatic)
         return
@@ -75,7 +75,7 @@ async def summarize(
             "the conversation for a summary; choose a summary model with a larger window. "
             "Nothing was changed.", automatic=automatic)
         return
-    parts = chunks(plan.entries, room, sum_counter, let_others_run)
+    parts = chunks(plan.entries, room, sum_counter, give_way)
     yield CompactionStarted(len(plan.entries), model, automatic, len(parts))
     started = time.monotonic()
     running = previous

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from core.give_way import give_way
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
@@ -149,11 +148,6 @@ def entry_dicts(report: dict[str, Any]) -> list[dict[str, Any]] | None:
 PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's decisions
 
 
-def let_others_run() -> None:
-    """A pause in a long walk done off the window's thread (see `core.give_way`)."""
-    give_way()
-
-
 class _Decisions:
     """What happened to each log entry, kept compact until someone asks."""
 
@@ -219,7 +213,7 @@ class _Decisions:
              ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
         """(id, role, kind, decision, reason, tokens, stage, tokens_before) per entry, in the
         order of EntryDecision's fields: cheap enough to write 10,000 of them per request.
-        `pause`: called every PAUSE_EVERY rows (see `let_others_run`)."""
+        `pause`: called every PAUSE_EVERY rows (see `core.give_way`)."""
         if pause is not None:
             for n, row in enumerate(self.rows(), start=1):
                 if n % PAUSE_EVERY == 0:

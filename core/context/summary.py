@@ -114,7 +114,7 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
 
     `pause`: called every PAUSE_EVERY entries of each walk over the log (the engine plans an
     automatic summary on its thread while the window paints; see
-    `core.context.report.let_others_run`).
+    `core.give_way`).
 
     Raises:
         NothingToSummarize: fewer than MIN_ENTRIES such entries.
