@@ -12,6 +12,7 @@ from app.commands import (
     EXIT_TURN_ERROR,
     EXIT_USAGE,
     CliError,
+    _context,
     _engine,
     _open,
     _require_writable,
@@ -100,7 +101,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
                      "include": "included"}[action]
             print(f"entry {entry.id} is already {state}; nothing changed")
             return EXIT_OK
-        store.append(conv_id, annotation(entry.id, action))
+        failure = _context(project).writer.write(conv_id, [annotation(entry.id, action)],
+                                                 "the change").failure
+        if failure is not None:
+            raise CliError(f"not changed: {failure.cause}")
     finally:
         project.close()
     done = {"pin": "pinned: always sent", "unpin": "unpinned", "exclude":

@@ -66,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     title = f"Run: {workflow.name}" if workflow is not None else "Run"
     turn = prepare_turn(args, create=args.new, title=title, mode="run")
     try:
-        driver = RunDriver(turn.engine, turn.project.state)
+        driver = RunDriver(turn.engine)
         if workflow is not None:
             _copy_into(Workflows(turn.project.state), workflow, args.workflow)
             events = driver.start(turn.conv_id, workflow, turn.settings, turn.options,

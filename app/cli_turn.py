@@ -72,7 +72,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             from app.cli_run import run_progress
             from core.runs.driver import RunDriver
 
-            driver = RunDriver(engine, turn.project.state)
+            driver = RunDriver(engine)
             run = driver.state(conv_id)
             if run is not None and run.open:
                 return print_turn(driver.carry(conv_id, events, settings, options),

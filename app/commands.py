@@ -14,6 +14,7 @@ from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
 
 if TYPE_CHECKING:
+    from core.context.service import ProjectContext
     from core.engine import Engine  # litellm behind it: imported when needed
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
@@ -111,8 +112,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         if agent.model and not args.model:
             settings = settings.model_copy(update={"model": agent.model})
         try:
-            built = _engine(project).context.build(conv_id, loaded.messages, settings, mode,
-                                                   args.budget, agent=agent)
+            built = _context(project).build(conv_id, loaded.messages, settings, mode,
+                                            args.budget, agent=agent)
         except BudgetError as e:
             raise CliError(str(e)) from None
     finally:
@@ -198,11 +199,20 @@ def _resolve(store: ConversationStore, conv: str) -> str:
         raise CliError(str(e)) from None
 
 
-def _engine(project: Project) -> Engine:
-    from core.factory import build_engine, calibration_for
+def _context(project: Project) -> ProjectContext:
+    """The project's one context (no model library behind it: `workbench context` and the
+    other commands that send nothing stay quick)."""
+    from core.context.service import ProjectContext
+    from core.factory import calibration_for
     from core.settings import SettingsStore
 
-    return build_engine(project, calibration_for(SettingsStore()))
+    return ProjectContext.for_project(project, calibration_for(SettingsStore()))
+
+
+def _engine(project: Project) -> Engine:
+    from core.factory import build_engine
+
+    return build_engine(project, _context(project))
 
 
 def _read_stdin_text() -> str:

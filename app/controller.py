@@ -25,8 +25,9 @@ from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.agents import Agent
 from core.context.calibration import Calibration
+from core.context.service import ProjectContext
 from core.engine import Engine
-from core.factory import build_engine, context_service
+from core.factory import build_engine
 from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, ErrorInfo, Mode
@@ -150,9 +151,11 @@ class Controller(QObject):
             return False
         self._close_project()
         self.project = project
-        self.engine = build_engine(project, self.calibration, self.client)
-        # The meter builds on the window's thread; the turn engine on its own (same policy).
-        self.meter.context = context_service(project, self.calibration, ask_servers=False)
+        # One context for the project: the engine builds with it on its thread, the meter
+        # and the Inspector on the window's, so what they show is what is sent.
+        context = ProjectContext.for_project(project, self.calibration)
+        self.engine = build_engine(project, context, self.client)
+        self.meter.context = context
         g = self.settings_store.remember_project(project.root)
         self.window.set_recent_projects(g.recent_projects)
         self.window.set_project(project.name, project.read_only_reason)

@@ -95,8 +95,15 @@ class InspectorFlow:
         project, conv = self.host.project, self.host.current_id
         if project is None or conv is None or project.read_only:
             return
+        context = self.meter.context
+        if context is None:
+            return
+        failure = context.writer.write(conv, [annotation(i, action) for i in ids],
+                                       "the change").failure
+        if failure is not None:
+            self.window.set_notice(f"Not changed: {failure.cause}.")
+            return
         try:
-            project.conversations.append_many(conv, [annotation(i, action) for i in ids])
             folded = {m.id: m for m in project.conversations.load(conv).messages if m.id in ids}
         except StoreError as e:
             self.window.set_notice(f"Not changed: {e}")

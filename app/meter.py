@@ -17,7 +17,7 @@ from core.agents import Agent
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_lines, usage_state
-from core.context.service import ContextService
+from core.context.service import ProjectContext
 from core.llm import runtime
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
@@ -52,7 +52,7 @@ class UsageMeter:
         self.settings = settings
         self.mode = mode
         self.agent = agent
-        self.context: ContextService | None = None
+        self.context: ProjectContext | None = None
         self.report: BuildReport | None = None
         self.built: BuiltRequest | None = None  # the request itself (the Inspector's)
         self._problem: tuple[str, str] | None = None  # (meter text, why)
@@ -92,7 +92,7 @@ class UsageMeter:
         if agent is not None and agent.model:
             settings = settings.model_copy(update={"model": agent.model})
         return context.build(conv_id, messages, settings, self.mode(), usable_override=usable,
-                             agent=agent, what_if=True)
+                             agent=agent, what_if=True, ask_servers=False)
 
     def refresh(self, conv_id: str | None,
                 history: Callable[[], list[ConversationMessage]]) -> None:
@@ -129,7 +129,8 @@ class UsageMeter:
 
         def build() -> Callable[[], None]:
             try:
-                built = context.build(conv_id, messages, settings, mode, agent=agent)
+                built = context.build(conv_id, messages, settings, mode, agent=agent,
+                                      ask_servers=False)  # never wait on a server here
             except BudgetError as e:
                 problem = ("context: does not fit", context.budget_message(e, settings))
                 return lambda: self._apply(None, problem)

@@ -20,8 +20,7 @@ from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
 from core.model import ConversationMessage, RunAction
 from core.runs.driver import RunControlError, RunDriver
-from core.runs.files import RunFiles
-from core.runs.state import RunState, RunTracker
+from core.runs.state import RunState
 from core.runs.workflow import Step, Workflow, WorkflowError, Workflows
 from core.store.conversations import DEFAULT_TITLE
 from core.store.project import Project
@@ -62,8 +61,6 @@ class RunFlow(QObject):
         self.driver: RunDriver | None = None
         self.workflows: Workflows | None = None
         self._found: dict[str, tuple[Path, Workflow]] = {}
-        self._tracker = RunTracker()
-        self._tracked: str | None = None
         self._message = ""  # why the run stopped, from the driver's last report
         self._refresh = QTimer(self)
         self._refresh.setSingleShot(True)
@@ -83,9 +80,8 @@ class RunFlow(QObject):
 
     def project_opened(self, project: Project, engine: Engine) -> list[str]:
         """Read the project's workflows; returns one sentence per unusable file."""
-        self.driver = RunDriver(engine, None if project.read_only else project.state)
+        self.driver = RunDriver(engine)
         self.workflows = Workflows(project.state)
-        self._tracker, self._tracked = RunTracker(), None
         return self.reload_workflows()
 
     def reload_workflows(self, select: str | None = None) -> list[str]:
@@ -101,9 +97,8 @@ class RunFlow(QObject):
         self._unshown = []
         self.panel.goal.clear()
         run = self.state()
-        project = self.host.project
-        if run is not None and project is not None and not project.read_only:
-            problem = RunFiles(project.state).sync(conv_id, run)
+        if run is not None and self.driver is not None:
+            problem = self.driver.engine.writer.sync_run(conv_id, run)
             if problem:
                 self.window.set_notice(problem)
         if run is not None and run.open and self.host.mode() == "run":
@@ -112,12 +107,10 @@ class RunFlow(QObject):
 
     def state(self) -> RunState | None:
         """The current conversation's latest run, as its log says."""
-        project, conv = self.host.project, self.host.current_id
-        if project is None or conv is None:
+        conv = self.host.current_id
+        if self.driver is None or conv is None:
             return None
-        if conv != self._tracked:
-            self._tracker, self._tracked = RunTracker(), conv
-        return self._tracker.state(project.conversations.load(conv).messages)
+        return self.driver.state(conv)  # the project context's fold, shared with the engine
 
     def open_driver(self) -> RunDriver | None:
         """The driver when the current conversation has a run that can go on (a message in

@@ -42,7 +42,6 @@ from core.model import ConversationMessage, Mode
 from core.questions import Question
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsError
-from core.store.errors import StoreError
 from core.store.project import Project
 from ui.approval_dialog import ApprovalDialog
 from ui.main_window import MainWindow
@@ -288,15 +287,13 @@ class TurnRunner(QObject):
 
     def save_unsaved(self) -> None:
         """The notice's Save: write what a full disk kept in memory, in order."""
-        if self.host.project is None:
+        if self.host.engine is None:
             return
         for conv_id, entries in list(self._unsaved.items()):
-            try:
-                self.host.project.conversations.append_many(conv_id, entries)
-            except StoreError as e:
-                self.window.set_notice(f"Still not saved: {e}", "Save")
+            failure = self.host.engine.writer.write(conv_id, entries, "them").failure
+            if failure is not None:
+                self.window.set_notice(f"Still not saved: {failure.cause}.", "Save")
                 return
-            self.host.project.conversations.clear_partial(conv_id)  # saved: nothing to recover
             del self._unsaved[conv_id]
         self.window.set_notice("Saved.")
 

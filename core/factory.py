@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import weakref
-
 from core.context.calibration import Calibration
-from core.context.prompts import PromptComposer
-from core.context.service import BuildCaches, ContextService
+from core.context.service import ProjectContext
 from core.engine import Engine, ToolSetup
 from core.llm.adapter import LLMClient
 from core.settings import SettingsStore
@@ -18,28 +15,13 @@ def calibration_for(settings: SettingsStore) -> Calibration:
     return Calibration(settings.folder / "calibration.json")
 
 
-_CACHES: weakref.WeakKeyDictionary[Project, BuildCaches] = weakref.WeakKeyDictionary()
-
-
-def context_service(project: Project, calibration: Calibration | None = None,
-                    ask_servers: bool = True) -> ContextService:
-    """The context service for `project` (its prompt overrides, the shared calibration).
-    `ask_servers=False` for the window's thread: it never waits on a server. The services of
-    one open project share their build caches, so the window's meter and Inspector see the
-    very compaction the engine's requests send."""
-    caches = _CACHES.setdefault(project, BuildCaches())
-    return ContextService(project.conversations, PromptComposer(project.state / "prompts"),
-                          calibration, ask_servers=ask_servers, offer_tools=True,
-                          caches=caches)
-
-
-def build_engine(project: Project, calibration: Calibration | None = None,
+def build_engine(project: Project, context: ProjectContext | None = None,
                  client: LLMClient | None = None) -> Engine:
-    """The turn engine for `project`: its context service, its tools (the project folder is
-    where they work) and request copies kept in `.workbench/requests/`, unless the project is
-    read-only."""
-    return Engine(project.conversations, client,
+    """The turn engine for `project` over its one context (made here when not given): its
+    tools (the project folder is where they work) and request copies kept in
+    `.workbench/requests/`, unless the project is read-only."""
+    context = context or ProjectContext.for_project(project)
+    return Engine(context, client,
                   requests_dir=None if project.read_only else project.state / "requests",
-                  context=context_service(project, calibration),
                   tools=None if project.read_only
                   else ToolSetup.for_folder(project.root, project.state))

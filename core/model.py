@@ -419,12 +419,3 @@ def continuable(entry: ConversationMessage | None) -> bool:
     if entry.kind == "error":
         return entry.error is not None and entry.error.type not in NOT_CONTINUABLE
     return entry.finish_reason == "length"
-
-
-def retryable_turn(history: list[ConversationMessage]) -> bool:
-    """Whether Retry applies: the conversation ends in a failed answer (error entries), with
-    the request they failed on still before them."""
-    i = len(history) - 1
-    while i >= 0 and history[i].kind == "error":
-        i -= 1
-    return i < len(history) - 1 and i >= 0 and history[i].role in ("user", "tool")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from core.context.builder import summary_projection
+from core.context.service import ProjectContext
 from core.context.summary import (
     NothingToSummarize,
     chunks,
@@ -21,7 +21,7 @@ from core.context.summary import (
     summary_words,
 )
 from core.give_way import give_way
-from core.llm.adapter import Finished, LLMRequest, TextDelta, Usage, cost_of
+from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, Usage, cost_of
 from core.llm.errors import LLMError
 from core.model import ConversationMessage
 from core.settings import LLMSettings
@@ -31,11 +31,7 @@ from core.turn_events import (
     CompactionProgress,
     CompactionStarted,
     EngineEvent,
-    SaveFailed,
 )
-
-if TYPE_CHECKING:
-    from core.engine import Engine
 
 
 class _SummaryRejected(Exception):
@@ -43,14 +39,16 @@ class _SummaryRejected(Exception):
 
 
 async def summarize(
-    engine: Engine, conv_id: str, settings: LLMSettings, focus: str | None = None,
-    automatic: bool = False,
+    context: ProjectContext, client: LLMClient, conv_id: str, settings: LLMSettings,
+    focus: str | None = None, automatic: bool = False,
 ) -> AsyncIterator[EngineEvent]:
-    """Write the conversation's next summary and append it; events say what happened."""
-    if not engine.store.writable:
-        raise ReadOnlyError(engine.store.read_only_reason or "the project is read-only")
-    history = engine.store.load(conv_id).messages
-    counter = engine.counter(settings.model)
+    """Write the conversation's next summary and append it (through the project's log
+    writer); events say what happened."""
+    store = context.store
+    if not store.writable:
+        raise ReadOnlyError(store.read_only_reason or "the project is read-only")
+    history = store.load(conv_id).messages
+    counter = context.counter(settings.model)
     try:
         plan = plan_summary(history, counter, pause=give_way)
     except NothingToSummarize as e:
@@ -62,8 +60,8 @@ async def summarize(
     own = settings.model_copy(update={
         "model": model, "max_output_tokens": max_out,
         "context_window": settings.context_window if model == settings.model else None})
-    budget = engine.context.budget(None, own)
-    sum_counter = engine.counter(model)
+    budget = context.budget(None, own)
+    sum_counter = context.counter(model)
     previous = plan.previous.text() if plan.previous is not None else ""
     # What one call may read: its window, less the instructions, the running summary
     # (as long as the answer may be) and the focus.
@@ -90,7 +88,7 @@ async def summarize(
             text: list[str] = []
             finish = None
             shown = 0
-            async for ev in engine.client.stream(request):
+            async for ev in client.stream(request):
                 if isinstance(ev, TextDelta):
                     text.append(ev.text)
                     chars = sum(map(len, text))
@@ -134,12 +132,12 @@ async def summarize(
             f"it would stand for ({plan.covered_tokens:,}). Nothing was changed.",
             automatic=automatic)
         return
-    saved = True
-    for event in engine._persist(conv_id, entry, "the summary"):
-        saved = saved and not isinstance(event, SaveFailed)
+    written = context.writer.write(conv_id, [entry], "the summary")
+    for event in written.events:
         yield event
+    entry = written.entries[0]
     cost = cost_of(model, usage_total)
-    if not saved:
+    if not written.ok:
         yield CompactionFinished("failed", "The summary could not be saved; nothing was "
                                  "changed.", automatic=automatic)
         return

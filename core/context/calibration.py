@@ -54,11 +54,28 @@ class Calibration:
         """Drop the limit remembered for `model` (the user found it wrong)."""
         with self._lock:
             data = self._load()
-            if data.pop(f"window:{model}", None) is not None:
+            # what the provider said of the model goes together: its limit and its tools
+            if (data.pop(f"window:{model}", None), data.pop(f"no_tools:{model}", None)) \
+                    != (None, None):
                 try:
                     atomic_write_json(self.path, data)
                 except OSError:
                     pass
+
+    def refuses_tools(self, model: str) -> bool:
+        """The model's server refused a request that offered tools (remembered, so every
+        build, the meter's as the engine's, leaves them out)."""
+        with self._lock:
+            return bool(self._load().get(f"no_tools:{model}"))
+
+    def remember_refuses_tools(self, model: str) -> None:
+        with self._lock:
+            data = self._load()
+            data[f"no_tools:{model}"] = {"refused": 1.0}
+            try:
+                atomic_write_json(self.path, data)
+            except OSError:
+                pass
 
     def remember_window(self, model: str, tokens: int) -> None:
         with self._lock:

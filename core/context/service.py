@@ -1,7 +1,9 @@
-"""The one context service: which window applies, and the request the next turn would send.
+"""The project context: one per open project, owning what every request depends on.
 
-The turn engine, the window's meter, `workbench context` and (next) the Context Inspector all
-ask it, so what they show is what is sent. It owns the budget policy, highest first:
+The turn engine, the window's meter, the Context Inspector and `workbench context` all ask the
+same `ProjectContext`, so what they show is what is sent: its build caches (and the kept
+compaction), calibration and the limits and refusals a provider stated (`no_tools`), token
+counters, run trackers, and the one log writer. It owns the budget policy, highest first:
 
     the conversation's own context_window > the settings' (CLI, environment, project, global)
     > what the model's server says (vLLM, llama.cpp, LM Studio, Ollama; asked once)
@@ -9,10 +11,10 @@ ask it, so what they show is what is sent. It owns the budget policy, highest fi
 
 and one incremental build cache per conversation (a few are kept; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).
-The caches can be shared by the services of one project (the window's and the engine's, on
-their own threads): a build holds its cache's lock, and the compaction a cache keeps for later
-builds (see core.context.view; kept on disk with the conversation, so a new process sends the
-same request) is then the same for the meter, the Inspector and what is sent.
+The window's thread and the engine's build on the same caches: a build holds its cache's lock,
+and the compaction a cache keeps for later builds (see core.context.view; kept on disk with the
+conversation, so a new process sends the same request) is the same for the meter, the
+Inspector and what is sent, because every build has the same fixed prefix and tools.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from core.agents import Agent
@@ -31,10 +34,12 @@ from core.context.prompts import PromptComposer, RunContext
 from core.context.server_window import cached_window, server_window
 from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
+from core.log_writer import LogWriter
 from core.model import ConversationMessage, Mode
 from core.runs.state import RunState, RunTracker, fold
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
+from core.store.project import Project
 from core.tools import Tool, tool_schemas, tools_for
 
 CACHED_CONVERSATIONS = 2
@@ -74,11 +79,13 @@ class BuildCaches:
             return cache, lock
 
 
-class ContextService:
+class ProjectContext:
     """Attributes:
         store: the project's conversations (for each conversation's own settings and history).
         composer: the system prompt templates (with the project's overrides).
-        calibration: per-model calibration and provider-stated limits (optional).
+        calibration: per-model calibration, and what providers stated (limits, tool refusals).
+        writer: the one log writer of the project's conversations.
+        offer_tools: requests offer the mode's tools (the project has a folder to run them in).
     """
 
     def __init__(
@@ -87,25 +94,41 @@ class ContextService:
         composer: PromptComposer | None = None,
         calibration: Calibration | None = None,
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
-        ask_servers: bool = True,
         offer_tools: bool = False,
-        caches: BuildCaches | None = None,
+        state_dir: Path | None = None,
     ) -> None:
-        """`ask_servers`: False for builds on the window's thread, which use only what a server
-        already said (the engine's thread asks). `offer_tools`: requests offer the mode's tools
-        (an engine that can run them: one with a project folder). `caches`: shared with
-        another service of the same project (see the module's doc)."""
-        self.ask_servers = ask_servers
+        """`state_dir`: the project's `.workbench/` (where run files are kept), if any."""
         self.offer_tools = offer_tools
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
         self._counter_for = counter_for
         self._counters: dict[str, TokenCounter] = {}
-        self.caches = caches or BuildCaches()
-        self.no_tools: set[str] = set()  # models whose server refused a request with tools
+        self.caches = BuildCaches()
+        self._no_tools: set[str] = set()  # without a calibration file: this process only
         self._runs: dict[str, RunTracker] = {}
         self._runs_lock = threading.Lock()
+        self.writer = LogWriter(store, self.run_state, state_dir)
+
+    @classmethod
+    def for_project(cls, project: Project, calibration: Calibration | None = None
+                    ) -> ProjectContext:
+        """The one context of an open project (its prompt overrides, the shared calibration,
+        its run files): made once when the project opens and handed to everything that
+        builds a request or writes to the log."""
+        return cls(project.conversations, PromptComposer(project.state / "prompts"),
+                   calibration, offer_tools=True,
+                   state_dir=None if project.read_only else project.state)
+
+    def refuses_tools(self, model: str) -> bool:
+        """A server refused a request of `model` that offered tools: no build offers them."""
+        return model in self._no_tools or (
+            self.calibration is not None and self.calibration.refuses_tools(model))
+
+    def remember_refuses_tools(self, model: str) -> None:
+        self._no_tools.add(model)
+        if self.calibration is not None:
+            self.calibration.remember_refuses_tools(model)
 
     def counter(self, model: str | None) -> TokenCounter:
         enc = encoding_for_model(model)
@@ -114,8 +137,11 @@ class ContextService:
         return self._counters[enc]
 
     def budget(self, conv_id: str | None, settings: LLMSettings,
-               usable_override: int | None = None, known_window: int | None = None) -> Budget:
-        """The budget for the conversation's next request (the policy in the module's doc)."""
+               usable_override: int | None = None, known_window: int | None = None,
+               ask_servers: bool = True) -> Budget:
+        """The budget for the conversation's next request (the policy in the module's doc).
+        `ask_servers=False` on the window's thread: only what a server already said is used
+        (the engine's thread asks)."""
         window = settings.context_window
         if conv_id is not None:
             window = self.store.meta(conv_id).context_window or window  # the most specific
@@ -123,7 +149,7 @@ class ContextService:
             known_window = self.calibration.window(settings.model)
         served = None
         if not window and usable_override is None:
-            ask = server_window if self.ask_servers else cached_window
+            ask = server_window if ask_servers else cached_window
             served = ask(settings.api_base, settings.model)
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0
         return resolve_budget(settings.model, settings.max_output_tokens,
@@ -135,7 +161,7 @@ class ContextService:
         self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,
         mode: Mode = "chat", usable_override: int | None = None,
         known_window: int | None = None, run_context: RunContext | None = None,
-        agent: Agent | None = None, what_if: bool = False,
+        agent: Agent | None = None, what_if: bool = False, ask_servers: bool = True,
     ) -> BuiltRequest:
         """The request for `history` (the conversation's log, or what a Retry would resend).
 
@@ -143,15 +169,17 @@ class ContextService:
         append only looks at what is new. `what_if`: a build that is never sent (the
         Inspector's budget slider, or its preview with the draft); it works on a copy of the
         cache, so the real builds' cache and kept compaction stay as they were.
+        `ask_servers=False`: see `budget`.
 
         Raises:
             BudgetError: not even the system prompt and the latest user message fit.
         """
-        budget = self.budget(conv_id, settings, usable_override, known_window)
+        budget = self.budget(conv_id, settings, usable_override, known_window, ask_servers)
         run = self.run_state(conv_id, history, remember=not what_if) if mode == "run" else None
         if run_context is None and run is not None and run.status != "aborted":
             run_context = run.context()
-        tools = [] if settings.model in self.no_tools else self.tool_schemas(mode, agent, run)
+        tools = [] if self.refuses_tools(settings.model) else \
+            self.tool_schemas(mode, agent, run)
         persona = agent.instructions if agent is not None else None
         cache, lock = self.caches.take(conv_id) if conv_id is not None else (None, nullcontext())
         with lock:
@@ -179,14 +207,18 @@ class ContextService:
             return []
         return tool_schemas(run_tools(mode, agent, run))
 
-    def run_state(self, conv_id: str | None, history: list[ConversationMessage],
+    def run_state(self, conv_id: str | None,
+                  history: list[ConversationMessage] | None = None,
                   remember: bool = True) -> RunState | None:
         """The state of the conversation's latest run, as its log says (folded only over what
         is new since the last call for `conv_id`): a snapshot, which the engine's thread and
-        the window's may each read while the other folds. `remember=False`: `history` is
-        not the log (a what-if build with a draft)."""
+        the window's may each read while the other folds. `history`: the log (read from the
+        store when not given). `remember=False`: `history` is not the log (a what-if build
+        with a draft)."""
         if conv_id is None:
-            return fold(history)
+            return fold(history or [])
+        if history is None:
+            history = self.store.load(conv_id).messages
         with self._runs_lock:
             tracker = self._runs.setdefault(conv_id, RunTracker())
             state = tracker.state(history, remember)

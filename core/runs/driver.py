@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 
 from core.engine import (
     DEFAULT_TURN,
@@ -27,22 +26,15 @@ from core.engine import (
     EngineEvent,
     EntryAppended,
     RunUpdated,
-    StoreNotice,
     TurnFinished,
     TurnOptions,
 )
-from core.model import (
-    ConversationMessage,
-    RunAction,
-    RunEvent,
-    continuable,
-    new_id,
-    retryable_turn,
-)
-from core.runs.files import RunFiles
+from core.last_turn import last_turn
+from core.model import ConversationMessage, RunAction, RunEvent, continuable, new_id
 from core.runs.state import RunState
 from core.runs.workflow import Workflow
 from core.settings import LLMSettings
+from core.store.errors import StoreWriteError
 from core.tools.step import COMPLETE_STEP
 
 NUDGE = ("[Run: step {number} ({title}) is still active. Carry on with it; when its done-when "
@@ -74,13 +66,12 @@ class RunDriver:
         nudges: answers without complete_step before the run waits for the user.
     """
 
-    def __init__(self, engine: Engine, state: Path | None = None, nudges: int = NUDGES) -> None:
+    def __init__(self, engine: Engine, nudges: int = NUDGES) -> None:
         self.engine = engine
-        self.files = RunFiles(state) if state is not None else None
         self.nudges = nudges
 
     def state(self, conv_id: str) -> RunState | None:
-        return self.engine.run_state(conv_id)
+        return self.engine.context.run_state(conv_id)
 
     async def start(
         self, conv_id: str, workflow: Workflow, settings: LLMSettings,
@@ -99,11 +90,10 @@ class RunDriver:
             step_id=workflow.steps[0].id,
             run_event=RunEvent(action="start", workflow=workflow.model_dump(mode="json"),
                                goal=goal or None))
-        saved = True
-        for event in self.engine.record(conv_id, entry, "the run's start"):
-            saved = saved and isinstance(event, (EntryAppended, StoreNotice))
+        written = self.engine.writer.write(conv_id, [entry], "the run's start")
+        for event in written.events:
             yield event
-        if not saved:
+        if not written.ok:
             return
         async for event in self.drive(conv_id, settings, options):
             yield event
@@ -150,8 +140,8 @@ class RunDriver:
             yield self._updated(conv_id, run)
             if run is None or run.status in ("finished", "aborted", "paused"):
                 break
-            history = self.engine.store.load(conv_id).messages
-            last = history[-1] if history else None
+            end = last_turn(self.engine.store.load(conv_id).messages)
+            last = end.last
             instruction = None
             if run.status == "waiting":
                 if answered and nudged >= self.nudges:
@@ -165,7 +155,7 @@ class RunDriver:
             if last is not None and last.kind == "error" and instruction is None:
                 if continuable(last):
                     events = self.engine.continue_(conv_id, settings, options)
-                elif retryable_turn(history):
+                elif end.retryable:
                     events = self.engine.retry(conv_id, settings, options)
                 else:
                     events = self.engine.proceed(conv_id, settings, options)
@@ -225,8 +215,12 @@ class RunDriver:
             step_id=target.step.id if target else None,
             run_event=RunEvent(action=action, step_id=step_id or (
                 target.step.id if target and action in ("skip", "redo") else None)))
-        self.engine.store.append(conv_id, entry)
-        return entry
+        written = self.engine.writer.write(conv_id, [entry], "the run's control")
+        failure = written.failure
+        if failure is not None:
+            raise StoreWriteError(f"The run was not changed: {failure.cause}.", None,
+                                  failure.cause)
+        return written.entries[0]
 
     async def _following(self, conv_id: str, events: AsyncIterator[EngineEvent]
                          ) -> AsyncIterator[EngineEvent]:
@@ -246,6 +240,6 @@ class RunDriver:
         if run is None:
             return RunUpdated(conv_id, None, "This conversation has no run.")
         snapshot = copy.deepcopy(run)
-        if self.files is not None and final:
-            self.files.sync(conv_id, snapshot)
+        if final:
+            self.engine.writer.sync_run(conv_id, snapshot)
         return RunUpdated(conv_id, snapshot, STOPPED.get(run.status) if final else None)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from core.context.service import ContextService
+from core.context.service import ProjectContext
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, FunctionCall, ToolCall
 from core.settings import LLMSettings
@@ -64,13 +63,13 @@ def session(fresh_each_turn: bool) -> tuple[float, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
         conv = project_with(Path(tmp) / "p", history, name)
         project = Project.open(Path(tmp) / "p")
-        service = ContextService(project.conversations, offer_tools=True)
+        service = ProjectContext(project.conversations, offer_tools=True)
         try:
             for n in range(TURNS):
                 if fresh_each_turn:  # what a new process knows: the folder
                     project.close()
                     project = Project.open(Path(tmp) / "p")
-                    service = ContextService(project.conversations, offer_tools=True)
+                    service = ProjectContext(project.conversations, offer_tools=True)
                 store = project.conversations
                 counter = service.counter("gpt-4o")
                 store.append(conv, counter.with_count(ConversationMessage(

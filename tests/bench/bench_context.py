@@ -84,6 +84,7 @@ def send_to_wire() -> None:
     import tempfile
     from pathlib import Path
 
+    from core.context.service import ProjectContext
     from core.engine import Engine
     from core.llm.runtime import load_litellm
     from core.settings import LLMSettings
@@ -95,7 +96,7 @@ def send_to_wire() -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server:
         conv = project_with(Path(tmp) / "p", big_messages())
         with Project.open(Path(tmp) / "p") as project:
-            engine = Engine(project.conversations, composer=PromptComposer(),
+            engine = Engine(ProjectContext(project.conversations, PromptComposer()),
                             requests_dir=project.state / "requests")
             settings = LLMSettings(model=MODEL, api_base=server.url, max_output_tokens=256,
                                    context_window=128_000)

@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.context.service import ContextService
+from core.context.service import ProjectContext
 from core.model import ConversationMessage, RunEvent, new_id
 from core.runs.state import fold
 from core.runs.workflow import Workflow
@@ -43,7 +43,7 @@ def run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         conv = project_with(Path(tmp) / "p", history)
         with Project.open(Path(tmp) / "p") as project:
-            service = ContextService(project.conversations, offer_tools=True)
+            service = ProjectContext(project.conversations, offer_tools=True)
             log = project.conversations.load(conv).messages
             figures: dict[str, float] = {}
             for mode in ("chat", "run"):

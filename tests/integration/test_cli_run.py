@@ -9,7 +9,7 @@ import pytest
 
 from app.cli import main
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, ToolCalls
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
 from tests.integration.test_run import BRIEFS, WORKFLOW, complete
 
 

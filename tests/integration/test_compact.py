@@ -12,6 +12,7 @@ import pytest
 
 from app.cli import main
 from core.engine import CompactionFinished, CompactionStarted, Engine
+from core.factory import build_engine
 from core.llm.tokens import TokenCounter
 from core.settings import LLMSettings
 from core.store.project import Project
@@ -133,7 +134,7 @@ def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
         return asyncio.run(run())
 
     with Project.open(project_dir) as p:
-        engine = Engine(p.conversations)
+        engine = build_engine(p)
         llm_server.script(Answer("FIRST SUMMARY of tasks 0-5"))
         events = summarize(engine)
         started = next(e for e in events if isinstance(e, CompactionStarted))
@@ -186,7 +187,7 @@ def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_
 
     async def run() -> list[object]:
         with Project.open(project_dir) as p:
-            return [e async for e in Engine(p.conversations).summarize(conv, settings)]
+            return [e async for e in build_engine(p).summarize(conv, settings)]
 
     events = asyncio.run(run())
     started = next(e for e in events if isinstance(e, CompactionStarted))
@@ -225,24 +226,24 @@ def test_a_long_imported_conversation_keeps_working_at_a_small_window(
 
 
 def test_the_window_and_the_engine_share_the_kept_compaction(project_dir: Path) -> None:
-    # The meter (window thread) and the engine each have a context service; they share their
-    # build caches, so the request the meter shows after a compaction is the one the engine
-    # sends, the compaction kept and extended by what is new.
-    from core.factory import build_engine, context_service
+    # The meter (window thread) and the engine build with the project's one context, so the
+    # request the meter shows after a compaction is the one the engine sends, the compaction
+    # kept and extended by what is new.
+    from core.context.service import ProjectContext
     from core.model import ConversationMessage
 
     conv = session_project(project_dir, rounds=30)
     with Project.open(project_dir) as p:
-        window = context_service(p, ask_servers=False)
-        engine = build_engine(p)
+        window = ProjectContext.for_project(p)
+        engine = build_engine(p, window)
         settings = LLMSettings(model="gpt-4o", context_window=9000, max_output_tokens=1000)
         shown = window.preview(conv, settings, "agent")
         assert any(s["name"] == "key messages" for s in shown.report.stages)
         p.conversations.append(conv, COUNTER.with_count(
             ConversationMessage(role="user", content="Go on with the next file.")))
         history = p.conversations.load(conv).messages
-        sent = engine.build(history, settings, "agent", conv_id=conv)
+        sent = engine.context.build(conv, history, settings, "agent")
         assert [s["name"] for s in sent.report.stages if s["name"] == "reused"] == ["reused"]
         assert sent.messages[:len(shown.messages)] == shown.messages
-        again = window.build(conv, history, settings, "agent")
+        again = window.build(conv, history, settings, "agent", ask_servers=False)
         assert again.messages == sent.messages

@@ -11,8 +11,8 @@ import pytest
 from app.cli import main
 from core.context.calibration import Calibration
 from core.settings import SettingsStore
-from tests.helpers.disk import disk_full
 from core.store.project import Project
+from tests.helpers.disk import disk_full
 from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError
 
 

@@ -62,7 +62,7 @@ def tools_of(server: FakeLLMServer, n: int) -> list[str]:
 def start(project: Project, server: FakeLLMServer, workflow: Workflow | None = None,
           goal: str = "", **extra: Any) -> tuple[str, RunDriver, list[EngineEvent]]:
     conv = project.conversations.create(title="run")
-    driver = RunDriver(build_engine(project), project.state)
+    driver = RunDriver(build_engine(project))
     wf = workflow or Workflow.model_validate(WORKFLOW)
     events = drain(driver.start(conv.id, wf, settings(server, **extra),
                                 TurnOptions(mode="run", approve="always"), goal))
@@ -126,7 +126,7 @@ def test_a_run_that_failed_resumes_at_its_step_in_a_new_process(
     # a new process: nothing but the folder
     llm_server.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
     with Project.open(project_dir) as project:
-        driver = RunDriver(build_engine(project), project.state)
+        driver = RunDriver(build_engine(project))
         drain(driver.drive(conv_id, settings(llm_server), TurnOptions(approve="always")))
         assert [b for b in BRIEFS if b in system_of(llm_server, 2)] == ["BRIEF-DRAFT"]
         run = driver.state(conv_id)
@@ -304,7 +304,7 @@ def test_skipping_a_step_while_its_answer_arrives_keeps_that_answer_with_its_ste
     llm_server.script(complete("c1", "listed"), Answer("drafting slowly " * 8, delay=0.05),
                       complete("c3", "reviewed"), Answer("Wrap-up."))
     conv = project.conversations.create(title="run")
-    driver = RunDriver(build_engine(project), project.state)
+    driver = RunDriver(build_engine(project))
     wf = Workflow.model_validate(WORKFLOW)
 
     async def go() -> None:
@@ -361,7 +361,7 @@ def test_an_answer_stopped_mid_run_stays_with_its_step_and_pauses_the_run(
         project: Project, llm_server: FakeLLMServer) -> None:
     llm_server.script(complete("c1", "listed"), Answer("drafting slowly " * 40, delay=0.05))
     conv = project.conversations.create(title="run")
-    driver = RunDriver(build_engine(project), project.state)
+    driver = RunDriver(build_engine(project))
 
     async def go() -> None:
         task = asyncio.ensure_future(drain_async(driver.start(

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from core.context.service import ProjectContext
 from core.engine import Engine, EntryAppended, StreamText, TurnFinished, TurnOptions
 from core.model import ConversationMessage
 from core.settings import LLMSettings
@@ -20,7 +21,7 @@ def settings(server: FakeLLMServer, auto_retries: int = 0) -> LLMSettings:
 
 def run_turn(project: Project, conv_id: str, text: str, server: FakeLLMServer) -> list:
     async def go() -> list:
-        return [ev async for ev in Engine(project.conversations).send(conv_id, text, settings(server))]
+        return [ev async for ev in Engine(ProjectContext(project.conversations)).send(conv_id, text, settings(server))]
 
     return asyncio.run(go())
 
@@ -85,7 +86,7 @@ def test_stopping_keeps_the_partial_answer_as_a_stopped_entry(project: Project, 
         seen: list[str] = []
 
         async def consume() -> None:
-            async for ev in Engine(project.conversations).send(conv.id, "talk", settings(llm_server)):
+            async for ev in Engine(ProjectContext(project.conversations)).send(conv.id, "talk", settings(llm_server)):
                 events.append(ev)
                 if isinstance(ev, StreamText):
                     seen.append(ev.text)
@@ -110,7 +111,7 @@ def test_every_event_entry_is_on_disk_when_reported(project: Project, llm_server
     llm_server.script(Answer("ok"))
 
     async def go() -> None:
-        async for ev in Engine(project.conversations).send(conv.id, "hi", settings(llm_server)):
+        async for ev in Engine(ProjectContext(project.conversations)).send(conv.id, "hi", settings(llm_server)):
             if isinstance(ev, EntryAppended):
                 ids = [m.id for m in project.conversations.load(conv.id).messages]
                 assert ev.message.id in ids
@@ -129,7 +130,7 @@ def test_an_unexpected_failure_still_keeps_the_partial_answer(project: Project, 
     conv = project.conversations.create()
 
     async def go() -> list:
-        engine = Engine(project.conversations, client=Flaky())
+        engine = Engine(ProjectContext(project.conversations), client=Flaky())
         return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
 
     events = asyncio.run(go())
@@ -144,7 +145,7 @@ def test_a_message_larger_than_the_budget_is_refused_in_plain_words(project: Pro
     tight = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=256,
                         context_window=1000)
     async def go() -> list:
-        return [ev async for ev in Engine(project.conversations).send(conv.id, "word " * 3000, tight)]
+        return [ev async for ev in Engine(ProjectContext(project.conversations)).send(conv.id, "word " * 3000, tight)]
 
     events = asyncio.run(go())
     assert events[-1].status == "error" and not llm_server.requests  # nothing was sent
@@ -160,7 +161,7 @@ def test_each_built_request_is_saved_with_its_report(project: Project, llm_serve
     engine_of: list[Engine] = []
 
     async def go() -> None:
-        engine = Engine(project.conversations, requests_dir=project.state / "requests")
+        engine = Engine(ProjectContext(project.conversations), requests_dir=project.state / "requests")
         engine_of.append(engine)
         async for _ in engine.send(conv.id, "hello", settings(llm_server),
                                    TurnOptions(mode="agent")):
@@ -181,7 +182,7 @@ def test_each_built_request_is_saved_with_its_report(project: Project, llm_serve
     assert path == saved[0] and built is not None
     assert built.messages == data["messages"]
     assert built.report.sent_ids() == sent_before(data)[1]
-    counter = engine_of[0].counter(None)
+    counter = engine_of[0].context.counter(None)
     assert since_last(built.messages, built.report.sent_ids(), built.messages, built.report,
                       counter, "now") == \
         since_last(*sent_before(data), built.messages, built.report, counter, "now")
@@ -191,10 +192,10 @@ def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_se
     from core.context.calibration import Calibration
 
     calibration = Calibration(tmp_path / "calibration.json")
-    engine = Engine(project.conversations, calibration=calibration)
+    engine = Engine(ProjectContext(project.conversations, calibration=calibration))
     conv = project.conversations.create()
-    first = engine.build([ConversationMessage(role="user", content="x " * 100)],
-                         settings(llm_server)).report
+    first = engine.context.build(None, [ConversationMessage(role="user", content="x " * 100)],
+                                 settings(llm_server)).report
     # The provider counts twice what we count (as a non-OpenAI tokenizer might).
     llm_server.script(Answer("ok", usage=(first.used * 2, 1)))
 
@@ -205,7 +206,8 @@ def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_se
     asyncio.run(go())
     factor = calibration.factor(MODEL)
     assert 1.2 < factor <= 2.0
-    again = engine.build(project.conversations.load(conv.id).messages, settings(llm_server)).report
+    again = engine.context.build(None, project.conversations.load(conv.id).messages,
+                                 settings(llm_server)).report
     assert again.calibration == factor
     assert again.provider_estimate == round(again.used * factor)
     assert Calibration(tmp_path / "calibration.json").factor(MODEL) == factor  # kept on disk
@@ -214,8 +216,8 @@ def test_the_providers_count_calibrates_the_next_budget(project: Project, llm_se
 def test_a_conversation_can_set_its_own_window(project: Project, llm_server) -> None:
     conv = project.conversations.create()
     project.conversations.update_meta(conv.id, context_window=3000)
-    engine = Engine(project.conversations)
-    report = engine.build([], settings(llm_server), conv_id=conv.id).report
+    engine = Engine(ProjectContext(project.conversations))
+    report = engine.context.build(conv.id, [], settings(llm_server)).report
     assert report.window == 3000 and report.budget_source == "override"
 
 
@@ -244,7 +246,7 @@ def test_transient_failures_before_any_text_are_retried_after_retry_after(
                       Answer("third time"))
 
     async def go() -> list:
-        engine = Engine(project.conversations, retry_delays=(0.05, 0.05, 0.05))
+        engine = Engine(ProjectContext(project.conversations), retry_delays=(0.05, 0.05, 0.05))
         return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server, 3))]
 
     events = asyncio.run(go())
@@ -263,7 +265,7 @@ def test_retries_stop_after_the_limit_and_never_repeat_a_partial_answer(
     llm_server.script(HttpError(500), HttpError(500), Cut("half"))
 
     async def go() -> list:
-        engine = Engine(project.conversations, retry_delays=(0.01, 0.01, 0.01))
+        engine = Engine(ProjectContext(project.conversations), retry_delays=(0.01, 0.01, 0.01))
         return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server, 2))]
 
     events = asyncio.run(go())
@@ -283,7 +285,7 @@ def test_context_overflow_rebuilds_within_the_stated_limit_and_remembers_it(
                                    content=f"message {i} " + "lorem ipsum " * 60) for i in range(40)]
     project.conversations.append_many(conv.id, history)
     calibration = Calibration(tmp_path / "calibration.json")
-    engine = Engine(project.conversations, calibration=calibration)
+    engine = Engine(ProjectContext(project.conversations, calibration=calibration))
     llm_server.script(ContextLengthError(limit=2500, requested=9000), Answer("fits now"),
                       Answer("fits at once"))
 
@@ -295,7 +297,8 @@ def test_context_overflow_rebuilds_within_the_stated_limit_and_remembers_it(
     first, second = (len(str(r.body["messages"])) for r in llm_server.requests)
     assert second < first  # the rebuilt request is smaller
     assert calibration.window(MODEL) == 2500
-    report = engine.build(project.conversations.load(conv.id).messages, settings(llm_server)).report
+    report = engine.context.build(None, project.conversations.load(conv.id).messages,
+                                  settings(llm_server)).report
     assert report.window == 2500 and report.budget_source == "provider"
     asyncio.run(turn("again"))
     assert len(llm_server.requests) == 3  # the next request fitted at once
@@ -308,7 +311,7 @@ def test_context_overflow_that_cannot_shrink_stops_with_a_clear_error(project: P
     llm_server.script(*[ContextLengthError(limit=100_000, requested=200_000)] * 5)
 
     async def go() -> list:
-        return [ev async for ev in Engine(project.conversations).send(conv.id, "hi",
+        return [ev async for ev in Engine(ProjectContext(project.conversations)).send(conv.id, "hi",
                                                                       settings(llm_server))]
 
     events = asyncio.run(go())
@@ -334,7 +337,7 @@ def test_a_key_in_a_failures_traceback_never_reaches_the_log(
     conv = project.conversations.create()
 
     async def go() -> list:
-        engine = Engine(project.conversations, client=Leaky())
+        engine = Engine(ProjectContext(project.conversations), client=Leaky())
         return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
 
     events = asyncio.run(go())
@@ -354,14 +357,14 @@ def test_a_disk_error_while_saving_the_answer_keeps_it_in_memory(
 
     conv = project.conversations.create()
     store = project.conversations
-    real_append = store.append
+    real_append = store.append_many
 
-    def full_disk_for_answers(conv_id, msg):  # the disk fills up after the question is saved
-        if msg.role == "assistant":
+    def full_disk_for_answers(conv_id, msgs):  # the disk fills up after the question is saved
+        if any(m.role == "assistant" for m in msgs):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_append(conv_id, msg)
+        return real_append(conv_id, msgs)
 
-    monkeypatch.setattr(store, "append", full_disk_for_answers)
+    monkeypatch.setattr(store, "append_many", full_disk_for_answers)
     llm_server.script(Answer("The answer the user must not lose."))
     events = run_turn(project, conv.id, "question", llm_server)  # no exception escapes
     failed = [e for e in events if isinstance(e, SaveFailed)]
@@ -383,7 +386,7 @@ def test_a_request_copy_that_cannot_be_written_never_stops_the_answer(
     llm_server.script(Answer("Still here."))
 
     async def go() -> list:
-        engine = Engine(project.conversations, requests_dir=not_a_folder)
+        engine = Engine(ProjectContext(project.conversations), requests_dir=not_a_folder)
         return [ev async for ev in engine.send(conv.id, "hi", settings(llm_server))]
 
     events = asyncio.run(go())
@@ -399,7 +402,7 @@ def test_a_partial_answer_replaced_by_a_retry_leaves_later_requests(
     from core.engine import NothingToRetry
 
     conv = project.conversations.create()
-    engine = Engine(project.conversations)  # one engine: its build cache sees every step
+    engine = Engine(ProjectContext(project.conversations))  # one engine: its build cache sees every step
     llm_server.script(Cut("Half an ans"), Answer("The whole answer."), Answer("Next answer."))
 
     async def drain(events) -> list:
@@ -420,6 +423,6 @@ def test_a_partial_answer_replaced_by_a_retry_leaves_later_requests(
     # The failed attempt stays in the log, and the report says why it was left out.
     log = project.conversations.load(conv.id).messages
     assert [m.kind for m in log] == ["message", "error", "message", "message", "message"]
-    report = engine.build(log, s, conv_id=conv.id).report
+    report = engine.context.build(conv.id, log, s).report
     reasons = [e.reason for e in report.entries if e.id == log[1].id]
     assert reasons and "replaced (Retry)" in reasons[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.context.service import ContextService
+from core.context.service import ProjectContext
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, annotation
 from core.settings import LLMSettings
@@ -27,10 +27,10 @@ def setup(folder: Path) -> str:
 
 
 def turn(project: Project, conv: str, n: int, mode: str = "agent",
-         service: ContextService | None = None) -> list[str]:
+         service: ProjectContext | None = None) -> list[str]:
     """Append a question, build the request as the engine does, append a short answer."""
     store = project.conversations
-    service = service or ContextService(store, offer_tools=True)
+    service = service or ProjectContext(store, offer_tools=True)
     counter = service.counter("gpt-4o")
     store.append(conv, counter.with_count(ConversationMessage(role="user",
                                                               content=f"question {n}")))
@@ -71,7 +71,7 @@ def test_a_damaged_kept_compaction_is_made_again_from_the_log(tmp_path: Path) ->
 def test_what_invalidates_the_kept_compaction_is_said_in_the_report(tmp_path: Path) -> None:
     conv = setup(tmp_path / "p")
     with Project.open(tmp_path / "p") as project:
-        service = ContextService(project.conversations, offer_tools=True)
+        service = ProjectContext(project.conversations, offer_tools=True)
         turn(project, conv, 0, service=service)
         assert turn.report.compaction.startswith("new compaction")  # type: ignore[attr-defined]
         turn(project, conv, 1, service=service)
@@ -90,7 +90,7 @@ def test_what_invalidates_the_kept_compaction_is_said_in_the_report(tmp_path: Pa
 def test_a_compaction_lands_near_its_target_so_it_lasts(tmp_path: Path) -> None:
     conv = setup(tmp_path / "p")
     with Project.open(tmp_path / "p") as project:
-        service = ContextService(project.conversations, offer_tools=True)
+        service = ProjectContext(project.conversations, offer_tools=True)
         turn(project, conv, 0, service=service)
         report = turn.report  # type: ignore[attr-defined]
     assert report.compaction.startswith("new compaction")
@@ -105,7 +105,7 @@ def test_a_first_compaction_long_after_a_pin_does_not_blame_the_pin(tmp_path: Pa
         store = project.conversations
         conv = store.create("growing").id
         store.append_many(conv, session[:6])  # well below the trigger
-        service = ContextService(store, offer_tools=True)
+        service = ProjectContext(store, offer_tools=True)
         service.build(conv, store.load(conv).messages, SETTINGS, "agent")
         store.append(conv, annotation(session[0].id, "pin"))
         service.build(conv, store.load(conv).messages, SETTINGS, "agent")  # still below

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.context import server_window
-from core.context.service import ContextService
+from core.context.service import ProjectContext
 from core.settings import LLMSettings
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, FakeLLMServer
@@ -33,7 +33,7 @@ def test_each_kind_of_server_states_its_window(project: Project, llm_server, pat
                                                expected) -> None:
     llm_server.info[path] = body
     conv = project.conversations.create()
-    service = ContextService(project.conversations)
+    service = ProjectContext(project.conversations)
     budget = service.budget(conv.id, settings(llm_server))
     assert (budget.window, budget.source) == (expected, "server")
     assert llm_server.requests == []  # asking never counts as (or costs) a chat request
@@ -42,20 +42,20 @@ def test_each_kind_of_server_states_its_window(project: Project, llm_server, pat
 def test_the_server_is_asked_once_and_the_window_thread_never_asks(project: Project,
                                                                    llm_server) -> None:
     conv = project.conversations.create()
-    window_thread = ContextService(project.conversations, ask_servers=False)
-    assert window_thread.budget(conv.id, settings(llm_server)).source != "server"
+    context = ProjectContext(project.conversations)
+    assert context.budget(conv.id, settings(llm_server), ask_servers=False).source != "server"
     llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
-    engine_thread = ContextService(project.conversations)
-    assert engine_thread.budget(conv.id, settings(llm_server)).window == 8000
+    assert context.budget(conv.id, settings(llm_server)).window == 8000  # the engine's thread
     del llm_server.info["/props"]  # a second ask would find nothing now
-    assert engine_thread.budget(conv.id, settings(llm_server)).window == 8000
-    assert window_thread.budget(conv.id, settings(llm_server)).window == 8000  # what it said
+    assert context.budget(conv.id, settings(llm_server)).window == 8000
+    # the window's thread: what the server said, without asking
+    assert context.budget(conv.id, settings(llm_server), ask_servers=False).window == 8000
 
 
 def test_settings_and_the_conversation_outrank_the_server(project: Project, llm_server) -> None:
     llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
     conv = project.conversations.create()
-    service = ContextService(project.conversations)
+    service = ProjectContext(project.conversations)
     assert service.budget(conv.id, settings(llm_server, window=20000)).window == 20000
     project.conversations.update_meta(conv.id, context_window=3000)
     assert service.budget(conv.id, settings(llm_server, window=20000)).window == 3000
@@ -63,7 +63,7 @@ def test_settings_and_the_conversation_outrank_the_server(project: Project, llm_
 
 def test_an_unknown_model_keeps_most_of_a_guessed_window_for_the_request(project: Project) -> None:
     conv = project.conversations.create()
-    budget = ContextService(project.conversations).budget(
+    budget = ProjectContext(project.conversations).budget(
         conv.id, LLMSettings(model="openai/never-heard-of-it", max_output_tokens=4096))
     assert budget.source == "default" and budget.reserved_output == 2048
     assert budget.usable > 5500

@@ -50,12 +50,12 @@ def test_bpe_files_come_from_litellms_package_not_the_internet() -> None:
 
 
 def test_the_window_and_the_engine_count_an_entry_once(tmp_path: object) -> None:
-    """Two context services of one project (the window's meter, the engine) share one counter
-    per encoding: an entry the meter counted is not counted again for the engine's request
-    (a 10,000-entry log is seconds of counting before the first token)."""
+    """Contexts of one process share one counter per encoding: an entry counted for one build
+    (the window's meter) is not counted again for another context's fresh build (a
+    10,000-entry log is seconds of counting before the first token)."""
     from pathlib import Path
 
-    from core.factory import context_service
+    from core.context.service import ProjectContext
     from core.settings import LLMSettings
     from core.store.project import Project
 
@@ -68,9 +68,9 @@ def test_the_window_and_the_engine_count_an_entry_once(tmp_path: object) -> None
         history = project.conversations.load(conv).messages
         assert not any(m.token_counts for m in history)  # counted only when built
         settings = LLMSettings(model="gpt-4")
-        window = context_service(project, ask_servers=False)
-        window.build(conv, history, settings, "chat")
-        engine = context_service(project)
+        window = ProjectContext.for_project(project)
+        window.build(conv, history, settings, "chat", ask_servers=False)
+        engine = ProjectContext.for_project(project)
         counted: list[str] = []
         counter = engine.counter(settings.model)
         original = counter.text

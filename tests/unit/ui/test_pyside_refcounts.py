@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from PySide6.QtCore import QRect
-from PySide6.QtGui import QColor, QImage, QPainter, QTextCursor, QTextDocument
+from PySide6.QtGui import QImage, QPainter, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QLabel
 
 pytestmark = pytest.mark.gui

@@ -1,0 +1,298 @@
+"""One exchange with the model: a built request, sent with its recoveries, and the entry it
+leaves in the log.
+
+Recoveries, each before any text has arrived (after that, what arrived is kept and Continue or
+Retry is the user's call):
+- a transient failure: the same request again after a backoff (or the provider's Retry-After);
+- a refused length: rebuilt within the limit the provider stated (else three quarters of what
+  was assumed), at most `MAX_OVERFLOW_REBUILDS` times, each one shorter, never resent as is;
+- tools refused by the model's server: the same request without tools, remembered for the model
+  in the project context, so the meter and every later build leave them out too.
+
+The entry is written before anything else is awaited: the request's copy for
+`.workbench/requests/` is settled after, so a Stop (or a closing window) at any moment after
+the answer arrived never loses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from core.context.builder import BudgetError, BuiltRequest
+from core.context.report_text import cached_tokens
+from core.llm.adapter import Finished, LLMRequest, TextDelta, ToolCallsReady, Usage, keys_in_use
+from core.llm.errors import ContextOverflow, LLMError, ToolsUnsupported
+from core.log_writer import Written
+from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall
+from core.redact import redact
+from core.request_copies import RequestCopies, cache_breakpoints, remember
+from core.settings import LLMSettings
+from core.turn_events import (
+    EngineEvent,
+    RequestBuilt,
+    RequestStarted,
+    Retrying,
+    StoreNotice,
+    StreamText,
+    TurnFinished,
+    TurnOptions,
+)
+
+if TYPE_CHECKING:
+    from core.engine import Engine
+
+MAX_RETRY_WAIT = 120.0
+MAX_OVERFLOW_REBUILDS = 3
+PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often
+
+
+def error_entry(info: ErrorInfo, text: str, settings: LLMSettings, mode: Mode,
+                duration_ms: int = 0, continues: str | None = None) -> ConversationMessage:
+    """The visible entry a failed (or stopped) answer becomes, with what arrived of it."""
+    return ConversationMessage(
+        role="assistant", kind="error", content=text, error=info, mode=mode,
+        model=settings.model, duration_ms=duration_ms, continues=continues,
+        status="aborted" if info.type == "stopped" else "error")
+
+
+@dataclass
+class Received:
+    """What the stream brought so far."""
+
+    parts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    finish: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class Exchange:
+    """One request of `conv_id` and its answer (see the module's doc).
+
+    Attributes:
+        built: the request as built (replaced by each rebuild).
+        entry: the entry the exchange left (set when `run` ends).
+    """
+
+    def __init__(self, engine: Engine, conv_id: str, settings: LLMSettings,
+                 options: TurnOptions, history: list[ConversationMessage],
+                 built: BuiltRequest, continues: str | None = None,
+                 instruction: str | None = None) -> None:
+        self.engine, self.conv_id, self.settings = engine, conv_id, settings
+        self.options, self.history = options, history
+        self.built, self.continues, self.instruction = built, continues, instruction
+        self.counter = engine.context.counter(settings.model)
+        self.notes: list[str] = []
+        self.previous = engine.sent.get(conv_id)
+        self.copies = RequestCopies(engine.requests_dir, conv_id, self.notes, self.previous,
+                                    self.counter, engine.kept)
+        self.got = Received()
+        self.started = time.monotonic()
+        self.entry: ConversationMessage | None = None
+        self.request = LLMRequest(
+            model=settings.model, messages=[], api_base=settings.api_base,
+            max_tokens=settings.max_output_tokens, key_name=settings.key_name,
+            tools=built.tools or None, timeout=settings.request_timeout)
+        self._use(built)
+
+    def _use(self, built: BuiltRequest, tools: bool = True) -> None:
+        """Make `built` the request to send (its copy kept once it is on the wire)."""
+        self.built = built
+        self.copies.add(built)
+        messages = built.messages
+        if self.instruction:  # a one-off nudge, never stored
+            messages = [*messages, {"role": "user", "content": self.instruction}]
+        self.request = replace(self.request, messages=messages,
+                               tools=self.request.tools if tools else None,
+                               cache_breakpoints=cache_breakpoints(self.previous, messages))
+        remember(self.engine.sent, self.conv_id, messages)
+
+    def _rebuild(self, known_window: int | None = None) -> BuiltRequest:
+        return self.engine.context.build(
+            self.conv_id, self.history, self.settings, self.options.mode,
+            known_window=known_window, run_context=self.options.run_context,
+            agent=self.options.agent)
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    async def run(self) -> AsyncIterator[EngineEvent]:
+        """Send, recover, write the entry, report; ends with `TurnFinished`."""
+        yield RequestBuilt(self.built)
+        yield RequestStarted(self.settings.model, len(self.request.messages))
+        stopped = False
+        try:
+            async for event in self._receive():
+                yield event
+            entry = self._answer()
+        except LLMError as e:
+            entry = self._failed(e.info(partial=bool(self.got.parts)))
+        except Exception as e:  # noqa: BLE001 - a bug of ours must not lose what was streamed
+            entry = self._failed(ErrorInfo(
+                type="provider_error", retryable=True, partial=bool(self.got.parts),
+                message="Something went wrong while receiving the answer. What arrived is kept.",
+                # A traceback may quote a header or a setting: no key in use leaves the process.
+                details=redact("".join(traceback.format_exception(e))[-4000:],
+                               keys_in_use(self.request))))
+        except GeneratorExit:
+            # The consumer closed the turn (the window closing): a closed generator cannot
+            # report, but what arrived is kept all the same.
+            self.entry = self._write(self._stopped()).entries[0]
+            self.copies.start()
+            raise
+        except asyncio.CancelledError:
+            stopped = True
+            entry = self._stopped()
+        async for event in self._finish(entry, stopped):
+            yield event
+
+    def _stopped(self) -> ConversationMessage:
+        return self._failed(ErrorInfo(
+            type="stopped", message="Stopped by you. The partial answer is kept.",
+            retryable=True, partial=bool(self.got.parts)))
+
+    def _write(self, entry: ConversationMessage) -> Written:
+        written = self.engine.writer.write(self.conv_id, [entry], _what(entry))
+        self.entry = written.entries[0]
+        return written
+
+    async def _finish(self, entry: ConversationMessage, stopped: bool
+                      ) -> AsyncIterator[EngineEvent]:
+        """Write the entry first, then settle the request's copies (a Stop meanwhile leaves
+        them to finish in the background: the entry is already safe)."""
+        written = self._write(entry)
+        assert self.entry is not None
+        for event in written.events:
+            yield event
+        if not stopped:
+            try:
+                await self.copies.settle()
+            except asyncio.CancelledError:
+                pass  # the copies finish on their thread; the answer is saved
+            for note in self.notes:
+                yield StoreNotice(note)
+        else:
+            self.copies.start()
+        if stopped:
+            yield TurnFinished("stopped", self.entry)
+        else:
+            yield TurnFinished("ok" if written.ok and entry.kind != "error" else "error",
+                               self.entry)
+
+    async def _receive(self) -> AsyncIterator[EngineEvent]:
+        """Stream the answer, recovering as the module's doc says."""
+        attempt = overflows = 0
+        last_flush = time.monotonic() - PARTIAL_FLUSH_S + 0.2  # first flush soon after text
+        while True:
+            try:
+                async for ev in self.engine.client.stream(self.request):
+                    self.copies.start()  # the request is out: now keep its copy
+                    if isinstance(ev, TextDelta):
+                        self.got.parts.append(ev.text)
+                        if time.monotonic() - last_flush >= PARTIAL_FLUSH_S:
+                            last_flush = time.monotonic()
+                            self._flush()
+                        yield StreamText(ev.text)
+                    elif isinstance(ev, ToolCallsReady):
+                        self.got.calls = ev.calls
+                    elif isinstance(ev, Usage):
+                        self.got.usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
+                                                    "completion_tokens": ev.completion_tokens}
+                    elif isinstance(ev, Finished):
+                        self.got.finish = ev.reason
+                return
+            except ContextOverflow as e:
+                if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:
+                    raise
+                overflows += 1
+                window = self._shrink(e)
+                yield RequestBuilt(self.built)
+                yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
+                               f"The request was too long for the model (limit {window:,} "
+                               "tokens); rebuilt it smaller.")
+            except ToolsUnsupported as e:
+                if self.got.parts or not self.request.tools:
+                    raise
+                self.engine.context.remember_refuses_tools(self.settings.model)
+                self._use(self._rebuild(), tools=False)
+                yield RequestBuilt(self.built)
+                yield StoreNotice(f"{e.message} The conversation goes on without tools; "
+                                  "Agent mode needs a model that supports them.")
+            except LLMError as e:
+                limit = min(self.settings.auto_retries, len(self.engine.retry_delays))
+                if self.got.parts or not e.retryable or attempt >= limit:
+                    raise
+                delay = e.retry_after if e.retry_after is not None \
+                    else self.engine.retry_delays[attempt]
+                attempt += 1
+                yield Retrying(attempt, limit, min(delay, MAX_RETRY_WAIT), e.message)
+                await asyncio.sleep(min(delay, MAX_RETRY_WAIT))  # Stop cancels the wait too
+
+    def _shrink(self, e: ContextOverflow) -> int:
+        """Rebuild within the provider's stated limit (remembered for the model), else three
+        quarters of the window assumed; raises when nothing shorter can be built."""
+        window = e.limit or int(self.built.report.window * 0.75)
+        calibration = self.engine.context.calibration
+        if e.limit and calibration is not None:
+            calibration.remember_window(self.settings.model, e.limit)
+        try:
+            smaller = self._rebuild(known_window=window)
+        except BudgetError as budget:
+            raise ContextOverflow(
+                f"The provider accepts {window:,} tokens for {self.settings.model}, and even "
+                f"the system prompt with your latest message needs {budget.needed:,}. Shorten "
+                "the message, or choose a model with a larger window in Settings (where a "
+                "remembered limit can also be reset).", details=e.details, limit=e.limit
+            ) from e
+        if smaller.report.used >= self.built.report.used:
+            raise ContextOverflow(
+                f"{e.message} Rebuilding with a smaller budget did not make the request any "
+                "shorter, so it was not sent again.", details=e.details, limit=e.limit) from e
+        self._use(smaller)
+        return window
+
+    def _flush(self) -> None:
+        self.engine.writer.write_partial(self.conv_id, {
+            "text": self.got.text, "model": self.settings.model, "mode": self.options.mode,
+            "continues": self.continues}, self.notes)
+
+    def _failed(self, info: ErrorInfo) -> ConversationMessage:
+        return self.counter.with_count(error_entry(
+            info, self.got.text, self.settings, self.options.mode, self.elapsed_ms(),
+            self.continues))
+
+    def _answer(self) -> ConversationMessage:
+        """The complete answer's entry (an unfinished one when the output limit cut it)."""
+        got, settings = self.got, self.settings
+        self.built.report.cached_tokens = cached_tokens(got.usage)
+        calibration = self.engine.context.calibration
+        if calibration is not None and got.usage and got.usage.get("prompt_tokens"):
+            calibration.observe(settings.model, self.built.report.used,
+                                int(got.usage["prompt_tokens"]))
+        if got.finish == "length" and not got.calls:
+            # Cut off by the output limit: kept as unfinished, so Continue can resume it.
+            return self._failed(ErrorInfo(
+                type="max_tokens", retryable=True, partial=bool(got.parts),
+                message=f"The answer reached the output limit ({settings.max_output_tokens:,} "
+                        "tokens) and was cut off. Continue resumes it; a higher limit in "
+                        "Settings avoids it."))
+        return self.counter.with_count(ConversationMessage(
+            role="assistant", content=got.text or None, tool_calls=got.calls or None,
+            mode=self.options.mode, model=settings.model, finish_reason=got.finish,
+            usage=got.usage, duration_ms=self.elapsed_ms(), status="ok",
+            continues=self.continues))
+
+
+def _what(entry: ConversationMessage) -> str:
+    """How a SaveFailed names the entry."""
+    if entry.kind != "error" or entry.error is None or entry.error.type == "max_tokens":
+        return "the answer"
+    return "the partial answer"

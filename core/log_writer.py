@@ -1,0 +1,159 @@
+"""The one log writer: every entry reaches a conversation's log through `LogWriter.write`.
+
+Answers, errors, tool results, aborted calls, run starts and controls, annotations (pin,
+exclude), summaries and entries the user saves again after a full disk all go through here, so
+what must happen to every append happens in one place:
+
+- a run-mode entry is tagged with the run and the step it belongs to (the step a request was
+  built for keeps its answer and tool results, even if the user skipped the step meanwhile);
+- an answer's crash sidecar is cleared once the answer is an entry, and written with its text
+  when the entry could not be (the next open recovers it);
+- a failed write never raises: it comes back as `SaveFailed` with the unsaved entries, so the
+  caller can show them and offer Save;
+- a run's cache file (`.workbench/runs/<id>.json`) follows every run control, also one made
+  while no turn runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.model import ConversationMessage
+from core.runs.files import RunFiles
+from core.runs.state import RunState
+from core.store.conversations import ConversationStore
+from core.store.errors import StoreError, StoreWriteError, describe_os_error
+from core.turn_events import EngineEvent, EntryAppended, SaveFailed, StoreNotice
+
+SAVE_FAILED = ("Could not save {what} ({cause}): it is kept in memory, shown here. Free some "
+               "space (or fix the folder's permissions), then press Save.")
+
+Tags = dict[str, str | None]
+
+
+@dataclass
+class Written:
+    """What a write did, as the events to report (`StoreNotice`s, then one `EntryAppended`
+    per entry; or one `SaveFailed`).
+
+    Attributes:
+        entries: the entries as written (tagged), in order.
+        events: what to report.
+    """
+
+    entries: list[ConversationMessage]
+    events: list[EngineEvent] = field(default_factory=list)
+
+    @property
+    def failure(self) -> SaveFailed | None:
+        return next((e for e in self.events if isinstance(e, SaveFailed)), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class LogWriter:
+    """Attributes:
+        store: the project's conversations.
+    """
+
+    def __init__(self, store: ConversationStore,
+                 run_state: Callable[[str], RunState | None] | None = None,
+                 state_dir: Path | None = None) -> None:
+        """`run_state(conv_id)`: the conversation's latest run (the project context's fold);
+        `state_dir`: the project's `.workbench/` (run files are kept there)."""
+        self.store = store
+        self._run_state = run_state
+        self._run_files = RunFiles(state_dir) if state_dir is not None else None
+        self._request_tags: dict[str, Tags] = {}
+
+    def expect(self, conv_id: str, tags: Tags | None) -> None:
+        """The run and step the conversation's next request is built for (None: not a run's):
+        its answer and tool results are tagged with them."""
+        if tags is None:
+            self._request_tags.pop(conv_id, None)
+        else:
+            self._request_tags[conv_id] = tags
+
+    def tagged(self, conv_id: str, msg: ConversationMessage) -> ConversationMessage:
+        """`msg`, made in run mode, tagged with the run and the step it belongs to."""
+        if msg.mode != "run" or msg.run_id is not None:
+            return msg
+        tags = self._request_tags.get(conv_id) if msg.role != "user" else None
+        if tags is None:  # the user's message joins the step active now
+            run = self._run_state(conv_id) if self._run_state is not None else None
+            if run is None or not run.open:
+                return msg
+            tags = run.tags()
+        return msg.model_copy(update=tags)
+
+    def write(self, conv_id: str, msgs: Sequence[ConversationMessage], what: str,
+              notes: Sequence[str] = ()) -> Written:
+        """Append `msgs` in one durable write (all or none). Never raises for a failed write:
+        the result says it (`SaveFailed` with the entries, the text of an answer kept in the
+        crash sidecar where space allows). `what` names the entries for the user ("the
+        answer"); `notes` are reported before them (e.g. a request copy that could not be
+        kept)."""
+        entries = [self.tagged(conv_id, m) for m in msgs]
+        try:
+            problems = self.store.append_many(conv_id, entries)
+        except (StoreError, OSError) as e:
+            cause = write_cause(e)
+            self._keep_answer(conv_id, entries)
+            failed = SaveFailed(SAVE_FAILED.format(what=what, cause=cause), entries, what,
+                                cause)
+            return Written(entries, [failed])
+        if any(m.role == "assistant" for m in entries):
+            try:
+                self.store.clear_partial(conv_id)  # the answer is an entry now
+            except StoreError:
+                pass
+        events: list[EngineEvent] = [StoreNotice(t) for t in [*notes, *problems]]
+        events += [EntryAppended(m) for m in entries]
+        if any(m.run_event is not None for m in entries):
+            self.sync_run(conv_id)
+        return Written(entries, events)
+
+    def sync_run(self, conv_id: str, run: RunState | None = None) -> str | None:
+        """Bring the run's cache file up to date with the log; a sentence when the file had
+        said something else (it is rewritten)."""
+        if self._run_files is None:
+            return None
+        if run is None and self._run_state is not None:
+            run = self._run_state(conv_id)
+        return self._run_files.sync(conv_id, run) if run is not None else None
+
+    def write_partial(self, conv_id: str, state: dict[str, object], notes: list[str]) -> None:
+        """Flush the text being received to its crash sidecar. Only a safety net: a failure
+        (a full disk) is noted once in `notes` and never stops the answer."""
+        try:
+            self.store.write_partial(conv_id, state)
+        except (OSError, StoreError) as e:
+            note = (f"The answer could not be written to disk as it arrived "
+                    f"({describe_os_error(e) if isinstance(e, OSError) else e}); it is saved "
+                    "when complete.")
+            if note not in notes:
+                notes.append(note)
+
+    def _keep_answer(self, conv_id: str, entries: list[ConversationMessage]) -> None:
+        """Where space allows, an unsaved answer's whole text goes to the crash sidecar: if
+        nobody saves it in this session, the next open recovers it in its place."""
+        for m in entries:
+            if m.role == "assistant":
+                try:
+                    self.store.write_partial(conv_id, {
+                        "text": m.text(), "model": m.model, "mode": m.mode,
+                        "continues": m.continues})
+                except (OSError, StoreError):
+                    pass
+                return
+
+
+def write_cause(e: StoreError | OSError) -> str:
+    """Why a write failed, in a few plain words ("the disk is full")."""
+    if isinstance(e, OSError):
+        return describe_os_error(e)
+    return e.cause if isinstance(e, StoreWriteError) else str(e)
