@@ -5,6 +5,7 @@ needs marks should cache it."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,15 @@ def cache_breakpoints(previous: list[dict[str, Any]] | None,
     return tuple(sorted(p for p in points if p >= 0))[:MAX_BREAKPOINTS]
 
 
+# One thread writes every copy, in the order the requests were made: two copies of one turn
+# (a request and its rebuild after an overflow) never race each other to the folder.
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-copies")
+
+
 class RequestCopies:
-    """The copies of a turn's requests for `.workbench/requests/`: written on a worker thread
-    once the request is on its way (never between Send and the wire), awaited before the
-    turn's entry is saved so a failure is reported with it."""
+    """The copies of a turn's requests for `.workbench/requests/`: written on the copies'
+    thread once the request is on its way (never between Send and the wire), and settled
+    after the turn's entry is saved (a failure is reported after it)."""
 
     def __init__(self, requests_dir: Path | None, conv_id: str, notes: list[str],
                  previous: list[dict[str, Any]] | None, counter: TokenCounter,
@@ -63,7 +69,7 @@ class RequestCopies:
         while self._waiting:
             built = self._waiting.pop(0)
             self._running.append(asyncio.get_running_loop().run_in_executor(
-                None, self._save, built))
+                _WRITER, self._save, built))
 
     async def settle(self) -> None:
         self.start()
