@@ -12,11 +12,11 @@ from app.commands import (
     EXIT_TURN_ERROR,
     EXIT_USAGE,
     CliError,
-    _context,
-    _engine,
-    _open,
-    _require_writable,
-    _resolve,
+    context_for,
+    engine_for,
+    open_project,
+    require_writable,
+    resolve_conversation,
 )
 
 
@@ -32,10 +32,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
-    project = _open(args.project, create=False)
+    project = open_project(args.project, create=False)
     try:
-        _require_writable(project)
-        conv_id = _resolve(project.conversations, args.conversation)
+        require_writable(project)
+        conv_id = resolve_conversation(project.conversations, args.conversation)
         try:
             settings = resolve_llm_settings(
                 cli={"model": args.model, "api_base": args.api_base,
@@ -44,7 +44,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 project=project.overrides, global_settings=SettingsStore().load())
         except SettingsError as e:
             raise CliError(str(e)) from None
-        engine = _engine(project)
+        engine = engine_for(project)
         outcome: list[CompactionFinished] = []
 
         async def run() -> None:
@@ -82,11 +82,11 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from core.model import ANNOTATIONS, annotation
 
     action = args.command
-    project = _open(args.project, create=False)
+    project = open_project(args.project, create=False)
     try:
-        _require_writable(project)
+        require_writable(project)
         store = project.conversations
-        conv_id = _resolve(store, args.conversation)
+        conv_id = resolve_conversation(store, args.conversation)
         messages = store.load(conv_id).messages
         wanted = args.entry.strip()
         found = [m for m in messages if m.id.startswith(wanted) and m.kind != "annotation"] \
@@ -101,7 +101,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
                      "include": "included"}[action]
             print(f"entry {entry.id} is already {state}; nothing changed")
             return EXIT_OK
-        failure = _context(project).writer.write(conv_id, [annotation(entry.id, action)],
+        failure = context_for(project).writer.write(conv_id, [annotation(entry.id, action)],
                                                  "the change").failure
         if failure is not None:
             raise CliError(f"not changed: {failure.cause}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli_turn import prepare_turn, print_turn
-from app.commands import EXIT_FAIL, EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, CliError, _open
+from app.commands import EXIT_FAIL, EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, CliError, open_project
 from app.term import for_stream
 from core.runs.workflow import Workflow, WorkflowError, Workflows
 
@@ -33,7 +33,7 @@ EXIT_BY_STATUS = {"finished": EXIT_OK, "failed": EXIT_TURN_ERROR, "limit": EXIT_
 
 
 def cmd_workflows(args: argparse.Namespace) -> int:
-    project = _open(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True)
     try:
         found, problems = Workflows(project.state).list()
     finally:

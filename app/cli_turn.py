@@ -17,12 +17,12 @@ from app.commands import (
     EXIT_TURN_ERROR,
     EXIT_USAGE,
     CliError,
-    _engine,
-    _open,
-    _read_stdin_text,
-    _require_writable,
-    _resolve,
-    _title_from,
+    engine_for,
+    open_project,
+    read_stdin_text,
+    require_writable,
+    resolve_conversation,
+    title_from,
 )
 from app.term import for_stream
 from core.store.project import Project
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    text = _read_stdin_text() if args.text == "-" else args.text
+    text = read_stdin_text() if args.text == "-" else args.text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
@@ -59,7 +59,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     """send / continue / retry: one turn, its answer printed as it streams."""
     from core.engine import NothingToContinue, NothingToRetry
 
-    turn = prepare_turn(args, create=(action == "send"), title=_title_from(text))
+    turn = prepare_turn(args, create=(action == "send"), title=title_from(text))
     engine, conv_id, settings, options = turn.engine, turn.conv_id, turn.settings, turn.options
     try:
         if action == "send":
@@ -114,7 +114,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
         raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
     if args.step_limit is not None and args.step_limit <= 0:
         raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
-    project = _open(args.project, create=create)
+    project = open_project(args.project, create=create)
     try:
         cli_values = {"model": args.model, "api_base": args.api_base,
                       "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
@@ -129,14 +129,14 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
         threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
                          daemon=True).start()
         store = project.conversations
-        _require_writable(project)
+        require_writable(project)
         if getattr(args, "new", False):
             conv_id = store.create(title=args.title or title, model=settings.model).id
             print(f"conversation {conv_id}", file=sys.stderr)
         else:
-            conv_id = _resolve(store, args.conversation)
+            conv_id = resolve_conversation(store, args.conversation)
 
-        engine = _engine(project)
+        engine = engine_for(project)
         meta = store.meta(conv_id)
         mode = mode or args.mode or meta.mode
         agents, problems = load_agents(project.state)

@@ -44,9 +44,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         messages = parse_openai_messages(raw)
     except ImportProblem as e:
         raise CliError(f"cannot import: {e}") from None
-    project = _open(args.project, create=True)
+    project = open_project(args.project, create=True)
     try:
-        _require_writable(project)
+        require_writable(project)
         settings = resolve_llm_settings(project=project.overrides,
                                         global_settings=SettingsStore().load())
         counter = TokenCounter.for_model(settings.model)
@@ -65,9 +65,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from core.interchange import export_jsonl, export_markdown, export_openai
 
-    project = _open(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True)
     try:
-        conv_id = _resolve(project.conversations, args.conversation)
+        conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
     except (StoreError, OSError) as e:
         raise _store_failure(e, "nothing was exported") from None
@@ -94,9 +94,9 @@ def cmd_context(args: argparse.Namespace) -> int:
 
     if args.budget is not None and args.budget <= 0:
         raise CliError("--budget must be a positive number of tokens", EXIT_USAGE)
-    project = _open(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True)
     try:
-        conv_id = _resolve(project.conversations, args.conversation)
+        conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
         try:
             settings = resolve_llm_settings(
@@ -112,7 +112,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         if agent.model and not args.model:
             settings = settings.model_copy(update={"model": agent.model})
         try:
-            built = _context(project).build(conv_id, loaded.messages, settings, mode,
+            built = context_for(project).build(conv_id, loaded.messages, settings, mode,
                                             args.budget, agent=agent)
         except BudgetError as e:
             raise CliError(str(e)) from None
@@ -131,7 +131,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    project = _open(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True)
     try:
         rows = project.conversations.list()
         pending = {r.id for r in rows if project.conversations.pending_partial(r.id) is not None}
@@ -156,7 +156,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     from core.tools import tools_for
     from core.tools.shell import detect_sandbox
 
-    project = _open(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True)
     try:
         agents, problems = load_agents(project.state)
     finally:
@@ -179,27 +179,27 @@ def cmd_agents(args: argparse.Namespace) -> int:
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _open(path: Path, *, create: bool, read_only: bool = False) -> Project:
+def open_project(path: Path, *, create: bool, read_only: bool = False) -> Project:
     try:
         return Project.open(path, create=create, read_only=read_only)
     except ProjectPathError as e:
         raise CliError(str(e)) from None
 
 
-def _require_writable(project: Project) -> None:
+def require_writable(project: Project) -> None:
     if project.read_only_reason is not None:
         project.close()
         raise CliError(project.read_only_reason)
 
 
-def _resolve(store: ConversationStore, conv: str) -> str:
+def resolve_conversation(store: ConversationStore, conv: str) -> str:
     try:
         return store.resolve(conv)
     except ConversationNotFound as e:
         raise CliError(str(e)) from None
 
 
-def _context(project: Project) -> ProjectContext:
+def context_for(project: Project) -> ProjectContext:
     """The project's one context (no model library behind it: `workbench context` and the
     other commands that send nothing stay quick)."""
     from core.context.service import ProjectContext
@@ -209,13 +209,13 @@ def _context(project: Project) -> ProjectContext:
     return ProjectContext.for_project(project, calibration_for(SettingsStore()))
 
 
-def _engine(project: Project) -> Engine:
+def engine_for(project: Project) -> Engine:
     from core.factory import build_engine
 
-    return build_engine(project, _context(project))
+    return build_engine(project, context_for(project))
 
 
-def _read_stdin_text() -> str:
+def read_stdin_text() -> str:
     """The message from standard input, refusing bytes that are not UTF-8 text."""
     data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else \
         sys.stdin.read().encode("utf-8", "surrogateescape")
@@ -226,7 +226,7 @@ def _read_stdin_text() -> str:
                        "nothing was sent") from None
 
 
-def _title_from(text: str) -> str:
+def title_from(text: str) -> str:
     first = " ".join(text.split())
     return first[:60] + ("…" if len(first) > 60 else "")
 
