@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
-from core.model import ConversationMessage, RunAction
+from core.model import RunAction
 from core.runs.driver import RunControlError, RunDriver
 from core.runs.files import RunFiles
 from core.runs.state import RunState, RunTracker
@@ -77,7 +77,6 @@ class RunFlow(QObject):
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         turns.run_updated.connect(self._on_turns_run_updated)
         turns.finished.connect(lambda _status: self._after_turn())
-        self._unshown: list[ConversationMessage] = []  # controls made while a turn streamed
 
     # --- project and conversation ----------------------------------------------------------------
 
@@ -98,7 +97,6 @@ class RunFlow(QObject):
 
     def conversation_shown(self, conv_id: str) -> None:
         self._message = ""
-        self._unshown = []
         self.panel.goal.clear()
         run = self.state()
         project = self.host.project
@@ -151,9 +149,6 @@ class RunFlow(QObject):
 
     def _after_turn(self) -> None:
         self._refresh.stop()
-        for entry in self._unshown:  # appended while an answer streamed: shown now
-            self.window.transcript_model.append_message(entry)
-        self._unshown = []
         self.show_current()
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
@@ -231,17 +226,14 @@ class RunFlow(QObject):
         QTimer.singleShot(0, self.window.composer.editor.setFocus)
 
     def _record(self, conv: str, action: RunAction, step_id: str) -> bool:
-        """The control entry, in the log and (once no answer streams) in the transcript."""
+        """The control entry, in the log and in the transcript (before an answer streaming)."""
         assert self.driver is not None
         try:
             entry = self.driver.control(conv, action, step_id or None)
         except RunControlError as e:
             self.window.set_notice(str(e))
             return False
-        if self.host.busy():
-            self._unshown.append(entry)
-        else:
-            self.window.transcript_model.append_message(entry)
+        self.window.transcript_model.append_message(entry)
         return True
 
     def _on_panel_step_selected(self, step_id: str) -> None:

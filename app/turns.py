@@ -225,7 +225,7 @@ class TurnRunner(QObject):
             self.window.set_status(event.model, "Waiting for the model…")
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
-            model.append_message(event.message)
+            self._show_entry(event.message)
             self.host.agent_flow.entry_appended(event.message)
             if event.message.run_id is not None:
                 self.run_updated.emit(None)
@@ -246,6 +246,15 @@ class TurnRunner(QObject):
             self._ask(event.question)
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
+
+    def _show_entry(self, msg: ConversationMessage) -> None:
+        """The turn's answer (or the error that ended it) takes the streaming row's place; its
+        other entries follow the model's rule for rows arriving while a row streams."""
+        model = self.window.transcript_model
+        if msg.role == "assistant":
+            model.finish_streaming(msg)
+        else:
+            model.append_message(msg)
 
     def _tick_tools(self) -> None:
         if not self.window.transcript_model.tick_running():
@@ -283,7 +292,7 @@ class TurnRunner(QObject):
         assert self._turn_conv is not None
         self._unsaved.setdefault(self._turn_conv, []).extend(event.unsaved)
         for msg in event.unsaved:
-            self.window.transcript_model.append_message(msg)
+            self._show_entry(msg)
         self.window.set_notice(event.message, "Save")
 
     def save_unsaved(self) -> None:
