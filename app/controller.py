@@ -19,6 +19,7 @@ from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
 from app.meter import UsageMeter
+from app.notices import Notices
 from app.run_flow import RunFlow
 from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
@@ -58,10 +59,14 @@ class Controller(QObject):
         settings_store: SettingsStore,
         client: LLMClient | None = None,
         open_settings_on_first_run: bool = True,
+        notices: Notices | None = None,
     ) -> None:
         super().__init__(window)
         follow_window_thread()
         self.window = window
+        # Everything the flows tell the user goes through this one channel.
+        self.notices = notices or Notices(self)
+        self.notices.attach(window)
         self.settings_store = settings_store
         self.client = client or LLMClient()
         self.project: Project | None = None
@@ -82,16 +87,18 @@ class Controller(QObject):
             window, settings_store, self.calibration,
             lambda: self.project.overrides if self.project is not None else {})
         self.settings_flow.changed.connect(self._on_settings_flow_changed)
-        self.agent_flow = AgentFlow(window)
-        self.meter = UsageMeter(window, self.settings_flow, self.mode, self.agent_flow.agent)
+        self.agent_flow = AgentFlow(window, self.notices)
+        self.meter = UsageMeter(window, self.notices, self.settings_flow, self.mode,
+                                self.agent_flow.agent)
         window.mode_switcher.agent_changed.connect(lambda _name: self.refresh_usage())
         self._usage_timer.timeout.connect(self.meter.show)
-        self.turns = TurnRunner(window, self, self.settings_flow, self.meter)
+        self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
-        self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
+        self.compaction = CompactionFlow(window, self.notices, self, self.settings_flow,
+                                         self.turns.worker)
         self.turns.finished.connect(self._after_turn)
-        self.inspector = InspectorFlow(window, self, self.meter)
-        self.runs = RunFlow(window, self, self.turns, self.inspector.show_entry)
+        self.inspector = InspectorFlow(window, self.notices, self, self.meter)
+        self.runs = RunFlow(window, self.notices, self, self.turns, self.inspector.show_entry)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -101,7 +108,7 @@ class Controller(QObject):
         c.new_requested.connect(self.new_conversation)
         c.rename_requested.connect(self._on_conversations_rename_requested)
         c.delete_requested.connect(self._on_conversations_delete_requested)
-        self.search = SearchFlow(window, self)
+        self.search = SearchFlow(window, self.notices, self)
         c.search_changed.connect(self.search.search)
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
@@ -175,7 +182,7 @@ class Controller(QObject):
             self.window.transcript_model.set_messages([])
         self._refresh_status()  # the project's own settings may name another model
         if agent_problems:
-            self.window.set_notice("Agents and workflows: " + " ".join(agent_problems))
+            self.notices.warning("Agents and workflows: " + " ".join(agent_problems))
         if not project.read_only:
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
@@ -240,8 +247,10 @@ class Controller(QObject):
         self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,
                                            loaded.meta.allow_network)
         self.refresh_usage()
-        self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
-                               if loaded.problems else None)
+        if loaded.problems:
+            self.notices.warning("Found on opening: " + "; ".join(loaded.problems) + ".")
+        else:
+            self.notices.clear()
         self.runs.conversation_shown(conv_id)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
@@ -368,7 +377,7 @@ class Controller(QObject):
             return
         problem = self.settings_flow.problem()
         if problem:
-            self.window.set_status("settings problem", f"{problem}. Open Settings (Ctrl+,).")
+            self.notices.state("settings problem", f"{problem}. Open Settings (Ctrl+,).")
             return
         state = "Ready" if runtime.is_loaded() else "Loading the model library…"
-        self.window.set_status(self.settings_flow.model_label(), state)
+        self.notices.state(self.settings_flow.model_label(), state)

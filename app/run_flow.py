@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QTimer
 
+from app.notices import Notices
 from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
 from core.model import RunAction
@@ -51,11 +52,12 @@ class RunFlow(QObject):
         driver: the open project's run driver (None before a project is open).
     """
 
-    def __init__(self, window: MainWindow, host: RunHost, turns: TurnRunner,
+    def __init__(self, window: MainWindow, notices: Notices, host: RunHost, turns: TurnRunner,
                  show_entry: Callable[[str], None]) -> None:
         super().__init__(window)
         self._show_entry = show_entry
         self.window = window
+        self.notices = notices
         self.host = host
         self.turns = turns
         self.panel = window.run_panel
@@ -103,7 +105,7 @@ class RunFlow(QObject):
         if run is not None and project is not None and not project.read_only:
             problem = RunFiles(project.state).sync(conv_id, run)
             if problem:
-                self.window.set_notice(problem)
+                self.notices.warning(problem)
         if run is not None and run.open and self.host.mode() == "run":
             self.panel.show()  # reopened as it was left: the run where it stands
         self.show_current()
@@ -159,9 +161,9 @@ class RunFlow(QObject):
                 run.status == "paused" or self.driver is None or self.host.current_id is None:
             return
         self._record(self.host.current_id, "pause", "")
-        self.window.set_notice(f"The run of {run.workflow.name!r} pauses after this round: you "
-                               f"switched to {mode.capitalize()}. Back in Run, Resume carries "
-                               "it on.", kind="info")
+        self.notices.info(f"The run of {run.workflow.name!r} pauses after this round: you "
+                          f"switched to {mode.capitalize()}. Back in Run, Resume carries "
+                          "it on.")
         self.show_current()
 
     def _on_panel_start_requested(self, name: str, goal: str) -> None:
@@ -172,12 +174,12 @@ class RunFlow(QObject):
         try:  # read again: the file may have changed since the list was made
             workflow = self.workflows.find(str(found[0])) if self.workflows else found[1]
         except WorkflowError as e:
-            self.window.set_notice(str(e))
+            self.notices.warning(str(e))
             return
         run = self.state()
         if run is not None and run.open and run.status != "post_run":
-            self.window.set_notice(f"The run of {run.workflow.name!r} is still {run.status}; "
-                                   "abort it before starting another.")
+            self.notices.warning(f"The run of {run.workflow.name!r} is still {run.status}; "
+                                 "abort it before starting another.")
             return
         self.host.set_mode("run")
         self._message = ""
@@ -193,7 +195,7 @@ class RunFlow(QObject):
         if self.driver is None or conv is None or project is None:
             return
         if project.read_only:
-            self.window.set_notice("Read-only: a run cannot be changed from this window.")
+            self.notices.warning("Read-only: a run cannot be changed from this window.")
             return
         question = _confirmation(run, action, step_id)
         if question is None:
@@ -231,7 +233,7 @@ class RunFlow(QObject):
         try:
             entry = self.driver.control(conv, action, step_id or None)
         except RunControlError as e:
-            self.window.set_notice(str(e))
+            self.notices.warning(str(e))
             return False
         self.window.transcript_model.append_message(entry)
         return True
@@ -298,7 +300,7 @@ class RunFlow(QObject):
     def _save(self, workflow: Workflow, replace: Path | None = None) -> None:
         assert self.workflows is not None
         if self.host.project is None or self.host.project.read_only:
-            self.window.set_notice("Read-only: workflows cannot be saved from this window.")
+            self.notices.warning("Read-only: workflows cannot be saved from this window.")
             return
         taken = self._found.get(workflow.name)
         if taken is not None and taken[0] != replace:
@@ -307,7 +309,7 @@ class RunFlow(QObject):
         try:
             self.workflows.save(workflow, replace)
         except OSError as e:
-            self.window.set_notice(f"The workflow could not be saved ({e.strerror or e}).")
+            self.notices.error(f"The workflow could not be saved ({e.strerror or e}).")
             return
         self.reload_workflows(workflow.name)
 
@@ -318,8 +320,8 @@ class RunFlow(QObject):
             return None
         items = todo_state(project.conversations.load(conv).messages)
         if not items:
-            self.window.set_notice("This conversation has no plan yet: the agent's todo list "
-                                   "is empty. Ask the agent to plan the work first.")
+            self.notices.warning("This conversation has no plan yet: the agent's todo list "
+                                 "is empty. Ask the agent to plan the work first.")
             return None
         title = project.conversations.meta(conv).title or "Plan"
         steps = tuple(Step(id=f"step-{n}", title=" ".join(i.text.split())[:200] or f"Step {n}",
