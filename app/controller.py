@@ -191,22 +191,30 @@ class Controller(QObject):
         return True
 
     def _close_project(self) -> None:
-        if self.project is not None:
+        """Save what the window shows and close the project: closed even when saving fails, so
+        its lock and index writer are released."""
+        try:
             self._save_ui_state()
-            self.project.close()
-        self.project = None
-        self.current_id = None
+        finally:
+            if self.project is not None:
+                self.project.close()
+            self.project = None
+            self.current_id = None
 
     def shutdown(self) -> None:
-        """The window is closing: stop a running turn (its partial answer is kept), save state."""
-        self.turns.worker.shutdown()
-        geometry, splitter = self.window.geometry_state()
-        g = self.settings_store.load()
-        extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
-                                 "inspector_open": self.window.inspector.isVisible(),
-                                 "run_panel_open": self.window.run_panel.isVisible()}
-        self.settings_store.save(g.model_copy(update=extra))
-        self._close_project()
+        """The window is closing: stop a running turn (its partial answer is kept), save state,
+        close the project whatever failed before."""
+        try:
+            self.turns.worker.shutdown()
+            geometry, splitter = self.window.geometry_state()
+            with self.notices.saving("The window's layout could not be saved"):
+                g = self.settings_store.load()
+                extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
+                                         "inspector_open": self.window.inspector.isVisible(),
+                                         "run_panel_open": self.window.run_panel.isVisible()}
+                self.settings_store.save(g.model_copy(update=extra))
+        finally:
+            self._close_project()
 
     def _save_ui_state(self) -> None:
         if self.project is None:
@@ -214,7 +222,8 @@ class Controller(QObject):
         if self.current_id is not None:
             self._drafts[self.current_id] = self.window.composer.text()
         drafts = {k: v for k, v in self._drafts.items() if v}
-        self.project.save_ui_state({"open_conversation": self.current_id, "drafts": drafts})
+        with self.notices.saving("The open conversation and drafts could not be saved"):
+            self.project.save_ui_state({"open_conversation": self.current_id, "drafts": drafts})
 
     # --- conversations ---------------------------------------------------------------------------
 
@@ -258,7 +267,10 @@ class Controller(QObject):
     def new_conversation(self) -> None:
         if self.project is None or self.project.read_only:
             return
-        meta = self.project.conversations.create()
+        with self.notices.saving("No new conversation") as made:
+            meta = self.project.conversations.create()
+        if not made.ok:
+            return
         self.window.conversations.set_rows(self.project.conversations.list(), meta.id)
         self.show_conversation(meta.id)
         self.window.composer.editor.setFocus()
@@ -271,15 +283,19 @@ class Controller(QObject):
     def _on_conversations_rename_requested(self, conv_id: str, title: str) -> None:
         if self.project is None:
             return
-        self.project.conversations.rename(conv_id, title)
-        self._refresh_list()
+        with self.notices.saving("Not renamed"):
+            self.project.conversations.rename(conv_id, title)
+        self.refresh_list()
 
     def _on_conversations_delete_requested(self, conv_id: str) -> None:
         if self.project is None:
             return
         if conv_id == self.current_id:
             self.stop()
-        self.project.conversations.delete(conv_id)
+        with self.notices.saving("Not deleted") as deleted:
+            self.project.conversations.delete(conv_id)
+        if not deleted.ok:
+            return
         self._drafts.pop(conv_id, None)
         rows = self.project.conversations.list()
         if conv_id == self.current_id:
@@ -291,16 +307,14 @@ class Controller(QObject):
                 return
         self.window.conversations.set_rows(rows, self.current_id)
 
-    def _refresh_list(self) -> None:
-        self.search.refresh()
-
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()
         self._usage_timer.start()  # only the draft is recounted, debounced
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
         if self.project is not None and self.current_id is not None and not self.project.read_only:
-            self.project.conversations.update_meta(self.current_id, mode=mode)
+            with self.notices.saving("The mode is used but could not be saved"):
+                self.project.conversations.update_meta(self.current_id, mode=mode)
         if mode == "run":
             self.window.run_panel.show()  # where a run is started and followed
         self.refresh_usage()
@@ -358,7 +372,7 @@ class Controller(QObject):
         self.turns.on_action(row, action)
 
     def refresh_list(self) -> None:
-        self._refresh_list()
+        self.search.refresh()
 
     def forget_draft(self, conv_id: str) -> None:
         self._drafts.pop(conv_id, None)

@@ -11,8 +11,7 @@ questions already take their own path (core.questions, answered from the window'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal, SignalInstance
@@ -89,14 +88,33 @@ class Notices(QObject):
         """Why the message in the box was not sent (None: it was)."""
         self._say(self.unsent, why)
 
-    @contextmanager
-    def saving(self, what: str) -> Iterator[None]:
+    def saving(self, what: str) -> Saving:
         """Around a write made from a Qt slot: a store that cannot write (a full disk, a
         read-only folder) becomes a warning beginning with `what`, instead of a traceback out
-        of the slot."""
-        try:
-            yield
-        except StoreError as e:
-            self.warning(f"{what}: {e}")
-        except OSError as e:
-            self.warning(f"{what}: {describe_os_error(e)}.")
+        of the slot; the block's `ok` says whether it went through."""
+        return Saving(self, what)
+
+    def store_failed(self, what: str, e: StoreError | OSError) -> None:
+        """A write that failed, said as a warning beginning with `what`."""
+        self.warning(f"{what}: {e}" if isinstance(e, StoreError)
+                     else f"{what}: {describe_os_error(e)}.")
+
+
+class Saving:
+    """See `Notices.saving`."""
+
+    def __init__(self, notices: Notices, what: str) -> None:
+        self.notices = notices
+        self.what = what
+        self.ok = True
+
+    def __enter__(self) -> Saving:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if isinstance(e, StoreError | OSError):
+            self.ok = False
+            self.notices.store_failed(self.what, e)
+            return True
+        return False
