@@ -101,3 +101,29 @@ def test_closing_on_a_full_disk_says_so_and_still_closes_the_project(
     assert "could not be saved: the disk is full." in window.notice_label.text()
     with Project.open(project_dir) as again:  # the lock was released: writable again
         assert again.read_only_reason is None
+
+
+def test_a_full_disk_when_making_a_conversation_is_a_notice(
+        qtbot, project_dir, monkeypatch) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    shown = controller.current_id
+    with json_files_fail(monkeypatch):
+        window.new_conversation_action.trigger()
+    assert window.notice_label.text().startswith("No new conversation: Could not save")
+    assert controller.current_id == shown
+
+
+def test_a_folder_that_refuses_a_delete_is_a_notice(qtbot, project_dir, monkeypatch) -> None:
+    import shutil
+
+    window, controller = open_window(qtbot, project_dir)
+    conv = controller.current_id
+    assert conv is not None
+
+    def refused(*args: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(shutil, "move", refused)
+    window.conversations.delete_requested.emit(conv)
+    assert window.notice_label.text() == "Not deleted: permission denied."
+    assert controller.current_id == conv
