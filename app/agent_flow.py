@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
+from app.notices import Notices
 from core.agents import DEFAULT, Agent, find_agent, load_agents
 from core.model import ConversationMessage
 from core.store.errors import StoreError
@@ -33,9 +34,10 @@ class AgentFlow(QObject):
         sandbox: what contains commands on this machine.
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: MainWindow, notices: Notices) -> None:
         super().__init__(window)
         self.window = window
+        self.notices = notices
         self.agents: list[Agent] = [DEFAULT]
         self.sandbox: Sandbox | None = None
         self._project: Project | None = None
@@ -78,7 +80,7 @@ class AgentFlow(QObject):
             project.conversations.update_meta(conv, agent=None if agent is DEFAULT
                                               else agent.name)
         except StoreError as e:
-            self.window.set_notice(f"The agent choice could not be saved: {e}")
+            self.notices.warning(f"The agent choice could not be saved: {e}")
 
     def _on_network_changed(self, allowed: bool) -> None:
         project, conv = self._project, self._conv
@@ -87,7 +89,7 @@ class AgentFlow(QObject):
         try:
             project.conversations.update_meta(conv, allow_network=allowed)
         except StoreError as e:
-            self.window.set_notice(f"The network choice could not be saved: {e}")
+            self.notices.warning(f"The network choice could not be saved: {e}")
 
     # --- the todo list ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.context.report import BuildReport
@@ -59,10 +60,11 @@ class CompactionFlow(QObject):
     finished = Signal(object)
     idle = Signal()  # no summary runs any more (however the last one ended)
 
-    def __init__(self, window: MainWindow, host: CompactionHost, settings_flow: SettingsFlow,
-                 worker: EngineWorker) -> None:
+    def __init__(self, window: MainWindow, notices: Notices, host: CompactionHost,
+                 settings_flow: SettingsFlow, worker: EngineWorker) -> None:
         super().__init__(window)
         self.window = window
+        self.notices = notices
         self.host = host
         self.settings_flow = settings_flow
         self.worker = worker
@@ -93,17 +95,17 @@ class CompactionFlow(QObject):
             return False
         if self.running():
             if not automatic:
-                self.window.set_notice("A summary is already being written for "
-                                       "this project; wait for it to finish.")
+                self.notices.warning("A summary is already being written for "
+                                     "this project; wait for it to finish.")
             return False
         if host.project.read_only:
             if not automatic:
-                self.window.set_notice("Read-only: no summary is written from this window.")
+                self.notices.warning("Read-only: no summary is written from this window.")
             return False
         try:
             settings = self.settings_flow.llm_settings()
         except SettingsError as e:
-            self.window.set_notice(f"No summary: {e}. Open Settings (Ctrl+,) to fix it.")
+            self.notices.warning(f"No summary: {e}. Open Settings (Ctrl+,) to fix it.")
             return False
         if automatic and not settings.auto_summary:
             return False
@@ -156,27 +158,28 @@ class CompactionFlow(QObject):
         model = self.settings_flow.model_label()
         shown = self._conv == self.host.current_id
         if isinstance(event, CompactionStarted):
-            self.window.set_status(model, "Summarizing older history…")
+            self.notices.state(model, "Summarizing older history…")
             if self._quiet():
                 return
             what = "Preparing a summary in the background" if event.automatic else "Summarizing"
             calls = f" in {event.calls} calls" if event.calls > 1 else ""
-            self.window.set_notice(f"{what}: {event.entries:,} older entries, with "
-                                   f"{event.model}{calls}…", kind="info")
+            self.notices.info(f"{what}: {event.entries:,} older entries, with "
+                              f"{event.model}{calls}…")
         elif isinstance(event, CompactionProgress):
-            self.window.set_status(model, f"Summarizing older history… {event.chars:,} "
-                                          f"characters ({event.call}/{event.calls})")
+            self.notices.state(model, f"Summarizing older history… {event.chars:,} "
+                                      f"characters ({event.call}/{event.calls})")
         elif isinstance(event, EntryAppended) and shown:
             self.window.transcript_model.append_message(event.message)
         elif isinstance(event, SaveFailed):
-            self.window.set_notice(event.message)
+            self.notices.error(event.message)
         elif isinstance(event, CompactionFinished):
             said = self._after_summary(event)
             if (event.status != "skipped" or not event.automatic) and not said:
                 prefix = "Automatic summary: " if event.automatic else ""
-                self.window.set_notice(prefix + event.message,
-                                       kind="info" if event.status == "ok" else "problem")
-            self.window.set_status(model, "Ready")
+                say = {"ok": self.notices.info, "failed": self.notices.error}.get(
+                    event.status, self.notices.warning)
+                say(prefix + event.message)
+            self.notices.state(model, "Ready")
             self.finished.emit(event)
 
     def _after_summary(self, event: CompactionFinished) -> bool:
@@ -204,6 +207,6 @@ class CompactionFlow(QObject):
         self._handle = None
         self.idle.emit()
         if outcome == "failed":
-            self.window.set_notice("The summary stopped on an unexpected problem; nothing was "
-                                   "changed.")
+            self.notices.error("The summary stopped on an unexpected problem; nothing was "
+                               "changed.")
         self.host.refresh_usage()

@@ -19,6 +19,7 @@ from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
 from app.meter import UsageMeter
+from app.notices import Notices
 from app.run_flow import RunFlow
 from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
@@ -59,10 +60,14 @@ class Controller(QObject):
         settings_store: SettingsStore,
         client: LLMClient | None = None,
         open_settings_on_first_run: bool = True,
+        notices: Notices | None = None,
     ) -> None:
         super().__init__(window)
         follow_window_thread()
         self.window = window
+        # Everything the flows tell the user goes through this one channel.
+        self.notices = notices or Notices(self)
+        self.notices.attach(window)
         self.settings_store = settings_store
         self.client = client or LLMClient()
         self.project: Project | None = None
@@ -83,16 +88,18 @@ class Controller(QObject):
             window, settings_store, self.calibration,
             lambda: self.project.overrides if self.project is not None else {})
         self.settings_flow.changed.connect(self._on_settings_flow_changed)
-        self.agent_flow = AgentFlow(window)
-        self.meter = UsageMeter(window, self.settings_flow, self.mode, self.agent_flow.agent)
+        self.agent_flow = AgentFlow(window, self.notices)
+        self.meter = UsageMeter(window, self.notices, self.settings_flow, self.mode,
+                                self.agent_flow.agent)
         window.mode_switcher.agent_changed.connect(lambda _name: self.refresh_usage())
         self._usage_timer.timeout.connect(self.meter.show)
-        self.turns = TurnRunner(window, self, self.settings_flow, self.meter)
+        self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
-        self.compaction = CompactionFlow(window, self, self.settings_flow, self.turns.worker)
+        self.compaction = CompactionFlow(window, self.notices, self, self.settings_flow,
+                                         self.turns.worker)
         self.turns.finished.connect(self._after_turn)
-        self.inspector = InspectorFlow(window, self, self.meter)
-        self.runs = RunFlow(window, self, self.turns, self.inspector.show_entry)
+        self.inspector = InspectorFlow(window, self.notices, self, self.meter)
+        self.runs = RunFlow(window, self.notices, self, self.turns, self.inspector.show_entry)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -102,7 +109,7 @@ class Controller(QObject):
         c.new_requested.connect(self.new_conversation)
         c.rename_requested.connect(self._on_conversations_rename_requested)
         c.delete_requested.connect(self._on_conversations_delete_requested)
-        self.search = SearchFlow(window, self)
+        self.search = SearchFlow(window, self.notices, self)
         c.search_changed.connect(self.search.search)
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
@@ -178,7 +185,7 @@ class Controller(QObject):
             self.window.transcript_model.set_messages([])
         self._refresh_status()  # the project's own settings may name another model
         if agent_problems:
-            self.window.set_notice("Agents and workflows: " + " ".join(agent_problems))
+            self.notices.warning("Agents and workflows: " + " ".join(agent_problems))
         if not project.read_only:
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
@@ -187,22 +194,30 @@ class Controller(QObject):
         return True
 
     def _close_project(self) -> None:
-        if self.project is not None:
+        """Save what the window shows and close the project: closed even when saving fails, so
+        its lock and index writer are released."""
+        try:
             self._save_ui_state()
-            self.project.close()
-        self.project = None
-        self.current_id = None
+        finally:
+            if self.project is not None:
+                self.project.close()
+            self.project = None
+            self.current_id = None
 
     def shutdown(self) -> None:
-        """The window is closing: stop a running turn (its partial answer is kept), save state."""
-        self.turns.worker.shutdown()
-        geometry, splitter = self.window.geometry_state()
-        g = self.settings_store.load()
-        extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
-                                 "inspector_open": self.window.inspector.isVisible(),
-                                 "run_panel_open": self.window.run_panel.isVisible()}
-        self.settings_store.save(g.model_copy(update=extra))
-        self._close_project()
+        """The window is closing: stop a running turn (its partial answer is kept), save state,
+        close the project whatever failed before."""
+        try:
+            self.turns.worker.shutdown()
+            geometry, splitter = self.window.geometry_state()
+            with self.notices.saving("The window's layout could not be saved"):
+                g = self.settings_store.load()
+                extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
+                                         "inspector_open": self.window.inspector.isVisible(),
+                                         "run_panel_open": self.window.run_panel.isVisible()}
+                self.settings_store.save(g.model_copy(update=extra))
+        finally:
+            self._close_project()
 
     def _save_ui_state(self) -> None:
         if self.project is None:
@@ -210,7 +225,8 @@ class Controller(QObject):
         if self.current_id is not None:
             self._drafts[self.current_id] = self.window.composer.text()
         drafts = {k: v for k, v in self._drafts.items() if v}
-        self.project.save_ui_state({"open_conversation": self.current_id, "drafts": drafts})
+        with self.notices.saving("The open conversation and drafts could not be saved"):
+            self.project.save_ui_state({"open_conversation": self.current_id, "drafts": drafts})
 
     # --- conversations ---------------------------------------------------------------------------
 
@@ -243,8 +259,10 @@ class Controller(QObject):
         self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,
                                            loaded.meta.allow_network)
         self.refresh_usage()
-        self.window.set_notice("Found on opening: " + "; ".join(loaded.problems) + "."
-                               if loaded.problems else None)
+        if loaded.problems:
+            self.notices.warning("Found on opening: " + "; ".join(loaded.problems) + ".")
+        else:
+            self.notices.clear()
         self.runs.conversation_shown(conv_id)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
@@ -252,7 +270,10 @@ class Controller(QObject):
     def new_conversation(self) -> None:
         if self.project is None or self.project.read_only:
             return
-        meta = self.project.conversations.create()
+        with self.notices.saving("No new conversation") as made:
+            meta = self.project.conversations.create()
+        if not made.ok:
+            return
         self.window.conversations.set_rows(self.project.conversations.list(), meta.id)
         self.show_conversation(meta.id)
         self.window.composer.editor.setFocus()
@@ -265,15 +286,19 @@ class Controller(QObject):
     def _on_conversations_rename_requested(self, conv_id: str, title: str) -> None:
         if self.project is None:
             return
-        self.project.conversations.rename(conv_id, title)
-        self._refresh_list()
+        with self.notices.saving("Not renamed"):
+            self.project.conversations.rename(conv_id, title)
+        self.refresh_list()
 
     def _on_conversations_delete_requested(self, conv_id: str) -> None:
         if self.project is None:
             return
         if conv_id == self.current_id:
             self.stop()
-        self.project.conversations.delete(conv_id)
+        with self.notices.saving("Not deleted") as deleted:
+            self.project.conversations.delete(conv_id)
+        if not deleted.ok:
+            return
         self._drafts.pop(conv_id, None)
         rows = self.project.conversations.list()
         if conv_id == self.current_id:
@@ -285,16 +310,14 @@ class Controller(QObject):
                 return
         self.window.conversations.set_rows(rows, self.current_id)
 
-    def _refresh_list(self) -> None:
-        self.search.refresh()
-
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()
         self._usage_timer.start()  # only the draft is recounted, debounced
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
         if self.project is not None and self.current_id is not None and not self.project.read_only:
-            self.project.conversations.update_meta(self.current_id, mode=mode)
+            with self.notices.saving("The mode is used but could not be saved"):
+                self.project.conversations.update_meta(self.current_id, mode=mode)
         if mode == "run":
             self.window.run_panel.show()  # where a run is started and followed
         self.refresh_usage()
@@ -352,7 +375,7 @@ class Controller(QObject):
         self.turns.on_action(row, action)
 
     def refresh_list(self) -> None:
-        self._refresh_list()
+        self.search.refresh()
 
     def forget_draft(self, conv_id: str) -> None:
         self._drafts.pop(conv_id, None)
@@ -371,7 +394,7 @@ class Controller(QObject):
             return
         problem = self.settings_flow.problem()
         if problem:
-            self.window.set_status("settings problem", f"{problem}. Open Settings (Ctrl+,).")
+            self.notices.state("settings problem", f"{problem}. Open Settings (Ctrl+,).")
             return
         state = "Ready" if runtime.is_loaded() else "Loading the model library…"
-        self.window.set_status(self.settings_flow.model_label(), state)
+        self.notices.state(self.settings_flow.model_label(), state)

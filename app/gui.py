@@ -95,7 +95,9 @@ def run_gui(project_dir: str | None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
+    from app import boundary
     from app.controller import Controller
+    from app.notices import Notices
     from ui.main_window import MainWindow
 
     existing = QApplication.instance()
@@ -108,9 +110,12 @@ def run_gui(project_dir: str | None) -> int:
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
 
+    # The boundary is up before anything else can fail; what it says waits for the window.
+    notices = Notices()
+    boundary.install(notices)
     store = SettingsStore()
     window = MainWindow()
-    controller = Controller(window, store)
+    controller = Controller(window, store, notices=notices)
     window.show()
     if not controller.open_project(choose_project(project_dir, store)):
         # The chosen folder cannot hold a project: fall back to the default one.

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
 from app.meter import UsageMeter
+from app.notices import Notices
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report import BuildReport
 from core.context.report_text import (
@@ -51,8 +52,10 @@ class InspectorHost(Protocol):
 
 
 class InspectorFlow:
-    def __init__(self, window: MainWindow, host: InspectorHost, meter: UsageMeter) -> None:
+    def __init__(self, window: MainWindow, notices: Notices, host: InspectorHost,
+                 meter: UsageMeter) -> None:
         self.window = window
+        self.notices = notices
         self.host = host
         self.meter = meter
         self.panel = window.inspector
@@ -101,12 +104,12 @@ class InspectorFlow:
         failure = context.writer.write(conv, [annotation(i, action) for i in ids],
                                        "the change").failure
         if failure is not None:
-            self.window.set_notice(f"Not changed: {failure.cause}.")
+            self.notices.warning(f"Not changed: {failure.cause}.")
             return
         try:
             folded = {m.id: m for m in project.conversations.load(conv).messages if m.id in ids}
         except StoreError as e:
-            self.window.set_notice(f"Not changed: {e}")
+            self.notices.warning(f"Not changed: {e}")
             return
         self.window.transcript_model.update_messages(folded)
         self.host.refresh_usage()

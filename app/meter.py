@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
+from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
 from core.context.builder import BudgetError, BuiltRequest
@@ -45,10 +46,11 @@ class UsageMeter:
             turn engine has its own on its thread, the same policy and code).
     """
 
-    def __init__(self, window: MainWindow, settings: SettingsFlow,
+    def __init__(self, window: MainWindow, notices: Notices, settings: SettingsFlow,
                  mode: Callable[[], Mode], agent: Callable[[], Agent | None] = lambda: None
                  ) -> None:
         self.window = window
+        self.notices = notices
         self.settings = settings
         self.mode = mode
         self.agent = agent
@@ -214,7 +216,7 @@ class UsageMeter:
         need = round((r.totals["system"] + self.draft_tokens()) * r.calibration)
         if need <= r.usable:
             return True
-        self.window.composer.show_warning(
+        self.notices.not_sent(
             f"Not sent: this message is about {need:,} tokens with the system prompt, but "
             f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "
             "larger context window in Settings.")

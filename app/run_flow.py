@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QTimer
 
+from app.notices import Notices
 from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
-from core.model import ConversationMessage, RunAction
+from core.model import RunAction
 from core.runs.driver import RunControlError, RunDriver
 from core.runs.state import RunState
 from core.runs.workflow import Step, Workflow, WorkflowError, Workflows
@@ -50,11 +51,12 @@ class RunFlow(QObject):
         driver: the open project's run driver (None before a project is open).
     """
 
-    def __init__(self, window: MainWindow, host: RunHost, turns: TurnRunner,
+    def __init__(self, window: MainWindow, notices: Notices, host: RunHost, turns: TurnRunner,
                  show_entry: Callable[[str], None]) -> None:
         super().__init__(window)
         self._show_entry = show_entry
         self.window = window
+        self.notices = notices
         self.host = host
         self.turns = turns
         self.panel = window.run_panel
@@ -74,7 +76,6 @@ class RunFlow(QObject):
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         turns.run_updated.connect(self._on_turns_run_updated)
         turns.finished.connect(lambda _status: self._after_turn())
-        self._unshown: list[ConversationMessage] = []  # controls made while a turn streamed
 
     # --- project and conversation ----------------------------------------------------------------
 
@@ -94,13 +95,12 @@ class RunFlow(QObject):
 
     def conversation_shown(self, conv_id: str) -> None:
         self._message = ""
-        self._unshown = []
         self.panel.goal.clear()
         run = self.state()
         if run is not None and self.driver is not None:
             problem = self.driver.engine.writer.sync_run(conv_id, run)
             if problem:
-                self.window.set_notice(problem)
+                self.notices.warning(problem)
         if run is not None and run.open and self.host.mode() == "run":
             self.panel.show()  # reopened as it was left: the run where it stands
         self.show_current()
@@ -144,9 +144,6 @@ class RunFlow(QObject):
 
     def _after_turn(self) -> None:
         self._refresh.stop()
-        for entry in self._unshown:  # appended while an answer streamed: shown now
-            self.window.transcript_model.append_message(entry)
-        self._unshown = []
         self.show_current()
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
@@ -157,9 +154,9 @@ class RunFlow(QObject):
                 run.status == "paused" or self.driver is None or self.host.current_id is None:
             return
         self._record(self.host.current_id, "pause", "")
-        self.window.set_notice(f"The run of {run.workflow.name!r} pauses after this round: you "
-                               f"switched to {mode.capitalize()}. Back in Run, Resume carries "
-                               "it on.", kind="info")
+        self.notices.info(f"The run of {run.workflow.name!r} pauses after this round: you "
+                          f"switched to {mode.capitalize()}. Back in Run, Resume carries "
+                          "it on.")
         self.show_current()
 
     def _on_panel_start_requested(self, name: str, goal: str) -> None:
@@ -170,12 +167,12 @@ class RunFlow(QObject):
         try:  # read again: the file may have changed since the list was made
             workflow = self.workflows.find(str(found[0])) if self.workflows else found[1]
         except WorkflowError as e:
-            self.window.set_notice(str(e))
+            self.notices.warning(str(e))
             return
         run = self.state()
         if run is not None and run.open and run.status != "post_run":
-            self.window.set_notice(f"The run of {run.workflow.name!r} is still {run.status}; "
-                                   "abort it before starting another.")
+            self.notices.warning(f"The run of {run.workflow.name!r} is still {run.status}; "
+                                 "abort it before starting another.")
             return
         self.host.set_mode("run")
         self._message = ""
@@ -191,7 +188,7 @@ class RunFlow(QObject):
         if self.driver is None or conv is None or project is None:
             return
         if project.read_only:
-            self.window.set_notice("Read-only: a run cannot be changed from this window.")
+            self.notices.warning("Read-only: a run cannot be changed from this window.")
             return
         question = _confirmation(run, action, step_id)
         if question is None:
@@ -224,17 +221,14 @@ class RunFlow(QObject):
         QTimer.singleShot(0, self.window.composer.editor.setFocus)
 
     def _record(self, conv: str, action: RunAction, step_id: str) -> bool:
-        """The control entry, in the log and (once no answer streams) in the transcript."""
+        """The control entry, in the log and in the transcript (before an answer streaming)."""
         assert self.driver is not None
         try:
             entry = self.driver.control(conv, action, step_id or None)
         except RunControlError as e:
-            self.window.set_notice(str(e))
+            self.notices.warning(str(e))
             return False
-        if self.host.busy():
-            self._unshown.append(entry)
-        else:
-            self.window.transcript_model.append_message(entry)
+        self.window.transcript_model.append_message(entry)
         return True
 
     def _on_panel_step_selected(self, step_id: str) -> None:
@@ -299,7 +293,7 @@ class RunFlow(QObject):
     def _save(self, workflow: Workflow, replace: Path | None = None) -> None:
         assert self.workflows is not None
         if self.host.project is None or self.host.project.read_only:
-            self.window.set_notice("Read-only: workflows cannot be saved from this window.")
+            self.notices.warning("Read-only: workflows cannot be saved from this window.")
             return
         taken = self._found.get(workflow.name)
         if taken is not None and taken[0] != replace:
@@ -308,7 +302,7 @@ class RunFlow(QObject):
         try:
             self.workflows.save(workflow, replace)
         except OSError as e:
-            self.window.set_notice(f"The workflow could not be saved ({e.strerror or e}).")
+            self.notices.error(f"The workflow could not be saved ({e.strerror or e}).")
             return
         self.reload_workflows(workflow.name)
 
@@ -319,8 +313,8 @@ class RunFlow(QObject):
             return None
         items = todo_state(project.conversations.load(conv).messages)
         if not items:
-            self.window.set_notice("This conversation has no plan yet: the agent's todo list "
-                                   "is empty. Ask the agent to plan the work first.")
+            self.notices.warning("This conversation has no plan yet: the agent's todo list "
+                                 "is empty. Ask the agent to plan the work first.")
             return None
         title = project.conversations.meta(conv).title or "Plan"
         steps = tuple(Step(id=f"step-{n}", title=" ".join(i.text.split())[:200] or f"Step {n}",

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from app.notices import Notices
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -21,9 +22,10 @@ class SearchHost(Protocol):
 class SearchFlow(QObject):
     _done = Signal(int, object)  # generation, the ids found (None: the search failed)
 
-    def __init__(self, window: MainWindow, host: SearchHost) -> None:
+    def __init__(self, window: MainWindow, notices: Notices, host: SearchHost) -> None:
         super().__init__(window)
         self.window = window
+        self.notices = notices
         self.host = host
         self._generation = 0
         self._searcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search")
@@ -54,7 +56,7 @@ class SearchFlow(QObject):
             return  # a newer search (or another project) replaced it
         rows = self.host.project.conversations.list()
         if hits is None:
-            self.window.set_notice("The search could not read every conversation.")
+            self.notices.warning("The search could not read every conversation.")
             hits = {r.id for r in rows}
         self.window.conversations.set_rows([r for r in rows if r.id in hits],
                                            self.host.current_id)

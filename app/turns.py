@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from app.agent_flow import AgentFlow
 from app.meter import UsageMeter
+from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.agents import Agent
@@ -78,10 +79,11 @@ class TurnRunner(QObject):
     finished = Signal(str)
     run_updated = Signal(object)
 
-    def __init__(self, window: MainWindow, host: TurnHost, settings_flow: SettingsFlow,
-                 meter: UsageMeter) -> None:
+    def __init__(self, window: MainWindow, notices: Notices, host: TurnHost,
+                 settings_flow: SettingsFlow, meter: UsageMeter) -> None:
         super().__init__(window)
         self.window = window
+        self.notices = notices
         self.host = host
         self.settings_flow = settings_flow
         self.meter = meter
@@ -122,14 +124,14 @@ class TurnRunner(QObject):
         if self.busy() or host.project is None or host.current_id is None or host.engine is None:
             return None
         if host.project.read_only:
-            self.window.set_status(self.settings_flow.model_label(),
-                                   "Read-only: nothing is sent from this window")
+            self.notices.state(self.settings_flow.model_label(),
+                               "Read-only: nothing is sent from this window")
             return None
         try:
             return self.settings_flow.llm_settings()
         except SettingsError as e:
-            self.window.composer.show_warning(f"Not sent: {e}. Open Settings (Ctrl+,) to fix it.")
-            self.window.set_status("settings problem", str(e))
+            self.notices.not_sent(f"Not sent: {e}. Open Settings (Ctrl+,) to fix it.")
+            self.notices.state("settings problem", str(e))
             return None
 
     def send(self, text: str) -> None:
@@ -138,7 +140,7 @@ class TurnRunner(QObject):
             return
         if not self.meter.message_fits():
             return
-        self.window.composer.show_warning(None)
+        self.notices.not_sent(None)
         self.window.composer.set_text("")
         self.host.forget_draft(self.host.current_id)
         conv, options = self.host.current_id, self._options()
@@ -164,7 +166,7 @@ class TurnRunner(QObject):
         try:
             self.host.engine.check_retry(self.host.current_id)
         except NothingToRetry as e:
-            self.window.set_status(self.settings_flow.model_label(), str(e))
+            self.notices.state(self.settings_flow.model_label(), str(e))
             return
         self._start(self._in_run(self.host.engine.retry(self.host.current_id, settings,
                                                         self._options()), settings))
@@ -210,21 +212,21 @@ class TurnRunner(QObject):
             row = model.streaming_row() or model.begin_streaming()
             if not row.text:
                 model.set_stream_note("")
-                self.window.set_status(self._turn_model, "Receiving the answer…")
+                self.notices.state(self._turn_model, "Receiving the answer…")
             model.add_stream_text(event.text)
         elif isinstance(event, Retrying):
             note = f"retrying in {event.delay:.0f} s ({event.attempt} of {event.of}) — Esc stops"
             model.set_stream_note(note)
-            self.window.set_status(self._turn_model, f"{event.cause} Retrying in "
-                                                     f"{event.delay:.0f} s…")
+            self.notices.state(self._turn_model, f"{event.cause} Retrying in "
+                                                 f"{event.delay:.0f} s…")
         elif isinstance(event, RequestStarted):
             self._turn_model = event.model
             model.begin_streaming()
             self._flush_timer.start()
-            self.window.set_status(event.model, "Waiting for the model…")
+            self.notices.state(event.model, "Waiting for the model…")
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
-            model.append_message(event.message)
+            self._show_entry(event.message)
             self.host.agent_flow.entry_appended(event.message)
             if event.message.run_id is not None:
                 self.run_updated.emit(None)
@@ -233,18 +235,27 @@ class TurnRunner(QObject):
         elif isinstance(event, ToolStarted):
             model.end_streaming()
             model.tool_started(event.call_id, event.started)
-            self.window.set_status(self._turn_model, f"Running {event.name}…")
+            self.notices.state(self._turn_model, f"Running {event.name}…")
             if not self._tool_timer.isActive():
                 self._tool_timer.start()
         elif isinstance(event, StoreNotice):
             self._turn_notices.append(event.text)
-            self.window.set_notice("While saving: " + "; ".join(self._turn_notices) + ".")
+            self.notices.warning("While saving: " + "; ".join(self._turn_notices) + ".")
         elif isinstance(event, SaveFailed):
             self._on_save_failed(event)
         elif isinstance(event, QuestionAsked):
             self._ask(event.question)
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
+
+    def _show_entry(self, msg: ConversationMessage) -> None:
+        """The turn's answer (or the error that ended it) takes the streaming row's place; its
+        other entries follow the model's rule for rows arriving while a row streams."""
+        model = self.window.transcript_model
+        if msg.role == "assistant":
+            model.finish_streaming(msg)
+        else:
+            model.append_message(msg)
 
     def _tick_tools(self) -> None:
         if not self.window.transcript_model.tick_running():
@@ -254,7 +265,7 @@ class TurnRunner(QObject):
         self._close_question()
         self._question = question
         if question.kind == "approval":
-            self.window.set_status(self._turn_model, "Waiting for your approval…")
+            self.notices.state(self._turn_model, "Waiting for your approval…")
             self._question_box = self.window.ask_approval(
                 question.text, question.detail, question.choices, question.answer)
             return
@@ -275,15 +286,15 @@ class TurnRunner(QObject):
         if any(m.role == "user" for m in event.unsaved):
             # Nothing was sent: the message goes back to the box, as typed.
             self.window.composer.set_text(self._turn_text)
-            self.window.composer.show_warning(
+            self.notices.not_sent(
                 f"Not sent: {event.cause}, so your message could not be saved. Free some space "
                 "and send it again.")
             return
         assert self._turn_conv is not None
         self._unsaved.setdefault(self._turn_conv, []).extend(event.unsaved)
         for msg in event.unsaved:
-            self.window.transcript_model.append_message(msg)
-        self.window.set_notice(event.message, "Save")
+            self._show_entry(msg)
+        self.notices.error(event.message, "Save")
 
     def save_unsaved(self) -> None:
         """The notice's Save: write what a full disk kept in memory, in order."""
@@ -292,10 +303,10 @@ class TurnRunner(QObject):
         for conv_id, entries in list(self._unsaved.items()):
             failure = self.host.engine.writer.write(conv_id, entries, "them").failure
             if failure is not None:
-                self.window.set_notice(f"Still not saved: {failure.cause}.", "Save")
+                self.notices.error(f"Still not saved: {failure.cause}.", "Save")
                 return
             del self._unsaved[conv_id]
-        self.window.set_notice("Saved.")
+        self.notices.info("Saved.")
 
     def _on_bridge_finished(self, outcome: str) -> None:
         status = self._turn_status
@@ -320,7 +331,7 @@ class TurnRunner(QObject):
         state = {"ok": f"Answered in {took:.1f} s",
                  "stopped": "Stopped; the partial answer is kept",
                  "error": "The last request failed; see the error in the conversation"}[status]
-        self.window.set_status(self.settings_flow.model_label(), state)
+        self.notices.state(self.settings_flow.model_label(), state)
         # Each in its own pass of the event loop: together, in a 10,000-message conversation,
         # they were one stall the user could feel as the answer settled.
         QTimer.singleShot(0, self.host.refresh_list)
@@ -338,8 +349,8 @@ class TurnRunner(QObject):
                 self.host.agent_flow.open_output(result)
             return
         if row != self.window.transcript_model.rowCount() - 1:
-            self.window.set_status(self.settings_flow.model_label(),
-                                   "Only the latest answer can be continued or retried")
+            self.notices.state(self.settings_flow.model_label(),
+                               "Only the latest answer can be continued or retried")
             return
         if action == "retry":
             self.retry()

@@ -114,6 +114,11 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def state_dir() -> Path:
+    """Where the app keeps what is neither settings nor data: the crash log."""
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+
+
 class SettingsStore:
     """Reads and writes `settings.json` in the config folder."""
 

@@ -326,6 +326,18 @@ class MainWindow(QMainWindow):
         self.notice_button.setVisible(bool(text and action))
         self.notice.setVisible(bool(text))
 
+    def show_notice(self, level: str, text: str, action: str | None = None) -> None:
+        """Where each kind of notice shows: "info" in blue above the transcript, "warning" and
+        "error" in red there."""
+        self.set_notice(text, action, "info" if level == "info" else "problem")
+
+    def clear_notice(self) -> None:
+        self.set_notice(None)
+
+    def show_unsent(self, text: str | None) -> None:
+        """Why the message in the box was not sent, under the box (None: no reason any more)."""
+        self.composer.show_warning(text)
+
     def set_welcome(self, provider_configured: bool) -> None:
         self._welcome_html = WELCOME_READY if provider_configured else WELCOME_NO_PROVIDER
         self.welcome.setText(self._welcome_html)

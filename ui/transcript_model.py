@@ -2,7 +2,8 @@
 
 Log entries map to rows: user, assistant text, error, system, and one *tool card* per tool call
 that carries both the call and, once it arrives, its result. The row being streamed is the last
-row, and only it changes while an answer arrives (throttled by the view's owner).
+row, and only it changes while an answer arrives (throttled by the view's owner); entries
+appended meanwhile are inserted before it.
 """
 
 from __future__ import annotations
@@ -222,26 +223,35 @@ class TranscriptModel(QAbstractListModel):
             self.dataChanged.emit(self.index(i), self.index(i))
 
     def append_message(self, m: ConversationMessage) -> None:
-        streaming = self._take_streaming_row()
-        rows = list(self._rows)
+        """Show an entry that joined the log. While a row streams, the entry is inserted before
+        it and the streamed text stays: whatever lands meanwhile (a summary, a run's control)
+        is before the answer in the log too. The streamed answer itself goes through
+        `finish_streaming`."""
+        end = len(self._rows) - (self.streaming_row() is not None)
+        rows = self._rows[:end]
         changed = _append_message(rows, m, self._cards)
-        added = rows[len(self._rows):]
+        added = rows[end:]
         for i in changed:
             call = rows[i].call
             self._cards.pop(call.id if call is not None else "", None)
             idx = self.index(i)
             self.dataChanged.emit(idx, idx)
-        if added and self._rows and not self._rows[-1].superseded:
-            last = self._rows[-1]  # a later row stands after it now: no more actions on it
+        if added and end and not self._rows[end - 1].superseded:
+            last = self._rows[end - 1]  # a later row stands after it now: no more actions on it
             last.superseded = True
             last.version += 1
-            self.dataChanged.emit(self.index(len(self._rows) - 1), self.index(len(self._rows) - 1))
+            self.dataChanged.emit(self.index(end - 1), self.index(end - 1))
         if added:
-            first = len(self._rows)
-            self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)
-            self._rows.extend(added)
+            self.beginInsertRows(QModelIndex(), end, end + len(added) - 1)
+            self._rows[end:end] = added
             self.endInsertRows()
-        if streaming:
+
+    def finish_streaming(self, m: ConversationMessage) -> None:
+        """The answer that was streaming is an entry now (or the error that ended it): it takes
+        the streaming row's place."""
+        streaming = self._take_streaming_row()
+        self.append_message(m)
+        if streaming:  # after the entry is in, so the view settles on the true bottom
             self.streaming_changed.emit(False)
 
     # --- streaming -------------------------------------------------------------------------------

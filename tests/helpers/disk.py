@@ -46,3 +46,19 @@ def disk_full(monkeypatch: pytest.MonkeyPatch, *, from_write: int = 1, only: boo
         yield
     finally:
         monkeypatch.setattr(fileio, "os", os)
+
+
+@contextmanager
+def json_files_fail(monkeypatch: pytest.MonkeyPatch, code: int = errno.ENOSPC) -> Iterator[None]:
+    """Every JSON file the store replaces (settings, conversation details, the window's state)
+    fails with `code` (a full disk by default) until the block ends."""
+    real = fileio.atomic_write_bytes
+
+    def failing(path: object, data: bytes, durable: bool = True) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fileio, "atomic_write_bytes", failing)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(fileio, "atomic_write_bytes", real)

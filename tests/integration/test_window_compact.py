@@ -13,6 +13,7 @@ from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import agent_session_project
+from ui.transcript_model import Row, RowKind
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -187,3 +188,28 @@ def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
     panel.history.setCurrentRow(0)
     panel.undo.click()
     qtbot.waitUntil(lambda: not any(r[2] == "summarized" for r in panel.rows()), timeout=5000)
+
+
+def test_a_summary_that_lands_while_an_answer_streams_sits_before_it_and_the_text_stays(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
+    model = window.transcript_model
+    done = finished_events(controller.compaction)
+    answer = "".join(f"word{i} " for i in range(120))
+    llm_server.script(Answer(answer, delay=0.04), Answer(SUMMARY))
+    type_and_send(qtbot, window, "carry on")
+    qtbot.waitUntil(lambda: (model.streaming_row() or Row(RowKind.USER, "")).text
+                    .startswith("word0 word1"), timeout=20_000)
+    assert controller.compaction.compact_with("")
+    qtbot.waitUntil(lambda: bool(done), timeout=20_000)
+    assert done[0].status == "ok"
+    assert controller.busy(), "the answer should still be streaming"
+    model.flush_stream()
+    last = model.row(model.rowCount() - 1)
+    assert last.kind is RowKind.STREAMING and last.text.startswith("word0 word1")
+    before = model.row(model.rowCount() - 2)
+    assert before.message is not None and before.message.kind == "summary"
+    qtbot.waitUntil(lambda: not controller.busy(), timeout=20_000)
+    texts = [model.row(i).text for i in range(model.rowCount())]
+    assert texts[-1] == answer.strip() or texts[-1] == answer
+    assert model.row(model.rowCount() - 2).message.kind == "summary"

@@ -57,8 +57,22 @@ def test_streaming_row_is_replaced_by_the_stored_answer() -> None:
     model.add_stream_text("Hel")
     model.add_stream_text("lo")
     assert model.streaming_row() is not None and model.streaming_row().text == "Hello"
-    model.append_message(ConversationMessage(role="assistant", content="Hello"))
+    model.finish_streaming(ConversationMessage(role="assistant", content="Hello"))
     assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.ASSISTANT]
+
+
+def test_an_entry_appended_while_a_row_streams_goes_before_it_and_the_text_stays() -> None:
+    model = TranscriptModel()
+    model.set_messages(messages([{"role": "user", "content": "hi"}]))
+    model.begin_streaming()
+    model.add_stream_text("Hel")
+    model.append_message(ConversationMessage(role="system", kind="summary", content="sum"))
+    model.add_stream_text("lo")
+    assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.SYSTEM, RowKind.STREAMING]
+    assert model.streaming_row() is not None and model.streaming_row().text == "Hello"
+    assert model.row(0).superseded  # the summary stands after it now
+    model.finish_streaming(ConversationMessage(role="assistant", content="Hello"))
+    assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.SYSTEM, RowKind.ASSISTANT]
 
 
 def test_a_continuation_joins_the_answer_it_continues() -> None:
