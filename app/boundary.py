@@ -1,12 +1,14 @@
 """The window's exception boundary: an exception that nothing caught (in a Qt slot, a timer, a
-signal handler) is written with its traceback to a log file in the platform's state folder, and
+signal handler, a worker thread, an asyncio task of the window's loop) is written with its traceback to a log file in the platform's state folder, and
 the user reads one sentence about it through the notice channel instead of a window that just
 stops doing what was asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from datetime import datetime
@@ -27,11 +29,18 @@ def crash_log() -> Path:
     return state_dir() / LOG_NAME
 
 
-def install(notices: Notices, log: Path | None = None) -> ExceptHook:
-    """Make `sys.excepthook` the boundary (Qt hands exceptions raised in slots to it); returns
-    the hook it replaced. Ctrl+C in the terminal still ends the app as before."""
-    previous = sys.excepthook
+def install(notices: Notices, log: Path | None = None) -> Callable[[], None]:
+    """Make `sys.excepthook` (Qt hands exceptions raised in slots to it) and
+    `threading.excepthook` the boundary; returns what puts the hooks they replaced back.
+    Ctrl+C in the terminal still ends the app as before."""
+    previous, previous_thread = sys.excepthook, threading.excepthook
     path = log or crash_log()
+
+    def thread_hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None or issubclass(args.exc_type, SystemExit):
+            previous_thread(args)
+            return
+        report(notices, path, args.exc_type, args.exc_value, args.exc_traceback)
 
     def hook(kind: type[BaseException], value: BaseException,
              tb: TracebackType | None) -> None:
@@ -40,8 +49,27 @@ def install(notices: Notices, log: Path | None = None) -> ExceptHook:
             return
         report(notices, path, kind, value, tb)
 
-    sys.excepthook = hook
-    return previous
+    def uninstall() -> None:
+        sys.excepthook, threading.excepthook = previous, previous_thread
+
+    sys.excepthook, threading.excepthook = hook, thread_hook
+    return uninstall
+
+
+def loop_handler(notices: Notices, log: Path | None = None
+                 ) -> Callable[[asyncio.AbstractEventLoop, dict[str, object]], None]:
+    """An asyncio exception handler for the window's loop: a task's exception nobody awaited
+    reaches the boundary like any other; the loop's own messages keep its default handling."""
+    path = log or crash_log()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        e = context.get("exception")
+        if isinstance(e, Exception):
+            report(notices, path, type(e), e, e.__traceback__)
+        else:
+            loop.default_exception_handler(context)
+
+    return handle
 
 
 def report(notices: Notices, path: Path, kind: type[BaseException], value: BaseException,

@@ -158,13 +158,13 @@ class Controller(QObject):
             return False
         self._close_project()
         self.project = project
-        # One context for the project: the engine builds with it on its thread, the meter
-        # and the Inspector on the window's, so what they show is what is sent.
-        context = ProjectContext.for_project(project, self.calibration)
-        self.engine = build_engine(project, context, self.client)
-        self.meter.context = context
-        g = self.settings_store.remember_project(project.root)
-        self.window.set_recent_projects(g.recent_projects)
+        # One context: the engine builds with it on its thread, the meter and the Inspector on
+        # the window's, so what they show is what is sent.
+        self.meter.context = ProjectContext.for_project(project, self.calibration)
+        self.engine = build_engine(project, self.meter.context, self.client)
+        with self.notices.saving("The list of recent projects was not updated"):
+            self.window.set_recent_projects(
+                self.settings_store.remember_project(project.root).recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
         self.window.set_welcome(self.settings_flow.provider_configured())
         agent_problems = self.agent_flow.project_opened(project)

@@ -113,6 +113,7 @@ def run_gui(project_dir: str | None) -> int:
     # The boundary is up before anything else can fail; what it says waits for the window.
     notices = Notices()
     boundary.install(notices)
+    loop.set_exception_handler(boundary.loop_handler(notices))
     store = SettingsStore()
     window = MainWindow()
     controller = Controller(window, store, notices=notices)

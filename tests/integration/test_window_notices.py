@@ -4,7 +4,8 @@ window's slots (a full disk) said as notices instead of tracebacks."""
 from __future__ import annotations
 
 import errno
-import sys
+import gc
+import threading
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
@@ -13,7 +14,7 @@ from app import boundary
 from app.notices import Notices
 from core.store.project import Project
 from tests.helpers.disk import json_files_fail
-from tests.helpers.gui import open_window
+from tests.helpers.gui import open_window, run_until
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
@@ -44,7 +45,7 @@ def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(
         qtbot, project_dir, tmp_path) -> None:
     window, controller = open_window(qtbot, project_dir)
     log = tmp_path / "state" / "crash.log"
-    previous = boundary.install(controller.notices, log)
+    uninstall = boundary.install(controller.notices, log)
     try:
         def broken() -> None:
             raise ValueError("a bug in a slot")
@@ -53,11 +54,41 @@ def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(
         qtbot.waitUntil(lambda: "Something went wrong" in window.notice_label.text(),
                         timeout=5000)
     finally:
-        sys.excepthook = previous
+        uninstall()
     assert window.notice_label.text() == (
         f"Something went wrong (ValueError); the details are in {log}.")
     written = log.read_text()
     assert "Traceback" in written and "a bug in a slot" in written and "broken" in written
+
+
+def test_an_exception_in_a_worker_thread_or_a_task_is_logged_and_said(
+        qtbot, qloop, project_dir, tmp_path) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    log = tmp_path / "state" / "crash.log"
+    uninstall = boundary.install(controller.notices, log)
+    try:
+        def work() -> None:
+            raise KeyError("a bug on a thread")
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join(5)
+        qtbot.waitUntil(lambda: "(KeyError)" in window.notice_label.text(), timeout=5000)
+        qloop.set_exception_handler(boundary.loop_handler(controller.notices, log))
+
+        async def task() -> None:
+            raise LookupError("a bug in a task nobody awaits")
+
+        running = [qloop.create_task(task())]
+        run_until(qloop, lambda: running[0].done(), timeout=5)
+        running.clear()  # nobody retrieves its exception: asyncio reports it once the task
+        gc.collect()     # is gone, through the loop's exception handler
+        qtbot.waitUntil(lambda: "(LookupError)" in window.notice_label.text(), timeout=5000)
+        assert "a bug in a task nobody awaits" in log.read_text()
+    finally:
+        uninstall()
+    written = log.read_text()
+    assert "a bug on a thread" in written and "work" in written
 
 
 def test_a_full_disk_when_switching_mode_is_a_notice(qtbot, project_dir, monkeypatch) -> None:
@@ -127,3 +158,15 @@ def test_a_folder_that_refuses_a_delete_is_a_notice(qtbot, project_dir, monkeypa
     window.conversations.delete_requested.emit(conv)
     assert window.notice_label.text() == "Not deleted: permission denied."
     assert controller.current_id == conv
+
+
+def test_a_full_disk_when_opening_a_project_is_a_notice_and_the_project_opens(
+        qtbot, project_dir, tmp_path, monkeypatch) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    other = tmp_path / "other"
+    with Project.open(other) as p:
+        p.conversations.create("kept")
+    with json_files_fail(monkeypatch):
+        assert controller.open_project(other)  # the recent-projects list cannot be saved
+    assert controller.project is not None and controller.project.root == other.resolve()
+    assert window.notice_label.text().endswith("the disk is full.")  # said, not raised
