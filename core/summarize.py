@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from core.context.builder import summary_projection
+from core.context.projection import summary_projection
 from core.context.summary import (
     NothingToSummarize,
     chunks,
