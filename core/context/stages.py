@@ -148,12 +148,14 @@ class BuildStage(ABC):
         previews and digest; a changed entry is a new value (a copy) with a fresh token count,
         and the log (`draft.history`) is never changed.
 
-        Must never separate an assistant tool call from its results (units stay whole: they are
-        sent or left out together), reorder entries, leave out the latest user message (only
-        the request failing with BudgetError does that), shorten pinned entries, summaries or
-        the latest call of a protected tool (the todo list), do I/O, call a model, or raise
-        for an ordinary overflow: it does what it can and leaves the rest to the stages after
-        it.
+        Must never separate an assistant tool call from its results (units stay whole: they
+        are sent or left out together), reorder entries, or leave out the latest user message
+        (when even that does not fit, the last stage fails the build with BudgetError). Must
+        not shorten pinned entries, summaries or the latest call of a protected tool (the todo
+        list); only the last two stages may leave them out, as a last resort. Does no
+        I/O and calls no model (stages run in every build, the meter's on the window's thread
+        too), and does not raise for an ordinary overflow: it does what it can and leaves the
+        rest to the stages after it.
 
         Records what it did in the report: one row in `draft.report.stages` ({"name", "ms"}
         and its counts) when it did any work, and for each entry it changed or left out a
