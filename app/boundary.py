@@ -1,7 +1,7 @@
 """The window's exception boundary: an exception that nothing caught (in a Qt slot, a timer, a
-signal handler, a worker thread, an asyncio task of the window's loop) is written with its traceback to a log file in the platform's state folder, and
-the user reads one sentence about it through the notice channel instead of a window that just
-stops doing what was asked.
+signal handler, a worker thread, an asyncio task of the window's loop) is written with its
+traceback to a log file in the platform's state folder, and the user reads one sentence about it
+through the notice channel instead of a window that just stops doing what was asked.
 """
 
 from __future__ import annotations

@@ -176,6 +176,11 @@ class SettingsStore:
         return settings
 
 
+LLM_KEYS = ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
+            "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
+            "auto_summary")
+
+
 def resolve_llm_settings(
     *,
     cli: Mapping[str, Any] | None = None,
@@ -187,14 +192,46 @@ def resolve_llm_settings(
     env = os.environ if env is None else env
     g = global_settings or GlobalSettings()
     provider = g.provider(g.active_provider)
-    global_layer: dict[str, Any] = {}
+    layers = [
+        ("cli", dict(cli or {})),
+        ("environment", _env_layer(env)),
+        ("project", dict(project or {})),
+        ("global", _global_layer(g, provider)),
+    ]
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in LLM_KEYS:
+        for source, layer in layers:
+            value = layer.get(key)
+            if value not in (None, ""):
+                values[key], sources[key] = value, source
+                break
+        else:
+            sources[key] = "default"
+    _check_flag_and_text(values, sources)
+    _check_numbers(values, sources)
+    # The saved key belongs to the saved provider: it follows only when its base URL is the one
+    # in use, so a key never travels to a server the user did not save it for.
+    key_name = None
+    if provider is not None and provider.key_name and values.get("api_base") == provider.api_base:
+        key_name = provider.key_name
+    return LLMSettings(**values, key_name=key_name, sources=sources)
+
+
+def _global_layer(g: GlobalSettings, provider: ProviderEntry | None) -> dict[str, Any]:
+    """The global settings' values: the active provider's, then the global fields."""
+    layer: dict[str, Any] = {}
     if provider is not None:
-        global_layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
-    global_layer.update({k: getattr(g, k, None) for k in (
+        layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
+    layer.update({k: getattr(g, k, None) for k in (
         "model", "api_base", "max_output_tokens", "request_timeout", "step_limit",
         "tool_output_tokens", "summary_model", "auto_summary")
         if getattr(g, k, None) is not None})
-    env_layer = {
+    return layer
+
+
+def _env_layer(env: Mapping[str, str]) -> dict[str, str | None]:
+    return {
         "model": env.get(ENV_MODEL),
         "api_base": env.get(ENV_API_BASE),
         "max_output_tokens": env.get(ENV_MAX_TOKENS),
@@ -206,24 +243,10 @@ def resolve_llm_settings(
         "summary_model": env.get(ENV_SUMMARY_MODEL),
         "auto_summary": env.get(ENV_AUTO_SUMMARY),
     }
-    layers = [
-        ("cli", dict(cli or {})),
-        ("environment", env_layer),
-        ("project", dict(project or {})),
-        ("global", global_layer),
-    ]
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for key in ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
-                "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
-                "auto_summary"):
-        for source, layer in layers:
-            value = layer.get(key)
-            if value not in (None, ""):
-                values[key], sources[key] = value, source
-                break
-        else:
-            sources[key] = "default"
+
+
+def _check_flag_and_text(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Make the on/off flag a bool; text settings must be text. Raises SettingsError."""
     if "auto_summary" in values and not isinstance(values["auto_summary"], bool):
         flag = str(values["auto_summary"]).strip().lower()
         if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
@@ -236,6 +259,10 @@ def resolve_llm_settings(
             raise SettingsError(
                 f"the {key.replace('_', ' ')} from the {sources[key]} settings must be text, "
                 f"not {values[key]!r}")
+
+
+def _check_numbers(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Make the numeric settings numbers, in range. Raises SettingsError."""
     for key, label in (("max_output_tokens", "max output tokens"),
                        ("context_window", "the context window"),
                        ("step_limit", "the step limit"),
@@ -266,12 +293,6 @@ def resolve_llm_settings(
             raise SettingsError(
                 f"automatic retries from the {sources['auto_retries']} must be a whole number, "
                 f"not {values['auto_retries']!r}") from None
-    # The saved key belongs to the saved provider: it follows only when its base URL is the one
-    # in use, so a key never travels to a server the user did not save it for.
-    key_name = None
-    if provider is not None and provider.key_name and values.get("api_base") == provider.api_base:
-        key_name = provider.key_name
-    return LLMSettings(**values, key_name=key_name, sources=sources)
 
 
 # --- secrets -----------------------------------------------------------------------------------

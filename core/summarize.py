@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from core.context.builder import summary_projection
+from core.context.projection import summary_projection
 from core.context.service import ProjectContext
 from core.context.summary import (
     NothingToSummarize,
@@ -85,29 +85,11 @@ async def summarize(
                                  api_base=settings.api_base, max_tokens=max_out,
                                  key_name=settings.key_name,
                                  timeout=settings.request_timeout)
-            text: list[str] = []
-            finish = None
-            shown = 0
-            async for ev in client.stream(request):
-                if isinstance(ev, TextDelta):
-                    text.append(ev.text)
-                    chars = sum(map(len, text))
-                    if chars - shown >= 400:
-                        shown = chars
-                        yield CompactionProgress(k, len(parts), chars)
-                elif isinstance(ev, Usage):
-                    usage_total["prompt_tokens"] += ev.prompt_tokens
-                    usage_total["completion_tokens"] += ev.completion_tokens
-                elif isinstance(ev, Finished):
-                    finish = ev.reason
-            answer = "".join(text).strip()
-            if finish == "length":
-                raise _SummaryRejected(
-                    f"the summary reached its output limit ({max_out:,} tokens) and was "
-                    "cut off")
-            if not answer:
-                raise _SummaryRejected("the model returned an empty summary")
-            running = answer
+            answers: list[str] = []
+            async for progress in _read_summary(client, request, (k, len(parts)), usage_total,
+                                                answers):
+                yield progress
+            running = answers[0]
     except LLMError as e:
         yield CompactionFinished("failed", f"The summary failed: {e.message} Nothing was "
                                  "changed; the no-LLM stages carry the requests.",
@@ -147,3 +129,37 @@ async def summarize(
         "ok", f"Summarized {covered:,} entries with {model}: {plan.covered_tokens:,} → "
               f"{after:,} tokens ({plan.covered_tokens - after:,} freed{price}).",
         entry, covered, plan.covered_tokens, after, cost, automatic)
+
+
+async def _read_summary(client: LLMClient, request: LLMRequest, part: tuple[int, int],
+                        usage_total: dict[str, int], answers: list[str]
+                        ) -> AsyncIterator[EngineEvent]:
+    """Stream one summarizing call, saying how far it got; its answer goes into `answers`
+    (a generator cannot return it) and its usage into `usage_total`.
+
+    Raises:
+        _SummaryRejected: the answer was cut at the output limit, or is empty.
+    """
+    text: list[str] = []
+    finish = None
+    shown = 0
+    async for ev in client.stream(request):
+        if isinstance(ev, TextDelta):
+            text.append(ev.text)
+            chars = sum(map(len, text))
+            if chars - shown >= 400:
+                shown = chars
+                yield CompactionProgress(part[0], part[1], chars)
+        elif isinstance(ev, Usage):
+            usage_total["prompt_tokens"] += ev.prompt_tokens
+            usage_total["completion_tokens"] += ev.completion_tokens
+        elif isinstance(ev, Finished):
+            finish = ev.reason
+    answer = "".join(text).strip()
+    if finish == "length":
+        raise _SummaryRejected(
+            f"the summary reached its output limit ({request.max_tokens:,} tokens) and was "
+            "cut off")
+    if not answer:
+        raise _SummaryRejected("the model returned an empty summary")
+    answers.append(answer)

@@ -9,6 +9,19 @@ SAFETY_FRACTION = 0.02
 MIN_SAFETY = 128
 
 
+class BudgetError(ValueError):
+    """Even the minimum (system prefix and the latest user message) does not fit."""
+
+    def __init__(self, needed: int, usable: int) -> None:
+        super().__init__(
+            f"This request needs at least {needed:,} tokens (the system prompt and your latest "
+            f"message), but only {usable:,} are available for input. Shorten the message or "
+            "choose a model with a larger context window."
+        )
+        self.needed = needed
+        self.usable = usable
+
+
 @dataclass(frozen=True)
 class Budget:
     """Attributes:

@@ -33,13 +33,11 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from core.context.units import PROTECTED_TOOLS, Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
-
-if TYPE_CHECKING:
-    from core.context.builder import _Unit
 
 PREVIEW_TOKENS = 300  # a result longer than this becomes a preview (stage 1, first pass)
 HEAD_CHARS = 700
@@ -50,7 +48,6 @@ RECENT_SHARE = 0.4  # of the target: the most the untouched recent tail may take
 MIN_UNIT_TOKENS = 30  # the least a sent entry costs (a one-line reference, its framing)
 FAR_BACK = ("left out by key-message selection: older than anything that fits even as "
             "one-line references (not scored)")
-PROTECTED_TOOLS = frozenset({"manage_todo_list", "TodoWrite"})
 USER_TOKEN_SHARE = 0.25  # of the target: user messages kept verbatim, newest first ...
 MAX_USER_UNITS = 150  # ... at most this many (the others keep their openings in the digest)
 MAX_SELECTED_UNITS = 400  # scored units kept besides: thousands of one-line references are
@@ -132,7 +129,7 @@ class Compaction:
 # --- stage 1: tool outputs -----------------------------------------------------------------------
 
 
-def horizon(units: list[_Unit], unit_tokens: list[int], room: int) -> int:
+def horizon(units: list[Unit], unit_tokens: list[int], room: int) -> int:
     """The first unit that could still be sent: going back from the newest, where the cheapest
     form of everything newer (a one-line reference per tool result) alone fills `room`, older
     units can only be left out (mandatory ones aside). Bounds the work on a long log."""
@@ -145,7 +142,7 @@ def horizon(units: list[_Unit], unit_tokens: list[int], room: int) -> int:
     return 0
 
 
-def protected_units(plan: Compaction, units: list[_Unit]) -> set[int]:
+def protected_units(plan: Compaction, units: list[Unit]) -> set[int]:
     """Pinned units and summaries, and the latest call of each protected tool (the todo list
     as it stands; its older states may go)."""
     out: set[int] = set()
@@ -160,7 +157,7 @@ def protected_units(plan: Compaction, units: list[_Unit]) -> set[int]:
     return out
 
 
-def tail_start(units: list[_Unit], unit_tokens: list[int], recent_rounds: int,
+def tail_start(units: list[Unit], unit_tokens: list[int], recent_rounds: int,
                room: int) -> int:
     """The first unit of the recent tail the stages leave untouched: the last
     `recent_rounds` rounds, but no more of them than RECENT_SHARE of `room` (one round of an
@@ -180,7 +177,7 @@ def tail_start(units: list[_Unit], unit_tokens: list[int], recent_rounds: int,
     return n
 
 
-def tool_outputs(plan: Compaction, units: list[_Unit], tail: int, over: int,
+def tool_outputs(plan: Compaction, units: list[Unit], tail: int, over: int,
                  counter: TokenCounter, memo: CompactionMemo, first: int = 0,
                  protected: set[int] | None = None) -> int:
     """Shorten old tool results (and long arguments of old calls) from unit `first` on until
@@ -294,7 +291,7 @@ def _short_arguments(arguments: str) -> str:
 # --- stage 2: key-message selection ---------------------------------------------------------------
 
 
-def select(plan: Compaction, units: list[_Unit], tail: int, room: int,
+def select(plan: Compaction, units: list[Unit], tail: int, room: int,
            memo: CompactionMemo, first: int = 0, protected: set[int] | None = None,
            logged: list[tuple[ConversationMessage, int]] | None = None) -> int:
     """Keep the mandatory units and the best-scoring others within `room` tokens; the rest
@@ -549,7 +546,7 @@ class _Checkpoint:
 CHECK_EVERY = 256  # units between two kept folds of the left-out prefix
 
 
-def fold_units(cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
+def fold_units(cands: list[tuple[ConversationMessage, int]], units: list[Unit],
                left_out: Iterable[int], memo: CompactionMemo) -> _Fold:
     """The digest's facts of the left-out units, in log order. On a long log nearly every old
     unit is left out: folds of that all-left-out prefix are kept every CHECK_EVERY units, and

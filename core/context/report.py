@@ -2,21 +2,20 @@
 
 `build_request` (core/context/builder.py) fills a BuildReport; the meter, the Inspector,
 `workbench context` and the kept copies of sent requests read it. The per-entry decisions are
-kept compact (`_Decisions`) and made into rows or EntryDecisions only when asked: most builds
+kept compact (`Decisions`) and made into rows or EntryDecisions only when asked: most builds
 never need them, and a 10,000-entry log has 10,000 of them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from core.context.units import Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
-
-if TYPE_CHECKING:
-    from core.context.builder import _Unit
 
 DEFAULT_DROP_REASON = "older round dropped to fit the budget"
 DECISIONS = ("kept", "previewed", "referenced", "summarized", "digested", "dropped", "excluded",
@@ -71,7 +70,8 @@ class BuildReport:
     # what the provider said it read from its cache for this one.
     stable_prefix: dict[str, int] | None = None
     cached_tokens: int | None = None
-    _decide: _Decisions | None = field(default=None, repr=False, compare=False)
+    # what happened to each entry, kept compact (see `Decisions`); not part of the JSON
+    decisions: Decisions | None = field(default=None, repr=False, compare=False)
 
     @property
     def percent(self) -> float:
@@ -81,21 +81,21 @@ class BuildReport:
     def rows(self, pause: Callable[[], None] | None = None
              ) -> Iterator[tuple[str, str, str, str, str, int, str, int | None]]:
         """The entries' decisions as plain tuples, in EntryDecision's field order (cheaper
-        than `entries` when they are only read once); `pause` as in `_Decisions.rows`."""
-        return self._decide.rows(pause) if self._decide is not None else iter(())
+        than `entries` when they are only read once); `pause` as in `Decisions.rows`."""
+        return self.decisions.rows(pause) if self.decisions is not None else iter(())
 
     def sent_ids(self) -> set[str]:
         """The ids of the entries the request carries (cheap: the entries are not made)."""
-        return self._decide.sent_ids() if self._decide is not None else set()
+        return self.decisions.sent_ids() if self.decisions is not None else set()
 
     def decision_counts(self) -> dict[str, int]:
         """How many log entries got each decision (cheap: the entries are not made)."""
-        return self._decide.counts() if self._decide is not None else {}
+        return self.decisions.counts() if self.decisions is not None else {}
 
     @property
     def entries(self) -> list[EntryDecision]:
         """One decision per log entry (made on first use: most builds never need them)."""
-        return self._decide.entries() if self._decide is not None else []
+        return self.decisions.entries() if self.decisions is not None else []
 
     def to_json(self, compact: bool = False,
                 pause: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -104,12 +104,12 @@ class BuildReport:
         "entry_keys" (what kept requests store: a third of the size, no dict per entry; read
         them with `entry_dicts`)."""
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)
-                                if f.name != "_decide"}
+                                if f.name != "decisions"}
         data["totals"] = dict(self.totals)
         data["normalize_notes"] = list(self.normalize_notes)
         data["stages"] = [dict(s) for s in self.stages]
         keys = ENTRY_KEYS
-        rows = self._decide.rows(pause) if self._decide is not None else iter(())
+        rows = self.decisions.rows(pause) if self.decisions is not None else iter(())
         if compact:
             data["entry_keys"] = list(keys)
             data["entries"] = [list(row) for row in rows]
@@ -145,14 +145,20 @@ def entry_dicts(report: dict[str, Any]) -> list[dict[str, Any]] | None:
     return [e for e in entries if isinstance(e, dict)]
 
 
+def ms_since(since: float) -> float:
+    """Milliseconds from `since` (a `time.perf_counter()` reading), as the report's rows
+    give a stage's time."""
+    return round((time.perf_counter() - since) * 1000, 3)
+
+
 PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's decisions
 
 
-class _Decisions:
+class Decisions:
     """What happened to each log entry, kept compact until someone asks."""
 
     def __init__(self, excluded: list[tuple[ConversationMessage, str]],
-                 cands: list[tuple[ConversationMessage, int]], units: list[_Unit],
+                 cands: list[tuple[ConversationMessage, int]], units: list[Unit],
                  keep: list[bool], reasons: dict[int, str], kept_items: list[int],
                  counter: TokenCounter, synthetic: list[Any],
                  staged: dict[str, tuple[str, str, str, int]] | None = None,

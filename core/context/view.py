@@ -17,14 +17,12 @@ anything that no longer matches makes a new compaction, never a wrong request.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.context.compaction import Compaction, CompactionMemo, shorter
+from core.context.units import Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
-
-if TYPE_CHECKING:
-    from core.context.builder import _Unit
 
 VERSION = 1
 Key = tuple[str, int, int, int]  # (encoding, usable, fixed tokens, recent rounds)
@@ -51,15 +49,15 @@ class KeptView:
     key: Key
     decided: int
     plan: Compaction
-    units: list[_Unit]
+    units: list[Unit]
     sent: int
     room: float
     builds: int = 0
 
 
 def reuse(view: KeptView | None, key: Key, cands: list[tuple[ConversationMessage, int]],
-          units: list[_Unit], trigger: float, usable: int
-          ) -> tuple[Compaction, list[_Unit]] | str:
+          units: list[Unit], trigger: float, usable: int
+          ) -> tuple[Compaction, list[Unit]] | str:
     """The view extended with what came after it, when it is still for this build and the
     result stays within its room (`trigger` or `usable` tokens of history); otherwise why a
     new compaction is due (said in the build report)."""
@@ -113,44 +111,19 @@ def to_json(view: KeptView) -> dict[str, Any]:
 
 
 def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
-              units: list[_Unit], counter: TokenCounter, memo: CompactionMemo
+              units: list[Unit], counter: TokenCounter, memo: CompactionMemo
               ) -> KeptView | None:
     """The view `to_json` kept, made again over this build's candidates and units; None when
     it does not match them (then a new compaction is made, and kept in its place)."""
     try:
-        if data.get("version") != VERSION:
+        decided = _decided(data, cands, units)
+        if decided is None:
             return None
-        key = tuple(data["key"])
-        decided = int(data["decided"])
         k = decided - 1
-        if len(key) != 4 or k < 1 or len(units) < decided:
-            return None
-        anchors = [cands[units[n].items[0]][0].id for n in (0, k - 1)]
-        if list(data["anchors"]) != anchors:
-            return None
-        if not isinstance(data["staged"], dict) or not isinstance(data["left_out"], list):
-            return None
         plan = Compaction(list(cands), [u.tokens for u in units])
-        where = {cands[i][0].id: (n, i) for n, u in enumerate(units[:k]) for i in u.items}
-        staged: dict[str, tuple[str, str, str, int]] = {}
-        for entry_id, (decision, why, stage, before) in data["staged"].items():
-            n, i = where[entry_id]
-            m, tokens = cands[i]
-            if m.pinned:  # pinned since (by another process): always sent as it is
-                return None
-            made = shorter(m, tokens, "preview" if decision == "previewed" else "reference",
-                           counter, memo)
-            if made is None:
-                return None
-            plan.cands[i] = made
-            plan.unit_tokens[n] -= tokens - made[1]
-            staged[entry_id] = (str(decision), str(why), str(stage), int(before))
-        plan.staged = staged
-        for n, first, why in data["left_out"]:
-            if not 0 <= n < k or cands[units[n].items[0]][0].id != first or \
-                    any(cands[i][0].pinned for i in units[n].items):
-                return None
-            plan.left_out[int(n)] = str(why)
+        if not _restage(plan, data["staged"], units[:k], counter, memo) or \
+                not _leave_out(plan, data["left_out"], units[:k]):
+            return None
         plan.digest, plan.digest_tokens = str(data["digest"]), int(data["digest_tokens"])
         if plan.digest and counter.openai_message({"role": "user", "content": plan.digest}) \
                 != plan.digest_tokens:
@@ -161,7 +134,59 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
                                         if n not in plan.left_out)
         if sent != int(data["sent"]):
             return None  # counted otherwise now: not the request that was sent
+        key = tuple(data["key"])
         return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3])), decided, plan,
                         kept_units, sent, float(data["room"]), int(data.get("builds", 0)))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
+
+
+def _decided(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
+             units: list[Unit]) -> int | None:
+    """How many units the kept view decided, when its description is whole and its anchors
+    (the first entries of its first and last units) are still where they were."""
+    if data.get("version") != VERSION:
+        return None
+    decided = int(data["decided"])
+    k = decided - 1
+    if len(tuple(data["key"])) != 4 or k < 1 or len(units) < decided:
+        return None
+    anchors = [cands[units[n].items[0]][0].id for n in (0, k - 1)]
+    if list(data["anchors"]) != anchors:
+        return None
+    if not isinstance(data["staged"], dict) or not isinstance(data["left_out"], list):
+        return None
+    return decided
+
+
+def _restage(plan: Compaction, staged: dict[str, Any], units: list[Unit],
+             counter: TokenCounter, memo: CompactionMemo) -> bool:
+    """Make the kept previews and references again from the logged entries (the same bytes);
+    False when one cannot be (the entry was pinned since, or is no longer long)."""
+    cands = plan.cands
+    where = {cands[i][0].id: (n, i) for n, u in enumerate(units) for i in u.items}
+    for entry_id, (decision, why, stage, before) in staged.items():
+        n, i = where[entry_id]
+        m, tokens = cands[i]
+        if m.pinned:  # pinned since (by another process): always sent as it is
+            return False
+        made = shorter(m, tokens, "preview" if decision == "previewed" else "reference",
+                       counter, memo)
+        if made is None:
+            return False
+        cands[i] = made
+        plan.unit_tokens[n] -= tokens - made[1]
+        plan.staged[entry_id] = (str(decision), str(why), str(stage), int(before))
+    return True
+
+
+def _leave_out(plan: Compaction, left_out: list[Any], units: list[Unit]) -> bool:
+    """Leave out the kept units again; False when one of them no longer starts with the same
+    entry or holds a pinned one."""
+    cands = plan.cands  # a shortened copy keeps its entry's id and pin
+    for n, first, why in left_out:
+        if not 0 <= n < len(units) or cands[units[n].items[0]][0].id != first or \
+                any(cands[i][0].pinned for i in units[n].items):
+            return False
+        plan.left_out[int(n)] = str(why)
+    return True

@@ -115,59 +115,15 @@ class Project:
                 be written to create the project.
         """
         root = Path(path).expanduser().absolute()
-        if root.exists() and not root.is_dir():
-            raise ProjectPathError(
-                f"{root} is a file, not a folder; choose a folder for the project")
-        state = root / STATE_DIR
-        if not state.is_dir():
-            if not create:
-                raise ProjectPathError(
-                    f"{root} is not a Context Workbench project (no {STATE_DIR}/)")
-            _create(root)
-
+        state = _state_folder(root, create)
         reason: str | None = "opened read-only on request" if read_only else None
         version = current_version(migrations)
         info, info_problem = _read_info(state / "project.json", root)
-        found = version
-        if not info_problem:
-            raw_version = info.get("schema_version", 1)
-            if isinstance(raw_version, int) and not isinstance(raw_version, bool):
-                found = raw_version
-            else:
-                info_problem = (
-                    f"{state / 'project.json'} has a schema_version that is not a whole number "
-                    f"({raw_version!r}). The project is open read-only so nothing is overwritten; "
-                    "fix that file to edit.")
-        for sub in ("conversations", "tool-results", "requests"):
-            if (state / sub).exists() and not (state / sub).is_dir():
-                info_problem = info_problem or (
-                    f"{state / sub} is a file where a folder should be. The project is open "
-                    "read-only; move that file away to edit.")
-        if info_problem:
-            reason = reason or info_problem
-        if found > version:
-            reason = reason or (
-                f"This project was saved by a newer Context Workbench (schema {found}; this "
-                f"version understands up to {version}). It is open read-only so nothing is "
-                "lost; update the app to edit it."
-            )
-
+        found, problem = _schema(state, info, info_problem, version)
+        reason = reason or problem
         lock: ProjectLock | None = None
         if reason is None:
-            lock = ProjectLock(state / "lock")
-            try:
-                taken = lock.acquire()
-            except OSError as e:
-                taken, lock = False, None
-                reason = (f"The project folder cannot be written ({e.strerror}); it is open "
-                          "read-only.")
-            if not taken and reason is None:
-                holder = f" ({lock.holder})" if lock and lock.holder else ""
-                reason = (
-                    f"Another Context Workbench{holder} has this project open. This view is "
-                    "read-only; close the other one to edit here."
-                )
-                lock = None
+            lock, reason = _lock(state)
 
         applied: list[str] = []
         if reason is None and found < version:
@@ -179,6 +135,64 @@ class Project:
         project = cls(root, info, lock, reason, applied)
         project.conversations.remove_unfinished_imports()
         return project
+
+
+def _state_folder(root: Path, create: bool) -> Path:
+    """The project's state folder, made when it has none and `create` says so."""
+    if root.exists() and not root.is_dir():
+        raise ProjectPathError(
+            f"{root} is a file, not a folder; choose a folder for the project")
+    state = root / STATE_DIR
+    if not state.is_dir():
+        if not create:
+            raise ProjectPathError(
+                f"{root} is not a Context Workbench project (no {STATE_DIR}/)")
+        _create(root)
+    return state
+
+
+def _schema(state: Path, info: dict[str, Any], info_problem: str | None, version: int
+            ) -> tuple[int, str | None]:
+    """The schema version the project was saved with, and why it must open read-only (a
+    file that cannot be read as it should, a newer schema), if it must."""
+    found = version
+    if not info_problem:
+        raw_version = info.get("schema_version", 1)
+        if isinstance(raw_version, int) and not isinstance(raw_version, bool):
+            found = raw_version
+        else:
+            info_problem = (
+                f"{state / 'project.json'} has a schema_version that is not a whole number "
+                f"({raw_version!r}). The project is open read-only so nothing is overwritten; "
+                "fix that file to edit.")
+    for sub in ("conversations", "tool-results", "requests"):
+        if (state / sub).exists() and not (state / sub).is_dir():
+            info_problem = info_problem or (
+                f"{state / sub} is a file where a folder should be. The project is open "
+                "read-only; move that file away to edit.")
+    if info_problem:
+        return found, info_problem
+    if found > version:
+        return found, (
+            f"This project was saved by a newer Context Workbench (schema {found}; this "
+            f"version understands up to {version}). It is open read-only so nothing is "
+            "lost; update the app to edit it.")
+    return found, None
+
+
+def _lock(state: Path) -> tuple[ProjectLock | None, str | None]:
+    """The project's lock, or why it could not be taken (the project then opens read-only)."""
+    lock = ProjectLock(state / "lock")
+    try:
+        taken = lock.acquire()
+    except OSError as e:
+        return None, f"The project folder cannot be written ({e.strerror}); it is open read-only."
+    if not taken:
+        holder = f" ({lock.holder})" if lock.holder else ""
+        return None, (
+            f"Another Context Workbench{holder} has this project open. This view is "
+            "read-only; close the other one to edit here.")
+    return lock, None
 
 
 def _create(root: Path) -> None:
