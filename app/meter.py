@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
@@ -147,9 +148,9 @@ class UsageMeter:
         def aside() -> None:
             try:
                 apply = build()
-            except Exception as e:  # noqa: BLE001 - the meter must not stay "counting"
-                problem = ("context: not available", f"The request could not be built: {e}")
-                apply = lambda: self._apply(None, problem)  # noqa: E731
+            except Exception as e:  # the meter must not stay "counting"
+                apply = partial(self._apply, None,
+                                ("context: not available", f"The request could not be built: {e}"))
             self._relay.done.emit(apply)
 
         self._counting = True
@@ -179,7 +180,7 @@ class UsageMeter:
         def run() -> None:
             try:
                 result: T | None = work()
-            except Exception:  # noqa: BLE001 - like a failed build: nothing to show
+            except Exception:  # like a failed build: nothing to show
                 result = None
             self._relay.done.emit(lambda: then(result))
 

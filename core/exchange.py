@@ -135,7 +135,7 @@ class Exchange:
             entry = self._answer()
         except LLMError as e:
             entry = self._failed(e.info(partial=bool(self.got.parts)))
-        except Exception as e:  # noqa: BLE001 - a bug of ours must not lose what was streamed
+        except Exception as e:  # a bug of ours must not lose what was streamed
             entry = self._failed(ErrorInfo(
                 type="provider_error", retryable=True, partial=bool(self.got.parts),
                 message="Something went wrong while receiving the answer. What arrived is kept.",

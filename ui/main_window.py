@@ -367,6 +367,6 @@ class MainWindow(QMainWindow):
         if splitter:
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.closing.emit()
         super().closeEvent(event)

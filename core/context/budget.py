@@ -57,7 +57,7 @@ def model_window(model: str) -> int | None:
     litellm = load_litellm()
     try:
         info = litellm.get_model_info(model)
-    except Exception:  # noqa: BLE001 - litellm raises for unmapped models
+    except Exception:  # litellm raises for unmapped models
         return None
     value = info.get("max_input_tokens") or info.get("max_tokens")
     return int(value) if value else None

@@ -97,7 +97,7 @@ def _ollama(base: str, root: str, name: str) -> int | None:
 
 
 def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - user's server
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # user's server
         data = json.loads(response.read(1_000_000))
     return data if isinstance(data, dict) else {}
 
@@ -105,6 +105,6 @@ def _get(url: str) -> dict[str, Any]:
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
         data = json.loads(response.read(1_000_000))
     return data if isinstance(data, dict) else {}
