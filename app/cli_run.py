@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from app.cli_turn import prepare_turn, print_turn
 from app.commands import EXIT_FAIL, EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, CliError, open_project
 from app.term import for_stream
-from core.runs.workflow import Workflow, WorkflowError, Workflows
+from core.workflows.workflow import Workflow, WorkflowError, Workflows
 
 if TYPE_CHECKING:  # the engine (litellm behind it) is imported when a run starts
     from core.engine import EngineEvent
-    from core.runs.state import RunState
+    from core.workflows.state import RunState
 
 EXIT_PAUSED = 3
 EXIT_BY_STATUS = {"finished": EXIT_OK, "failed": EXIT_TURN_ERROR, "limit": EXIT_TURN_ERROR,
@@ -116,7 +116,7 @@ def run_progress(final: list[RunState], project: Path | None = None, conv: str =
     """Print each step as it becomes active or ends, and why the run stopped, with the
     command that carries it on."""
     from core.engine import RunUpdated
-    from core.runs.state import ICON
+    from core.workflows.state import ICON
 
     shown: dict[str, str] = {}
 

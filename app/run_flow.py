@@ -1,7 +1,7 @@
 """Run mode in the window: the run panel, the project's workflows, and runs started, resumed
 and steered from it.
 
-A run's state is always read from the log (core.runs.state): on opening a conversation, after
+A run's state is always read from the log (core.workflows.state): on opening a conversation, after
 every entry a run appends, and from the driver's own reports. Starting, resuming, skipping and
 redoing go through the turn runner like any turn (the engine's thread, Stop, approvals);
 pause and abort are control entries appended at once, which the running turn honours after its
@@ -21,11 +21,11 @@ from app.turns import TurnRunner
 from core.engine import Engine, RunUpdated
 from core.model import RunAction
 from core.runs.driver import RunControlError, RunDriver
-from core.runs.state import RunState
-from core.runs.workflow import Step, Workflow, WorkflowError, Workflows
 from core.store.conversations import DEFAULT_TITLE
 from core.store.project import Project
 from core.tools.todo import todo_state
+from core.workflows.state import RunState
+from core.workflows.workflow import Step, Workflow, WorkflowError, Workflows
 from ui.main_window import MainWindow
 from ui.run_panel import RunView, StepView
 

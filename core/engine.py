@@ -300,7 +300,7 @@ class Engine:
         return ToolRunner(setup.root, setup.state, run_tools(options.mode, options.agent, run),
                           self.context.counter(settings.model), options.approve,
                           setup.sandbox, network, options.mode, settings.tool_output_tokens,
-                          setup.env)
+                          setup.env, run)
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

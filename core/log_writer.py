@@ -22,10 +22,10 @@ from pathlib import Path
 
 from core.model import ConversationMessage
 from core.runs.files import RunFiles
-from core.runs.state import RunState
 from core.store.conversations import ConversationStore
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
 from core.turn_events import EngineEvent, EntryAppended, SaveFailed, StoreNotice
+from core.workflows.state import RunState
 
 SAVE_FAILED = ("Could not save {what} ({cause}): it is kept in memory, shown here. Free some "
                "space (or fix the folder's permissions), then press Save.")

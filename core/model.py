@@ -210,7 +210,7 @@ RunAction = Literal["start", "pause", "resume", "skip", "redo", "abort"]
 
 
 class RunEvent(BaseModel):
-    """What a run's control entry records (see core.runs.state).
+    """What a run's control entry records (see core.workflows.state).
 
     Attributes:
         action: start | pause | resume | skip (the step) | redo (the step, and the ones after

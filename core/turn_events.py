@@ -14,10 +14,10 @@ from core.context.builder import BuiltRequest
 from core.context.prompts import RunContext
 from core.model import ConversationMessage, Mode
 from core.questions import Question
-from core.runs.state import RunState
 from core.tools.runner import ApprovalPolicy
 from core.tools.runner import ToolStarted as ToolStarted  # an event like the others
 from core.tools.shell import Sandbox, detect_sandbox, tool_environment
+from core.workflows.state import RunState
 
 # --- events ------------------------------------------------------------------------------------
 

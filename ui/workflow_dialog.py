@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.runs.workflow import Workflow, WorkflowError, validate_workflow
 from core.tools import TOOL_NAMES
+from core.workflows.workflow import Workflow, WorkflowError, validate_workflow
 from ui.workflow_problems import in_words, where
 
 

@@ -36,11 +36,11 @@ from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.model import ConversationMessage, Mode
-from core.runs.state import RunState, RunTracker, fold
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 from core.store.project import Project
 from core.tools import Tool, tool_schemas, tools_for
+from core.workflows.state import RunState, RunTracker, fold
 
 CACHED_CONVERSATIONS = 2
 

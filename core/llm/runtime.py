@@ -8,37 +8,16 @@ files that ship inside litellm's package, so no run-time step needs the internet
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import threading
-from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from core.llm.offline import configure_offline_environment
+from core.llm.tokens import get_encoding
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
 _thread: threading.Thread | None = None
-
-
-def litellm_package_dir() -> Path | None:
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def configure_offline_environment() -> None:
-    """Set the variables litellm and tiktoken read, unless the user already chose otherwise."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    # In its default DEV mode litellm loads a `.env` found from the working directory into the
-    # environment at import: keys from whatever folder the app was started in. Not for us.
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    os.environ.setdefault("LITELLM_LOG", "ERROR")
-    pkg = litellm_package_dir()
-    if pkg is not None:
-        tokenizers = pkg / "litellm_core_utils" / "tokenizers"
-        if tokenizers.is_dir():
-            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tokenizers))
 
 
 def load_litellm() -> Any:
@@ -96,8 +75,6 @@ def _load_and_warm() -> None:
     except Exception:  # noqa: BLE001 - the refusal is the expected outcome
         pass
     try:
-        from core.llm.tokens import get_encoding
-
         get_encoding("o200k_base")
         get_encoding("cl100k_base")
     except Exception:  # noqa: BLE001 - counting will load it later and report then

@@ -1,6 +1,6 @@
 """Token counting with tiktoken, cached per message.
 
-The BPE files come from litellm's package (see runtime.configure_offline_environment), so counting
+The BPE files come from litellm's package (see core.llm.offline), so counting
 never downloads anything. Counts follow OpenAI's accounting for chat messages: a few tokens of
 framing per message on top of the content, the tool calls' names and arguments, and the reply
 primer. A message's count is computed once and kept, in memory and in the log line itself, keyed
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from core.llm.runtime import configure_offline_environment
+from core.llm.offline import configure_offline_environment
 from core.model import ConversationMessage
 
 TOKENS_PER_MESSAGE = 3

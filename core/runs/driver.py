@@ -2,7 +2,7 @@
 what the user does to it (pause, resume, skip, redo, abort).
 
 It keeps nothing of its own: each decision reads the run's state from the log (see
-core.runs.state), so a run interrupted anywhere (a crash, a kill, an error entry, the app
+core.workflows.state), so a run interrupted anywhere (a crash, a kill, an error entry, the app
 closed) carries on where the log says it is, in this process or the next. The engine does the
 requests; the context service gives every run-mode request the directive and the active step's
 brief; the driver only decides what to do next:
@@ -31,11 +31,11 @@ from core.engine import (
 )
 from core.last_turn import last_turn
 from core.model import ConversationMessage, RunAction, RunEvent, continuable, new_id
-from core.runs.state import RunState
-from core.runs.workflow import Workflow
 from core.settings import LLMSettings
 from core.store.errors import StoreWriteError
-from core.tools.step import COMPLETE_STEP
+from core.tool_names import COMPLETE_STEP
+from core.workflows.state import RunState
+from core.workflows.workflow import Workflow
 
 NUDGE = ("[Run: step {number} ({title}) is still active. Carry on with it; when its done-when "
          "condition holds, call complete_step with the result. If you need something from the "

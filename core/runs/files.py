@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from core.runs.state import RunState
 from core.store.fileio import atomic_write_json
+from core.workflows.state import RunState
 
 RUNS_DIR = "runs"
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")  # core.model.new_id's shape

@@ -1,4 +1,4 @@
-"""The tools the model can call, and which ones each mode offers (see DESIGN.md section 6).
+"""The tools the model can call, and which ones each mode offers.
 
 Chat offers the read-only tools; agent mode all of them; run mode (core.runs) adds
 complete_step. An agent may narrow the list further. The schemas are always in the same order,
@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from core.model import Mode
+from core.tool_names import BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from core.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, SEARCH_FILES, WRITE_FILE
 from core.tools.results import READ_TOOL_RESULT
@@ -22,8 +23,8 @@ from core.tools.todo import MANAGE_TODO_LIST
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (READ_FILE, LIST_DIR, SEARCH_FILES, READ_TOOL_RESULT,
                                    MANAGE_TODO_LIST, WRITE_FILE, EDIT_FILE, RUN_SHELL)
-READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "search_files", "read_tool_result"})
-TOOL_NAMES = frozenset(t.name for t in BUILTIN_TOOLS)
+READ_ONLY_TOOLS = READ_ONLY_TOOL_NAMES
+TOOL_NAMES = BUILTIN_TOOL_NAMES
 
 __all__ = ["BUILTIN_TOOLS", "READ_ONLY_TOOLS", "TOOL_NAMES", "Tool", "ToolArgs", "ToolContext",
            "ToolError", "ToolOutput", "tool_schemas", "tools_for"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.model import ConversationMessage
+from core.workflows.state import RunState
 
 if TYPE_CHECKING:
     from core.tools.shell import Sandbox
@@ -79,6 +80,7 @@ class ToolContext:
     env: dict[str, str] | None = None
     todo: TodoBoard | None = None  # the todo list shared by one batch of calls
     shared: dict[str, object] = field(default_factory=dict)  # what one batch's calls share
+    run: RunState | None = None  # in run mode: the run as the log left it (the project's fold)
 
     @property
     def results_dir(self) -> Path:

@@ -29,6 +29,7 @@ from core.tools.files import planned_content, unified_diff
 from core.tools.results import OFFLOAD_TOKENS, READ_TOOL_RESULT, Kept, keep
 from core.tools.shell import Sandbox, ShellArgs
 from core.tools.todo import TodoBoard, todo_state
+from core.workflows.state import RunState
 
 ApprovalPolicy = Literal["never", "ask", "always"]
 ALLOW_ONCE = "Allow once"
@@ -115,6 +116,8 @@ class ToolRunner:
         sandbox: how commands are contained; network: commands may use the network.
         counter: counts result tokens (for offloading).
         mode: recorded on the entries.
+        run_state: in run mode, the conversation's run as the log left it (what complete_step
+            checks a call against).
     """
 
     root: Path
@@ -127,6 +130,7 @@ class ToolRunner:
     mode: Mode = "agent"
     offload_tokens: int = OFFLOAD_TOKENS
     env: dict[str, str] | None = None
+    run_state: RunState | None = None  # in run mode, the run the calls belong to
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -195,7 +199,7 @@ class ToolRunner:
     def _context(self, conv_id: str, call: ToolCall, history: list[ConversationMessage],
                  board: TodoBoard, shared: dict[str, object]) -> ToolContext:
         return ToolContext(self.root, self.state, conv_id, call.id, history, self.sandbox,
-                           self.network, self.env, board, shared)
+                           self.network, self.env, board, shared, self.run_state)
 
     def _plan(self, call: ToolCall) -> _Plan:
         """The call checked once: its tool and arguments, or why it cannot run at all (it is

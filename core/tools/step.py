@@ -3,16 +3,17 @@
 The call is checked against the run as the log leaves it: there must be an active step, a
 result, and one completion per step in one answer (a second call in the same answer would
 complete a step whose brief the model has not read yet). A successful result is what marks the
-step done: core.runs.state replays these results, so the log alone says where a run is.
+step done: core.workflows.state replays these results, so the log alone says where a run is.
+The run it checks against is the project context's fold (`ToolContext.run`), not a fold of its
+own.
 """
 
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from core.tool_names import COMPLETE_STEP
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
-
-COMPLETE_STEP = "complete_step"
 
 
 class CompleteStepArgs(ToolArgs):
@@ -28,9 +29,7 @@ class CompleteStepArgs(ToolArgs):
 
 
 async def complete_step(args: CompleteStepArgs, ctx: ToolContext) -> ToolOutput:
-    from core.runs.state import fold
-
-    state = fold(ctx.history)
+    state = ctx.run
     active = state.active if state is not None and state.open else None
     if state is None or active is None:
         raise ToolError("No step is active, so there is nothing to complete: "

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from core.context.service import ProjectContext
 from core.model import ConversationMessage, RunEvent, new_id
-from core.runs.state import fold
-from core.runs.workflow import Workflow
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.workflows.state import fold
+from core.workflows.workflow import Workflow
 from tests.bench.common import big_messages, median, project_with, report
 
 WORKFLOW = Workflow.model_validate({"name": "Bench", "steps": [

@@ -18,9 +18,9 @@ from core.factory import build_engine
 from core.model import ConversationMessage, annotation
 from core.runs.driver import RunDriver
 from core.runs.files import RunFiles
-from core.runs.workflow import Workflow
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.workflows.workflow import Workflow
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
 
 WORKFLOW = {"name": "Notes", "steps": [

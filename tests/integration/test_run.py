@@ -15,9 +15,9 @@ from core.factory import build_engine
 from core.model import ConversationMessage
 from core.runs.driver import RunControlError, RunDriver
 from core.runs.files import RunFiles
-from core.runs.workflow import Workflow, WorkflowError, parse_workflow
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.workflows.workflow import Workflow, WorkflowError, parse_workflow
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, ToolCalls
 
 WORKFLOW = {
@@ -288,7 +288,7 @@ def test_a_bad_workflow_is_refused_with_where_and_why(text: str, expected: str) 
 
 
 def test_the_log_alone_gives_the_state(project: Project, llm_server: FakeLLMServer) -> None:
-    from core.runs.state import fold
+    from core.workflows.state import fold
 
     llm_server.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting"))
     conv_id, driver, _ = start(project, llm_server)

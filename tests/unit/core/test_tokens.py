@@ -40,7 +40,7 @@ def test_stored_count_is_used_without_re_tokenizing() -> None:
 def test_bpe_files_come_from_litellms_package_not_the_internet() -> None:
     import os
 
-    from core.llm.runtime import configure_offline_environment, litellm_package_dir
+    from core.llm.offline import configure_offline_environment, litellm_package_dir
 
     configure_offline_environment()
     pkg = litellm_package_dir()

@@ -314,3 +314,22 @@ def test_an_offload_pointing_out_of_tool_results_is_not_read(root: Path, tmp_pat
     entry = one(root, "read_tool_result", {"ref": forged.id}, history=[forged])
     assert entry.status == "error" and "outside" in entry.text()
     assert "PRIVATE KEY" not in entry.text()
+
+
+def test_a_workflow_step_may_list_every_tool_the_agent_has_and_no_other() -> None:
+    # A step's tool list is checked below the tools (core.tool_names): the names there must be
+    # exactly the tools' own, or a workflow naming a real tool would be refused.
+    from core.tool_names import BUILTIN_TOOL_NAMES, COMPLETE_STEP, READ_ONLY_TOOL_NAMES
+    from core.tools import BUILTIN_TOOLS, tools_for
+    from core.tools.step import COMPLETE_STEP_TOOL
+    from core.workflows.workflow import WorkflowError, validate_workflow
+
+    assert {t.name for t in BUILTIN_TOOLS} == BUILTIN_TOOL_NAMES
+    assert {t.name for t in tools_for("chat")} == READ_ONLY_TOOL_NAMES
+    assert COMPLETE_STEP_TOOL.name == COMPLETE_STEP
+    step = {"id": "s", "title": "S", "brief": "b", "done_when": "d"}
+    ok = validate_workflow({"name": "w", "steps": [
+        {**step, "tools": sorted(BUILTIN_TOOL_NAMES | {COMPLETE_STEP})}]}, "w")
+    assert set(ok.steps[0].tools or ()) == BUILTIN_TOOL_NAMES | {COMPLETE_STEP}
+    with pytest.raises(WorkflowError, match="unknown tool"):
+        validate_workflow({"name": "w", "steps": [{**step, "tools": ["rm_rf"]}]}, "w")

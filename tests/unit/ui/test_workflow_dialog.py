@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel
 
-from core.runs.workflow import Workflow, validate_workflow
+from core.workflows.workflow import Workflow, validate_workflow
 from ui.workflow_dialog import WorkflowDialog
 
 WAIT_MS = 5000

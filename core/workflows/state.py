@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from core.context.prompts import RunContext
 from core.model import ConversationMessage
-from core.runs.workflow import Step, Workflow, WorkflowError, validate_workflow
-from core.tools.step import COMPLETE_STEP
+from core.tool_names import COMPLETE_STEP
+from core.workflows.workflow import Step, Workflow, WorkflowError, validate_workflow
 
 StepStatus = Literal["pending", "active", "done", "skipped", "failed"]
 RunStatus = Literal["running", "waiting", "limit", "failed", "paused", "post_run", "finished",
@@ -157,6 +157,31 @@ def apply(state: RunState | None, m: ConversationMessage,
         return _started(m)
     if state is None or m.run_id != state.run_id:
         return state
+    step = _count(state, m)
+    if event is not None:
+        _control(state, event.action, event.step_id, m.created_at)
+    elif state.status in ("aborted", "finished"):
+        pass
+    elif m.kind == "error" and m.error is not None:
+        _failed(state, step, m.error.type, m.error.message)
+    else:
+        if step is not None and step.status == "failed":
+            step.status, step.error = "active", ""
+        if m.role == "assistant":
+            _answered(state, step, m)
+        elif m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
+            active = state.active
+            if active is not None and step is active:
+                _finish(state, active, "done", state._calls.get(m.tool_call_id or "", "") or
+                        m.text(), m.created_at)
+        elif m.role == "user" and state.status in ("waiting", "failed", "limit"):
+            # the user answered: the step goes on (or, with every step done, the wrap-up)
+            state.status = "post_run" if state.active is None else "running"
+    return state
+
+
+def _count(state: RunState, m: ConversationMessage) -> StepState | None:
+    """Count `m` into the run and the step it is tagged with (returned, if any)."""
     state.entries += 1
     state.last_entry = m.id
     step = state.step(m.step_id) if m.step_id else None
@@ -167,51 +192,38 @@ def apply(state: RunState | None, m: ConversationMessage,
                 int(m.usage.get("completion_tokens") or 0)
         if m.duration_ms:
             step.busy_ms += m.duration_ms
-    if event is not None:
-        _control(state, event.action, event.step_id, m.created_at)
-        return state
-    if state.status in ("aborted", "finished"):
-        return state
+    return step
+
+
+def _failed(state: RunState, step: StepState | None, kind: str, message: str) -> None:
+    """A failed (or stopped, or step-limited) answer of the run."""
+    if state.active is None or step is None:  # the wrap-up failed, or an untagged answer
+        state.status = "paused" if kind == "stopped" else "failed"
+    elif kind == "step_limit":
+        state.status, step.rounds = "limit", 0
+    elif kind == "stopped":
+        state.status = "paused"
+    else:
+        state.status, step.error = "failed", message
+        if step.status == "active":
+            step.status = "failed"
+
+
+def _answered(state: RunState, step: StepState | None, m: ConversationMessage) -> None:
+    """An answer of the run: its complete_step calls noted, the run's status moved on."""
     wrapping = state.active is None  # every step is done or skipped: the wrap-up is due
-    if m.kind == "error" and m.error is not None:
-        if wrapping or step is None:
-            state.status = "paused" if m.error.type == "stopped" else "failed"
-            return state
-        if m.error.type == "step_limit":
-            state.status, step.rounds = "limit", 0
-        elif m.error.type == "stopped":
-            state.status = "paused"
-        else:
-            state.status, step.error = "failed", m.error.message
-            if step.status == "active":
-                step.status = "failed"
-        return state
-    if step is not None and step.status == "failed":
-        step.status, step.error = "active", ""
-    if m.role == "assistant":
-        for call in m.tool_calls or ():
-            if call.function.name == COMPLETE_STEP:
-                state._calls[call.id] = _result_argument(call.function.arguments)
-        if m.tool_calls:
-            if step is not None:
-                step.rounds += 1
-            if state.status != "paused":
-                state.status = "post_run" if wrapping else "running"
-        elif wrapping:  # the wrap-up is written (after a failed attempt too)
-            state.status = "finished"
-        elif state.status != "paused" and step is not None and step is state.active:
-            state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
-        return state
-    if m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
-        active = state.active
-        if active is not None and step is active:
-            _finish(state, active, "done", state._calls.get(m.tool_call_id or "", "") or
-                    m.text(), m.created_at)
-        return state
-    if m.role == "user" and state.status in ("waiting", "failed", "limit"):
-        # the user answered: the step goes on (or, with every step done, the wrap-up)
-        state.status = "post_run" if wrapping else "running"
-    return state
+    for call in m.tool_calls or ():
+        if call.function.name == COMPLETE_STEP:
+            state._calls[call.id] = _result_argument(call.function.arguments)
+    if m.tool_calls:
+        if step is not None:
+            step.rounds += 1
+        if state.status != "paused":
+            state.status = "post_run" if wrapping else "running"
+    elif wrapping:  # the wrap-up is written (after a failed attempt too)
+        state.status = "finished"
+    elif state.status != "paused" and step is not None and step is state.active:
+        state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
 
 
 def _started(m: ConversationMessage) -> RunState | None:
@@ -284,12 +296,6 @@ def _result_argument(arguments: str) -> str:
         return ""
     result = value.get("result") if isinstance(value, dict) else None
     return result.strip() if isinstance(result, str) else ""
-
-
-def runs_in(history: Sequence[ConversationMessage]) -> list[str]:
-    """The ids of the runs started in the conversation, oldest first."""
-    return [m.run_id for m in history
-            if m.run_event is not None and m.run_event.action == "start" and m.run_id]
 
 
 class RunTracker:

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.store.fileio import atomic_write_json
+from core.tool_names import BUILTIN_TOOL_NAMES, COMPLETE_STEP
 
 WORKFLOWS_DIR = "workflows"
 STEP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -53,12 +54,11 @@ class Step(BaseModel):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        from core.tools import TOOL_NAMES
         if value is not None:
-            unknown = sorted(set(value) - TOOL_NAMES - {"complete_step"})
+            unknown = sorted(set(value) - BUILTIN_TOOL_NAMES - {COMPLETE_STEP})
             if unknown:
                 raise ValueError(f"unknown tool(s) {', '.join(unknown)}; known: "
-                                 f"{', '.join(sorted(TOOL_NAMES))}")
+                                 f"{', '.join(sorted(BUILTIN_TOOL_NAMES))}")
         return value
 
 
