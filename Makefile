@@ -48,7 +48,7 @@ run: $(VENV)/.run-deps system-deps
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps system-deps
-	$(BIN)/python -m ruff check core app ui
+	$(BIN)/python -m ruff check core app ui tests
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -146,5 +146,5 @@ def keyring_works() -> bool:
         from keyring.backends.fail import Keyring as FailKeyring
 
         return not isinstance(keyring.get_keyring(), FailKeyring)
-    except Exception:  # noqa: BLE001 - any backend failure means "no keyring here"
+    except Exception:  # any backend failure means "no keyring here"
         return False

@@ -343,7 +343,7 @@ def keyring_get(provider: str) -> str | None:
             return keyring.get_password(KEYRING_SERVICE, provider)
         except KeyringError:
             return None
-    except Exception:  # noqa: BLE001 - any keyring backend failure means "no keyring here"
+    except Exception:  # any keyring backend failure means "no keyring here"
         return None
 
 
@@ -354,5 +354,5 @@ def keyring_set(provider: str, key: str) -> bool:
 
         keyring.set_password(KEYRING_SERVICE, provider, key)
         return True
-    except Exception:  # noqa: BLE001 - any backend failure: the caller explains the env var
+    except Exception:  # any backend failure: the caller explains the env var
         return False

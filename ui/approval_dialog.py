@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 class DiffHighlighter(QSyntaxHighlighter):
     """Added lines green, removed red, hunk headers blue, the protection note grey."""
 
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def highlightBlock(self, text: str) -> None:  # Qt's name
         colour = None
         if text.startswith("+++") or text.startswith("---"):
             colour = "#52525b"
@@ -113,7 +113,7 @@ class ApprovalDialog(QDialog):
         self._on_answer(choice, self.reason.text() if choice == self._deny else "")
         self.close()
 
-    def closeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
+    def closeEvent(self, event: object) -> None:  # Qt's name
         if not self._answered:  # closing the dialog is not an approval
             self._answered = True
             self._on_answer(self._deny, "")

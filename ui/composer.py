@@ -22,13 +22,13 @@ class _Editor(QPlainTextEdit):
     escape = Signal()
     large_paste = Signal(str)
 
-    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802
+    def insertFromMimeData(self, source: QMimeData) -> None:
         if source.hasText() and len(source.text()) > LARGE_PASTE_CHARS:
             self.large_paste.emit(source.text())  # laying out megabytes would freeze the window
             return
         super().insertFromMimeData(source)
 
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
             event.modifiers() & Qt.KeyboardModifier.ControlModifier
         ):

@@ -61,13 +61,13 @@ class DecisionModel(QAbstractTableModel):
     def entry_id(self, row: int) -> str:
         return self._rows[row][1]
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return COLUMNS[section]
@@ -87,7 +87,7 @@ class DecisionModel(QAbstractTableModel):
             return self._rows[index.row()][7]
         return self._cell(index.row(), index.column()).get(role)
 
-    def multiData(self, index: _Index,  # noqa: N802
+    def multiData(self, index: _Index,
                   span: QModelRoleDataSpan | QModelRoleData, /) -> None:
         """All the roles a painted cell needs in one call back into Python: while another
         thread runs Python, every call from Qt into Python waits for the GIL, and a table
@@ -130,7 +130,7 @@ class BudgetBar(QWidget):
         self.setToolTip("\n".join(f"{name}: {tokens:,} tokens" for name, tokens in parts))
         self.update()
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, event: QPaintEvent) -> None:
         total = sum(t for _, t in self.parts) or 1
         painter = QPainter(self)
         x = 0.0

@@ -105,7 +105,7 @@ class RowView(QAbstractItemView):
             if row < len(self.placement):
                 self._set_height(row, height)
 
-    def updateGeometries(self) -> None:  # noqa: N802
+    def updateGeometries(self) -> None:
         bar = self.verticalScrollBar()
         page = max(1, self.viewport().height())
         bar.setPageStep(page)
@@ -121,14 +121,14 @@ class RowView(QAbstractItemView):
         self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
         self.viewport().update()
 
-    def rowsInserted(self, parent: _Index, first: int, last: int) -> None:  # noqa: N802
+    def rowsInserted(self, parent: _Index, first: int, last: int) -> None:
         self.placement.insert(first, self._measure(first, last))
         self.updateGeometries()
         super().rowsInserted(parent, first, last)
         self._follow_if_needed()
         self.viewport().update()
 
-    def rowsAboutToBeRemoved(self, parent: _Index, first: int, last: int) -> None:  # noqa: N802
+    def rowsAboutToBeRemoved(self, parent: _Index, first: int, last: int) -> None:
         super().rowsAboutToBeRemoved(parent, first, last)
         self.placement.remove(first, last)
         QTimer.singleShot(0, self.updateGeometries)  # once the model has really removed them
@@ -139,7 +139,7 @@ class RowView(QAbstractItemView):
         if 0 <= r < len(self.placement):
             self._set_height(r, self._measure(r, r)[0])
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         if self.viewport().width() != self._width and len(self.placement):
             # New width, new heights: keep the row at the top (and how far into it) in place.
@@ -154,14 +154,14 @@ class RowView(QAbstractItemView):
         else:
             self.updateGeometries()
 
-    def visualRect(self, index: _Index) -> QRect:  # noqa: N802
+    def visualRect(self, index: _Index) -> QRect:
         r = index.row()
         if not index.isValid() or r >= len(self.placement):
             return QRect()
         return QRect(0, self.placement.top(r) - self.verticalOffset(), self.viewport().width(),
                      self.placement.height(r))
 
-    def rectForIndex(self, index: _Index) -> QRect:  # noqa: N802
+    def rectForIndex(self, index: _Index) -> QRect:
         """The row's rectangle in content coordinates (pixels from the top of the transcript)."""
         r = index.row()
         if not index.isValid() or r >= len(self.placement):
@@ -174,13 +174,13 @@ class RowView(QAbstractItemView):
         r = self.placement.row_at(y)
         return model.index(r, 0) if model is not None and r >= 0 else QModelIndex()
 
-    def indexAt(self, point: QPoint) -> QModelIndex:  # noqa: N802
+    def indexAt(self, point: QPoint) -> QModelIndex:
         y = point.y() + self.verticalOffset()
         if y < 0 or y >= self.placement.total():
             return QModelIndex()
         return self.row_at(y)
 
-    def scrollTo(self, index: _Index,  # noqa: N802
+    def scrollTo(self, index: _Index,
                  hint: QAbstractItemView.ScrollHint = QAbstractItemView.ScrollHint.EnsureVisible,
                  ) -> None:
         r = index.row()
@@ -198,16 +198,16 @@ class RowView(QAbstractItemView):
             bar.setValue(top + height // 2 - page // 2)
         self._update_follow()
 
-    def horizontalOffset(self) -> int:  # noqa: N802
+    def horizontalOffset(self) -> int:
         return 0
 
-    def verticalOffset(self) -> int:  # noqa: N802
+    def verticalOffset(self) -> int:
         return self.verticalScrollBar().value()
 
-    def isIndexHidden(self, index: _Index) -> bool:  # noqa: N802
+    def isIndexHidden(self, index: _Index) -> bool:
         return False
 
-    def moveCursor(self, action: _Cursor,  # noqa: N802
+    def moveCursor(self, action: _Cursor,
                    modifiers: Qt.KeyboardModifier) -> QModelIndex:
         model = self.model()
         n = model.rowCount() if model is not None else 0
@@ -231,7 +231,7 @@ class RowView(QAbstractItemView):
             r = max(0, current)
         return model.index(r, 0)
 
-    def setSelection(self, rect: QRect,  # noqa: N802
+    def setSelection(self, rect: QRect,
                      command: QItemSelectionModel.SelectionFlag) -> None:
         model = self.model()
         if model is None or not len(self.placement):
@@ -242,7 +242,7 @@ class RowView(QAbstractItemView):
         self.selectionModel().select(
             QItemSelection(model.index(first, 0), model.index(last, 0)), command)
 
-    def visualRegionForSelection(self, selection: QItemSelection) -> QRegion:  # noqa: N802
+    def visualRegionForSelection(self, selection: QItemSelection) -> QRegion:
         region = QRegion()
         first, last = self._visible_rows()
         for i in range(selection.count()):
@@ -262,7 +262,7 @@ class RowView(QAbstractItemView):
         return (self.placement.row_at(off),
                 self.placement.row_at(off + max(0, self.viewport().height() - 1)))
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, event: QPaintEvent) -> None:
         model = self.model()
         if model is None:
             return
@@ -290,12 +290,12 @@ class RowView(QAbstractItemView):
             self.delegate.paint(painter, option, index)
         painter.end()
 
-    def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
         self.viewport().update()
 
     # --- following the stream --------------------------------------------------------------------
 
-    def dataChanged(self, top_left: _Index, bottom_right: _Index,  # noqa: N802
+    def dataChanged(self, top_left: _Index, bottom_right: _Index,
                     roles: Sequence[int] = ()) -> None:
         """A changed row is measured again (its cached height is keyed by its version); the
         streaming row only repaints: its height grows through sizeHintChanged, a few lines at a
@@ -346,6 +346,6 @@ class RowView(QAbstractItemView):
     def _update_follow(self) -> None:
         self._follow = self.at_bottom()
 
-    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802
+    def wheelEvent(self, event: QWheelEvent) -> None:
         super().wheelEvent(event)
         self._update_follow()

@@ -247,7 +247,7 @@ class RunPanel(QDockWidget):
         # average width under-counts capitals and wide glyphs: keep a margin
         return max(24, int(0.85 * width / max(1, self.steps.fontMetrics().averageCharWidth())))
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt's name
         super().resizeEvent(event)
         if self._view is not None and event.size().width() != event.oldSize().width():
             self.show_run(self._view)  # the results wrap again at the new width

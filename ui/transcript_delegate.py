@@ -115,7 +115,7 @@ class TranscriptDelegate(QStyledItemDelegate):
 
     # --- sizes -----------------------------------------------------------------------------------
 
-    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem,
                  index: QModelIndex | QPersistentModelIndex) -> QSize:
         row = self._row(index)
         width = max(200, option.rect.width() or self._view_width())
@@ -332,7 +332,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             return "toggle"  # clicking a card's header opens or closes it
         return None
 
-    def editorEvent(self, event: QEvent, model: QAbstractItemModel,  # noqa: N802
+    def editorEvent(self, event: QEvent, model: QAbstractItemModel,
                     option: QStyleOptionViewItem,
                     index: QModelIndex | QPersistentModelIndex) -> bool:
         if event.type() == QEvent.Type.MouseButtonRelease and isinstance(event, QMouseEvent) \

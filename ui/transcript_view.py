@@ -85,7 +85,7 @@ class TranscriptView(RowView):
             QGuiApplication.clipboard().setText(text)
         return text
 
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.matches(QKeySequence.StandardKey.Copy):
             self.copy_selection()
             return

@@ -105,7 +105,7 @@ class LLMClient:
         secrets = [kwargs.get("api_key")]
         try:
             response = await litellm.acompletion(**kwargs)
-        except Exception as e:  # noqa: BLE001 - every provider failure is translated here
+        except Exception as e:  # every provider failure is translated here
             raise translate_error(e, request.model, secrets=secrets) from e
 
         calls: dict[int, dict[str, str]] = {}
@@ -136,7 +136,7 @@ class LLMClient:
                     finish = choice.finish_reason
         except LLMError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise translate_error(e, request.model, mid_stream=True, secrets=secrets) from e
 
         provider_finish = getattr(response, "received_finish_reason", finish)
@@ -205,7 +205,7 @@ def needs_cache_breakpoints(model: str) -> bool:
         from litellm import get_llm_provider
 
         provider = get_llm_provider(model=model)[1]
-    except Exception:  # noqa: BLE001 - optional: a model litellm cannot route gets no marks
+    except Exception:  # optional: a model litellm cannot route gets no marks
         return False
     return provider in ("anthropic", "bedrock", "vertex_ai", "azure_ai")
 
@@ -219,7 +219,7 @@ def keys_in_use(request: LLMRequest, env: Mapping[str, str] | None = None) -> li
         provider = detect_provider(request.model, request.api_base)
         api_base = request.api_base or environment_base_url(provider, env)
         keys.append(key_for_request(provider, api_base, request.key_name, env))
-    except Exception:  # noqa: BLE001 - redaction must never fail the report of a failure
+    except Exception:  # redaction must never fail the report of a failure
         pass
     keys += [value for name, value in env.items()
              if name.endswith("_API_KEY") or name == ENV_API_KEY]
@@ -235,7 +235,7 @@ def detect_provider(model: str, api_base: str | None = None) -> str:
     litellm = load_litellm()
     try:
         return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
-    except Exception as e:  # noqa: BLE001 - litellm raises BadRequestError here
+    except Exception as e:  # litellm raises BadRequestError here
         raise UnknownModel(
             f"Unknown model {model!r}: litellm cannot tell which provider serves it. Use a "
             "provider prefix such as 'openai/', 'anthropic/' or 'ollama/' (see Settings).",
@@ -376,7 +376,7 @@ def _plain(usage: Any) -> dict[str, Any]:
         data = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
         plain: dict[str, Any] = json.loads(json.dumps(data, default=str))
         return plain
-    except Exception:  # noqa: BLE001 - usage detail is a nicety
+    except Exception:  # usage detail is a nicety
         return {}
 
 
@@ -438,6 +438,6 @@ def cost_of(model: str, usage: dict[str, Any] | None) -> float | None:
             model=model, prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0))
         total = float(prompt) + float(completion)
-    except Exception:  # noqa: BLE001 - an unknown model has no price: say nothing
+    except Exception:  # an unknown model has no price: say nothing
         return None
     return total if total > 0 else None

@@ -72,12 +72,12 @@ def _load_and_warm() -> None:
             )
 
         asyncio.run(first_call())
-    except Exception:  # noqa: BLE001 - the refusal is the expected outcome
+    except Exception:  # the refusal is the expected outcome
         pass
     try:
         get_encoding("o200k_base")
         get_encoding("cl100k_base")
-    except Exception:  # noqa: BLE001 - counting will load it later and report then
+    except Exception:  # counting will load it later and report then
         pass
 
 

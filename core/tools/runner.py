@@ -274,7 +274,7 @@ class ToolRunner:
             output = ToolOutput(str(e), "error")
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except Exception as e:  # noqa: BLE001 - a tool's bug is a result the model reads
+        except Exception as e:  # a tool's bug is a result the model reads
             tail = "".join(traceback.format_exception_only(e)).strip()
             output = ToolOutput(f"{tool.name} failed unexpectedly: {redact(tail)[:2000]}",
                                 "error")

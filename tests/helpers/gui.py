@@ -17,7 +17,7 @@ from ui.main_window import MainWindow
 
 
 @pytest.fixture
-def qloop(qapp) -> Iterator[asyncio.AbstractEventLoop]:  # noqa: ANN001
+def qloop(qapp) -> Iterator[asyncio.AbstractEventLoop]:
     import qasync
 
     loop = qasync.QEventLoop(qapp, already_running=False)
@@ -46,7 +46,7 @@ def run_until(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool],
     loop.run_until_complete(wait())
 
 
-def open_window(qtbot, project: Path, config: Path | None = None) -> tuple[MainWindow, Controller]:  # noqa: ANN001
+def open_window(qtbot, project: Path, config: Path | None = None) -> tuple[MainWindow, Controller]:
     window = MainWindow()
     qtbot.addWidget(window)
     store = SettingsStore(config) if config else SettingsStore()
@@ -67,7 +67,7 @@ def use_fake_provider(monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer,
     return server
 
 
-def type_and_send(qtbot, window: MainWindow, text: str) -> None:  # noqa: ANN001
+def type_and_send(qtbot, window: MainWindow, text: str) -> None:
     """Type into the message box and press Ctrl+Enter, as a user does."""
     window.composer.editor.setFocus()
     qtbot.keyClicks(window.composer.editor, text)

@@ -6,6 +6,10 @@ import json
 import random
 from typing import Any
 
+from core.tools.todo import TodoArgs
+from core.tools.todo import apply as todo_apply
+from core.tools.todo import render as todo_render
+
 
 def make_conversation(rounds: int, seed: int = 0, tool_output_chars: int = 400) -> list[dict[str, Any]]:
     """OpenAI-format messages: user turns, assistant tool calls with results, answers."""
@@ -63,13 +67,12 @@ def make_agent_session(rounds: int, seed: int = 0, output_chars: int = 3000) -> 
             log += f"\nE   AssertionError: line numbers lost in mod_{r}"
         out.append(M(role="tool", tool_call_id=f"c{r}c", tool_name="run_shell",
                      status="error" if code else "ok", exit_code=code, content=log))
-        if r % 4 == 0:
-            todos = [{"content": f"task {k}", "status": "completed" if k < r else "pending"}
-                     for k in range(r + 2)]
+        if r % 4 == 0:  # the plan, in the app's own manage_todo_list calls
+            plan = {"action": "set", "items": [f"task {k}" for k in range(r + 2)]}
             out.append(M(role="assistant", content=None,
-                         tool_calls=[call(f"c{r}t", "manage_todo_list", {"todos": todos})]))
+                         tool_calls=[call(f"c{r}t", "manage_todo_list", plan)]))
             out.append(M(role="tool", tool_call_id=f"c{r}t", tool_name="manage_todo_list",
-                         status="ok", content=json.dumps(todos)))
+                         status="ok", content=todo_render(todo_apply([], TodoArgs(**plan)))))
         out.append(M(role="assistant", content=f"Task {r} done: {path} keeps line numbers "
                                               f"({rng.randint(1, 99)} tests pass)."))
     return out

@@ -249,7 +249,8 @@ def test_the_approval_prompt_names_the_sandbox_for_a_command(project: Path, llm_
 
 def test_stop_during_a_command_kills_it_and_records_aborted(project: Path, llm_server) -> None:
     llm_server.script(ToolCalls([
-        ("s", "run_shell", '{"command": "sleep 30; touch late.txt", "timeout": 60}'),
+        # had Stop not killed it, the command would write late.txt two seconds in
+        ("s", "run_shell", '{"command": "sleep 2; touch late.txt", "timeout": 60}'),
         ("r", "read_file", '{"path": "README.md"}')]))
     events, history = engine_turn(project, llm_server, "wait", [(ALLOW_CONVERSATION, "")],
                                   stop_after=0.3)
@@ -257,8 +258,10 @@ def test_stop_during_a_command_kills_it_and_records_aborted(project: Path, llm_s
     tools = [m for m in history if m.role == "tool"]
     assert [(m.tool_call_id, m.status) for m in tools] == [("s", "aborted"), ("r", "aborted")]
     assert "killed" in tools[0].text() and "Not run" in tools[1].text()
-    time.sleep(0.5)
-    assert not (project / "late.txt").exists()
+    deadline = time.monotonic() + 3  # past the moment a surviving command would write it
+    while time.monotonic() < deadline:
+        assert not (project / "late.txt").exists()
+        time.sleep(0.1)
     assert len(llm_server.requests) == 1  # nothing more was sent after Stop
 
 

@@ -49,7 +49,7 @@ def log_bytes(path: Path, conv: str) -> bytes:
     return (path / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
 
 
-def context_json(capsys, project: Path, conv: str, *extra: object) -> dict:  # noqa: ANN001
+def context_json(capsys, project: Path, conv: str, *extra: object) -> dict:
     code, out, err = cli(capsys, "context", project, "-c", conv, "--model", "gpt-4o", "--json",
                          *extra)
     assert code == 0, err

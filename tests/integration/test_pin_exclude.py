@@ -36,7 +36,7 @@ def log_of(path: Path, conv: str) -> bytes:
     return (path / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
 
 
-def decisions(capsys, project: Path, conv: str, budget: int | None = None) -> dict:  # noqa: ANN001
+def decisions(capsys, project: Path, conv: str, budget: int | None = None) -> dict:
     extra = ["--budget", budget] if budget else []
     code, out, err = cli(capsys, "context", project, "-c", conv, "--model", "gpt-4o", "--json",
                          *extra)

@@ -25,7 +25,7 @@ def long_conversation(n: int = 120) -> list[ConversationMessage]:
     return [ConversationMessage.from_openai(m) for m in raw]
 
 
-def shown(qtbot, rounds: int | None = None) -> MainWindow:  # noqa: ANN001
+def shown(qtbot, rounds: int | None = None) -> MainWindow:
     w = MainWindow()
     qtbot.addWidget(w)
     w.resize(900, 600)

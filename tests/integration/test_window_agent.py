@@ -33,16 +33,16 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def approval(window) -> ApprovalDialog | None:  # noqa: ANN001
+def approval(window) -> ApprovalDialog | None:
     found = [d for d in window.findChildren(ApprovalDialog) if d.isVisible()]
     return found[0] if found else None
 
 
-def cards(window):  # noqa: ANN001, ANN201
+def cards(window):
     return [r for r in window.transcript_model.rows() if r.kind is RowKind.TOOL]
 
 
-def agent_window(qtbot, project: Path):  # noqa: ANN001, ANN201
+def agent_window(qtbot, project: Path):
     window, controller = open_window(qtbot, project)
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
     assert window.mode_switcher.mode() == "agent"

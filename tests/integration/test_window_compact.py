@@ -32,11 +32,11 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return llm_server
 
 
-def long_session(project_dir) -> str:  # noqa: ANN001
+def long_session(project_dir) -> str:
     return agent_session_project(project_dir, 12, 4, "long session")
 
 
-def manual_session(qtbot, project_dir, monkeypatch):  # noqa: ANN001, ANN201
+def manual_session(qtbot, project_dir, monkeypatch):
     """The window on a long session, automatic summaries off: summaries only on request."""
     monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
     conv = long_session(project_dir)

@@ -25,7 +25,7 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return use_fake_provider(monkeypatch, llm_server, context_window="12000")
 
 
-def inspect(qtbot, project_dir, conv: str):  # noqa: ANN001, ANN201
+def inspect(qtbot, project_dir, conv: str):
     """The window on `conv` with the Inspector open and showing its rows."""
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)

@@ -31,7 +31,7 @@ def long_session(path: Path, rounds: int) -> str:
         return conv.id
 
 
-def agent_window(qtbot, project: Path):  # noqa: ANN001, ANN201
+def agent_window(qtbot, project: Path):
     load_litellm()  # the meter waits for the model library
     window, controller = open_window(qtbot, project)
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
@@ -42,7 +42,7 @@ def plain(messages: list[dict]) -> list[dict]:  # litellm leaves out "content": 
     return [{k: v for k, v in m.items() if v is not None} for m in messages]
 
 
-def meter_settled(controller, log_length: int):  # noqa: ANN001, ANN201
+def meter_settled(controller, log_length: int):
     """The meter has built the request for the log as it now stands."""
     def settled() -> bool:
         built = controller.meter.built

@@ -32,12 +32,12 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def panel_steps(window) -> list[str]:  # noqa: ANN001
+def panel_steps(window) -> list[str]:
     tree = window.run_panel.steps
     return [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())]
 
 
-def answer_box(qloop, button: str) -> None:  # noqa: ANN001
+def answer_box(qloop, button: str) -> None:
     """Press `button` on the question box the window shows (non-modal)."""
     from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -51,7 +51,7 @@ def answer_box(qloop, button: str) -> None:  # noqa: ANN001
     next(b for b in found.buttons() if b.text() == button).click()
 
 
-def start_from_panel(qtbot, window, goal: str = "") -> None:  # noqa: ANN001
+def start_from_panel(qtbot, window, goal: str = "") -> None:
     panel = window.run_panel
     panel.workflows.setCurrentText("Release notes")
     if goal:

@@ -1,4 +1,4 @@
-"""The house rules of DESIGN.md section 1, checked on the source itself."""
+"""The house rules of the layers (README, "Design in a few lines"), checked on the source itself."""
 
 from __future__ import annotations
 

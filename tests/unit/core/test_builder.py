@@ -23,8 +23,8 @@ def log(raw: list[dict]) -> list[ConversationMessage]:
     return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
 
-def build(history, budget: int, mode="chat", composer=None, run=None,  # noqa: ANN001, ANN201
-          compact=False):  # noqa: ANN001
+def build(history, budget: int, mode="chat", composer=None, run=None,
+          compact=False):
     # Compaction off: these tests are about the last-resort trimming (test_compaction.py has
     # the stages in front of it).
     return build_request(history, mode, model="gpt-4o", budget=Budget(budget, 0, 0, "override"),
@@ -169,7 +169,7 @@ def test_compression_stages_run_past_the_trigger_and_are_reported() -> None:
     class ShortenTools(CompressionStage):
         name = "shorten-tools"
 
-        def compress(self, entries, target_tokens, counter):  # noqa: ANN001, ANN201
+        def compress(self, entries, target_tokens, counter):
             out, decisions = [], []
             for m in entries:
                 if m.role == "tool":
@@ -196,7 +196,7 @@ def test_a_stage_that_shortens_copies_saves_tokens_and_keeps_excluded_entries_re
     class Preview(CompressionStage):  # does not reset the copies' cached counts
         name = "preview"
 
-        def compress(self, entries, target_tokens, counter):  # noqa: ANN001, ANN201
+        def compress(self, entries, target_tokens, counter):
             out, decisions = [], []
             for m in entries:
                 if m.role == "tool":

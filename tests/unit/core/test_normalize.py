@@ -13,7 +13,7 @@ IDS = st.sampled_from(["a", "b", "c", "d", "", "a"])
 
 
 @st.composite
-def messages(draw) -> list[dict]:  # noqa: ANN001
+def messages(draw) -> list[dict]:
     out: list[dict] = []
     for _ in range(draw(st.integers(0, 25))):
         kind = draw(st.sampled_from(["user", "text", "calls", "tool", "empty"]))

@@ -5,6 +5,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.model import ConversationMessage
 from core.store.errors import ConversationNotFound, ProjectPathError, ReadOnlyError
@@ -228,9 +230,6 @@ def test_loaded_conversations_are_reused_but_never_stale(project: Project) -> No
 
 
 # --- every content form reaches the disk and comes back (issue 8, item 1) ---------------------
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 _json_value = st.recursive(

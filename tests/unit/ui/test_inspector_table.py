@@ -28,7 +28,7 @@ class CountingModel(DecisionModel):
         self.calls.append("data")
         return super().data(index, role)
 
-    def multiData(self, index: Any, span: Any, /) -> None:  # noqa: N802
+    def multiData(self, index: Any, span: Any, /) -> None:
         self.calls.append("multiData")
         super().multiData(index, span)
 

@@ -26,7 +26,7 @@ def three_steps() -> Workflow:
         ]})
 
 
-def open_dialog(qtbot, workflow: Workflow | None, **kwargs: str) -> WorkflowDialog:  # noqa: ANN001
+def open_dialog(qtbot, workflow: Workflow | None, **kwargs: str) -> WorkflowDialog:
     d = WorkflowDialog(workflow, **kwargs)
     qtbot.addWidget(d)
     d.show()
@@ -36,30 +36,30 @@ def open_dialog(qtbot, workflow: Workflow | None, **kwargs: str) -> WorkflowDial
 
 
 @pytest.fixture
-def dialog(qtbot) -> WorkflowDialog:  # noqa: ANN001
+def dialog(qtbot) -> WorkflowDialog:
     return open_dialog(qtbot, three_steps(), title="Edit workflow")
 
 
-def select(qtbot, d: WorkflowDialog, row: int) -> None:  # noqa: ANN001
+def select(qtbot, d: WorkflowDialog, row: int) -> None:
     """Click a step in the list, as a user does."""
     rect = d.steps_list.visualItemRect(d.steps_list.item(row))
     qtbot.mouseClick(d.steps_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert d.steps_list.currentRow() == row
 
 
-def replace_text(qtbot, edit, text: str) -> None:  # noqa: ANN001
+def replace_text(qtbot, edit, text: str) -> None:
     edit.setFocus()
     edit.selectAll()
     qtbot.keyClick(edit, Qt.Key.Key_Delete)
     qtbot.keyClicks(edit, text)
 
 
-def press_ok(qtbot, d: WorkflowDialog) -> None:  # noqa: ANN001
+def press_ok(qtbot, d: WorkflowDialog) -> None:
     qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
 
 
-def accepted(qtbot, d: WorkflowDialog) -> Workflow:  # noqa: ANN001
+def accepted(qtbot, d: WorkflowDialog) -> Workflow:
     qtbot.waitUntil(lambda: d.result() == QDialog.DialogCode.Accepted, timeout=WAIT_MS)
     wf = d.workflow()
     assert wf is not None and not d.isVisible()
