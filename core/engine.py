@@ -16,11 +16,12 @@ from typing import Any
 
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.service import ProjectContext, run_tools
-from core.exchange import Exchange, error_entry
+from core.exchange import Exchange, error_entry, settled
 from core.last_turn import last_turn
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, ErrorInfo, ToolCall, continuable
 from core.questions import Question
+from core.request_copies import RequestCopies
 from core.settings import LLMSettings
 from core.store.errors import ReadOnlyError
 from core.summarize import summarize
@@ -187,11 +188,13 @@ class Engine:
     async def respond(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
         drop_failed: bool = False, continues: str | None = None,
-        instruction: str | None = None,
+        instruction: str | None = None, later: list[RequestCopies] | None = None,
     ) -> AsyncIterator[EngineEvent]:
         """One step: build the request from the conversation as it stands on disk and make
         the exchange (see core.exchange). A tool loop calls it again after appending the
-        tools' results. `drop_failed`: leave out the failed answer the log ends in (Retry)."""
+        tools' results. `drop_failed`: leave out the failed answer the log ends in (Retry).
+        `later`: where an answer that calls tools leaves its request's copies, for the loop
+        to settle when the turn ends (the tools do not wait for them)."""
         if not self.store.writable:  # a read-only view never sends: it could not keep the answer
             raise ReadOnlyError(self.store.read_only_reason or "the project is read-only")
         history = self.store.load(conv_id).messages
@@ -213,7 +216,7 @@ class Engine:
             yield TurnFinished("error", written.entries[0])
             return
         exchange = Exchange(self, conv_id, settings, options, history, built, continues,
-                            instruction)
+                            instruction, later)
         async for event in exchange.run():
             yield event
 
@@ -221,9 +224,27 @@ class Engine:
         self, conv_id: str, settings: LLMSettings, options: TurnOptions, **first: Any
     ) -> AsyncIterator[EngineEvent]:
         """Request, run the tools the answer calls, append their results, request again;
-        until an answer without tool calls, a failure, Stop, or the step limit."""
+        until an answer without tool calls, a failure, Stop, or the step limit. The copies of
+        the requests whose answers called tools are settled once, at the end."""
+        later: list[RequestCopies] = []
+        finished: TurnFinished | None = None
+        async for event in self._rounds(conv_id, settings, options, later, first):
+            if isinstance(event, TurnFinished):
+                finished = event
+            else:
+                yield event
+        for copies in later:
+            for note in await settled(copies):
+                yield StoreNotice(note)
+        assert finished is not None
+        yield finished
+
+    async def _rounds(
+        self, conv_id: str, settings: LLMSettings, options: TurnOptions,
+        later: list[RequestCopies], first: dict[str, Any],
+    ) -> AsyncIterator[EngineEvent]:
         steps = 0
-        kwargs: dict[str, Any] = first
+        kwargs: dict[str, Any] = {**first, "later": later}
         while True:
             finished: TurnFinished | None = None
             async for event in self.respond(conv_id, settings, options, **kwargs):
@@ -231,7 +252,7 @@ class Engine:
                     finished = event
                 else:
                     yield event
-            kwargs = {}
+            kwargs = {"later": later}
             assert finished is not None
             calls = finished.message.tool_calls
             if finished.status != "ok" or not calls or self.tools is None:

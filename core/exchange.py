@@ -85,10 +85,14 @@ class Exchange:
     def __init__(self, engine: Engine, conv_id: str, settings: LLMSettings,
                  options: TurnOptions, history: list[ConversationMessage],
                  built: BuiltRequest, continues: str | None = None,
-                 instruction: str | None = None) -> None:
+                 instruction: str | None = None,
+                 later: list[RequestCopies] | None = None) -> None:
+        """`later`: where an answer that calls tools leaves its request's copies for the tool
+        loop to settle at the end of the turn (the tools need not wait for them)."""
         self.engine, self.conv_id, self.settings = engine, conv_id, settings
         self.options, self.history = options, history
         self.built, self.continues, self.instruction = built, continues, instruction
+        self.later = later
         self.counter = engine.context.counter(settings.model)
         self.notes: list[str] = []
         self.previous = engine.sent.get(conv_id)
@@ -172,20 +176,18 @@ class Exchange:
         assert self.entry is not None
         for event in written.events:
             yield event
-        if not stopped:
-            try:
-                await self.copies.settle()
-            except asyncio.CancelledError:
-                pass  # the copies finish on their thread; the answer is saved
-            for note in self.notes:
-                yield StoreNotice(note)
-        else:
-            self.copies.start()
         if stopped:
+            self.copies.start()  # written in the background; nobody waits for them now
             yield TurnFinished("stopped", self.entry)
+            return
+        if self.later is not None and written.ok and self.entry.tool_calls:
+            self.copies.start()
+            self.later.append(self.copies)  # the tools go first; the turn's end settles it
         else:
-            yield TurnFinished("ok" if written.ok and entry.kind != "error" else "error",
-                               self.entry)
+            for note in await settled(self.copies):
+                yield StoreNotice(note)
+        yield TurnFinished("ok" if written.ok and entry.kind != "error" else "error",
+                           self.entry)
 
     async def _receive(self) -> AsyncIterator[EngineEvent]:
         """Stream the answer, recovering as the module's doc says."""
@@ -289,6 +291,15 @@ class Exchange:
             mode=self.options.mode, model=settings.model, finish_reason=got.finish,
             usage=got.usage, duration_ms=self.elapsed_ms(), status="ok",
             continues=self.continues))
+
+
+async def settled(copies: RequestCopies) -> list[str]:
+    """`copies` written, and what to tell the user of them; a Stop meanwhile leaves them to
+    finish on their thread (the entry they belong to is already saved)."""
+    try:
+        return await copies.settle()
+    except asyncio.CancelledError:
+        return []
 
 
 def _what(entry: ConversationMessage) -> str:

@@ -90,13 +90,11 @@ class LogWriter:
             tags = run.tags()
         return msg.model_copy(update=tags)
 
-    def write(self, conv_id: str, msgs: Sequence[ConversationMessage], what: str,
-              notes: Sequence[str] = ()) -> Written:
+    def write(self, conv_id: str, msgs: Sequence[ConversationMessage], what: str) -> Written:
         """Append `msgs` in one durable write (all or none). Never raises for a failed write:
         the result says it (`SaveFailed` with the entries, the text of an answer kept in the
         crash sidecar where space allows). `what` names the entries for the user ("the
-        answer"); `notes` are reported before them (e.g. a request copy that could not be
-        kept)."""
+        answer")."""
         entries = [self.tagged(conv_id, m) for m in msgs]
         try:
             problems = self.store.append_many(conv_id, entries)
@@ -111,7 +109,7 @@ class LogWriter:
                 self.store.clear_partial(conv_id)  # the answer is an entry now
             except StoreError:
                 pass
-        events: list[EngineEvent] = [StoreNotice(t) for t in [*notes, *problems]]
+        events: list[EngineEvent] = [StoreNotice(t) for t in problems]
         events += [EntryAppended(m) for m in entries]
         if any(m.run_event is not None for m in entries):
             self.sync_run(conv_id)

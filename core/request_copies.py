@@ -71,10 +71,13 @@ class RequestCopies:
             self._running.append(asyncio.get_running_loop().run_in_executor(
                 _WRITER, self._save, built))
 
-    async def settle(self) -> None:
+    async def settle(self) -> list[str]:
+        """Wait until every copy is written; returns the notes for the user (a copy that
+        could not be kept, with whatever else the turn noted on the way)."""
         self.start()
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+        return self._notes
 
     def _save(self, built: BuiltRequest) -> None:
         """The request's stable prefix against the one sent before it (else the last copy
