@@ -41,20 +41,24 @@ def test_what_is_said_before_the_window_is_attached_is_shown_once_it_is(qtbot) -
     assert not window.notice.isVisible()
 
 
-def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(
-        qtbot, project_dir, tmp_path) -> None:
+@pytest.fixture
+def guarded(qtbot, project_dir, tmp_path):
+    """A window with the exception boundary up, writing to a crash log of the test's own."""
     window, controller = open_window(qtbot, project_dir)
     log = tmp_path / "state" / "crash.log"
     uninstall = boundary.install(controller.notices, log)
-    try:
-        def broken() -> None:
-            raise ValueError("a bug in a slot")
+    yield window, controller, log
+    uninstall()
 
-        QTimer.singleShot(0, broken)
-        qtbot.waitUntil(lambda: "Something went wrong" in window.notice_label.text(),
-                        timeout=5000)
-    finally:
-        uninstall()
+
+def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(qtbot, guarded) -> None:
+    window, _, log = guarded
+
+    def broken() -> None:
+        raise ValueError("a bug in a slot")
+
+    QTimer.singleShot(0, broken)
+    qtbot.waitUntil(lambda: "Something went wrong" in window.notice_label.text(), timeout=5000)
     assert window.notice_label.text() == (
         f"Something went wrong (ValueError); the details are in {log}.")
     written = log.read_text()
@@ -62,31 +66,27 @@ def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(
 
 
 def test_an_exception_in_a_worker_thread_or_a_task_is_logged_and_said(
-        qtbot, qloop, project_dir, tmp_path) -> None:
-    window, controller = open_window(qtbot, project_dir)
-    log = tmp_path / "state" / "crash.log"
-    uninstall = boundary.install(controller.notices, log)
-    try:
-        def work() -> None:
-            raise KeyError("a bug on a thread")
+        qtbot, qloop, guarded) -> None:
+    window, controller, log = guarded
 
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join(5)
-        qtbot.waitUntil(lambda: "(KeyError)" in window.notice_label.text(), timeout=5000)
-        qloop.set_exception_handler(boundary.loop_handler(controller.notices, log))
+    def work() -> None:
+        raise KeyError("a bug on a thread")
 
-        async def task() -> None:
-            raise LookupError("a bug in a task nobody awaits")
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(5)
+    qtbot.waitUntil(lambda: "(KeyError)" in window.notice_label.text(), timeout=5000)
+    qloop.set_exception_handler(boundary.loop_handler(controller.notices, log))
 
-        running = [qloop.create_task(task())]
-        run_until(qloop, lambda: running[0].done(), timeout=5)
-        running.clear()  # nobody retrieves its exception: asyncio reports it once the task
-        gc.collect()     # is gone, through the loop's exception handler
-        qtbot.waitUntil(lambda: "(LookupError)" in window.notice_label.text(), timeout=5000)
-        assert "a bug in a task nobody awaits" in log.read_text()
-    finally:
-        uninstall()
+    async def task() -> None:
+        raise LookupError("a bug in a task nobody awaits")
+
+    running = [qloop.create_task(task())]
+    run_until(qloop, lambda: running[0].done(), timeout=5)
+    running.clear()  # nobody retrieves its exception: asyncio reports it once the task
+    gc.collect()     # is gone, through the loop's exception handler
+    qtbot.waitUntil(lambda: "(LookupError)" in window.notice_label.text(), timeout=5000)
+    assert "a bug in a task nobody awaits" in log.read_text()
     written = log.read_text()
     assert "a bug on a thread" in written and "work" in written
 
