@@ -106,6 +106,7 @@ class Exchange:
             max_tokens=settings.max_output_tokens, key_name=settings.key_name,
             tools=built.tools or None, timeout=settings.request_timeout)
         self._use(built)
+        engine.writer.add_secrets(keys_in_use(self.request))  # never written, wherever seen
 
     def _use(self, built: BuiltRequest, tools: bool = True) -> None:
         """Make `built` the request to send (its copy kept once it is on the wire)."""

@@ -11,16 +11,22 @@ what must happen to every append happens in one place:
 - a failed write never raises: it comes back as `SaveFailed` with the unsaved entries, so the
   caller can show them and offer Save;
 - a run's cache file (`.workbench/runs/<id>.json`) follows every run control, also one made
-  while no turn runs.
+  while no turn runs;
+- no secret is written: the keys in use and key-shaped strings are replaced by a marker in every
+  entry (a tool that read `.env`, an answer quoting a key, a key pasted by the user), and in the
+  crash sidecar, so none reaches the log, an export, a kept request or the next request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.model import ConversationMessage
+from core.model import ContentPart, ConversationMessage, TextPart, ToolCall
+from core.redact import MARK, environment_secrets, redact
 from core.runs.files import RunFiles
 from core.store.conversations import ConversationStore
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
@@ -69,6 +75,19 @@ class LogWriter:
         self._run_state = run_state
         self._run_files = RunFiles(state_dir) if state_dir is not None else None
         self._request_tags: dict[str, Tags] = {}
+        self._secrets = environment_secrets(os.environ)
+        self._secrets_lock = threading.Lock()
+
+    def add_secrets(self, secrets: Iterable[str | None]) -> None:
+        """Keys in use beyond the environment's (one from the keyring, say): never written."""
+        with self._secrets_lock:
+            self._secrets |= {s for s in secrets if s}
+
+    def redacted(self, msg: ConversationMessage) -> ConversationMessage:
+        """`msg` without secrets (itself when it has none)."""
+        with self._secrets_lock:
+            secrets = list(self._secrets)
+        return redact_entry(msg, secrets)
 
     def expect(self, conv_id: str, tags: Tags | None) -> None:
         """The run and step the conversation's next request is built for (None: not a run's):
@@ -95,7 +114,7 @@ class LogWriter:
         the result says it (`SaveFailed` with the entries, the text of an answer kept in the
         crash sidecar where space allows). `what` names the entries for the user ("the
         answer")."""
-        entries = [self.tagged(conv_id, m) for m in msgs]
+        entries = [self.redacted(self.tagged(conv_id, m)) for m in msgs]
         try:
             problems = self.store.append_many(conv_id, entries)
         except (StoreError, OSError) as e:
@@ -127,6 +146,10 @@ class LogWriter:
     def write_partial(self, conv_id: str, state: dict[str, object], notes: list[str]) -> None:
         """Flush the text being received to its crash sidecar. Only a safety net: a failure
         (a full disk) is noted once in `notes` and never stops the answer."""
+        text = state.get("text")
+        if isinstance(text, str):
+            with self._secrets_lock:
+                state = {**state, "text": redact(text, self._secrets)}
         try:
             self.store.write_partial(conv_id, state)
         except (OSError, StoreError) as e:
@@ -148,6 +171,33 @@ class LogWriter:
                 except (OSError, StoreError):
                     pass
                 return
+
+
+def redact_entry(msg: ConversationMessage, secrets: Iterable[str]) -> ConversationMessage:
+    """`msg` with `secrets` and key-shaped strings replaced by a marker in everything it
+    says (its text, its text parts, its tool calls' arguments); itself when nothing changed.
+    A changed entry loses its cached token counts (they are counted again)."""
+    secrets = list(secrets)
+    update: dict[str, object] = {}
+    if isinstance(msg.content, str):
+        clean = redact(msg.content, secrets)
+        if clean != msg.content:
+            update["content"] = clean
+    elif msg.content:
+        parts: list[ContentPart] = [
+            TextPart(text=redact(p.text, secrets)) if isinstance(p, TextPart) else p
+            for p in msg.content]
+        if parts != msg.content:
+            update["content"] = parts
+    if msg.tool_calls:
+        calls = [c if MARK not in (args := redact(c.function.arguments, secrets)) else
+                 ToolCall(id=c.id, function=c.function.model_copy(update={"arguments": args}))
+                 for c in msg.tool_calls]
+        if calls != msg.tool_calls:
+            update["tool_calls"] = calls
+    if not update:
+        return msg
+    return msg.model_copy(update={**update, "token_counts": {}})
 
 
 def write_cause(e: StoreError | OSError) -> str:

@@ -9,9 +9,13 @@ only a hint of which key it was.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 MARK = "[redacted]"
+# Environment variables whose values are secrets: never passed to a command the model wrote,
+# and never written anywhere if a tool's output (or anyone's text) quotes them.
+SECRET_NAME = re.compile(r"(API_KEY|APIKEY|SECRET|TOKEN|PASSWORD)", re.IGNORECASE)
+MIN_ENV_SECRET = 12  # shorter values of such variables are flags and names, not secrets
 
 # Shapes of real provider keys and tokens. Deliberately specific: a redaction must not eat an
 # ordinary word of an error message.
@@ -47,3 +51,11 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     return None if text is None else redact(text, secrets)
+
+
+def environment_secrets(env: Mapping[str, str]) -> set[str]:
+    """The values of the environment's secret-named variables (API keys, tokens, passwords)
+    that are long enough to be secrets rather than flags."""
+    return {v for k, v in env.items()
+            if SECRET_NAME.search(k) and len(v) >= MIN_ENV_SECRET and not any(
+                c.isspace() for c in v)}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from core.redact import SECRET_NAME
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from core.tools.results import result_name
 
@@ -35,7 +35,6 @@ DEFAULT_TIMEOUT = 120
 MAX_OUTPUT_BYTES = 256 * 2**20  # a command printing more is stopped
 POLL_S = 0.1
 ENV_SANDBOX = "WORKBENCH_SANDBOX"  # "none" turns the sandbox off (tests, odd kernels)
-SECRET_NAME = re.compile(r"(API_KEY|APIKEY|SECRET|TOKEN|PASSWORD)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
