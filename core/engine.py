@@ -321,7 +321,8 @@ class Engine:
         return ToolRunner(setup.root, setup.state, run_tools(options.mode, options.agent, run),
                           self.context.counter(settings.model), options.approve,
                           setup.sandbox, network, options.mode, settings.tool_output_tokens,
-                          setup.env, run)
+                          setup.env, run,
+                          lambda entry: self.writer.remembered(conv_id, entry))
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

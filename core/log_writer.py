@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.approval_seal import ApprovalSeal
 from core.model import ContentPart, ConversationMessage, TextPart, ToolCall
 from core.redact import MARK, environment_secrets, redact
 from core.runs.files import RunFiles
@@ -68,10 +69,12 @@ class LogWriter:
 
     def __init__(self, store: ConversationStore,
                  run_state: Callable[[str], RunState | None] | None = None,
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, seal: ApprovalSeal | None = None) -> None:
         """`run_state(conv_id)`: the conversation's latest run (the project context's fold);
-        `state_dir`: the project's `.workbench/` (run files are kept there)."""
+        `state_dir`: the project's `.workbench/` (run files are kept there); `seal`: marks an
+        allowance "for this conversation" as the app's own (without one, none is honoured)."""
         self.store = store
+        self.seal = seal
         self._run_state = run_state
         self._run_files = RunFiles(state_dir) if state_dir is not None else None
         self._request_tags: dict[str, Tags] = {}
@@ -82,6 +85,11 @@ class LogWriter:
         """Keys in use beyond the environment's (one from the keyring, say): never written."""
         with self._secrets_lock:
             self._secrets |= {s for s in secrets if s}
+
+    def remembered(self, conv_id: str, entry: ConversationMessage) -> bool:
+        """`entry` remembers an allowance this app wrote (not one a file in the project
+        could carry)."""
+        return self.seal is not None and self.seal.holds(conv_id, entry)
 
     def redacted(self, msg: ConversationMessage) -> ConversationMessage:
         """`msg` without secrets (itself when it has none)."""
@@ -115,6 +123,8 @@ class LogWriter:
         crash sidecar where space allows). `what` names the entries for the user ("the
         answer")."""
         entries = [self.redacted(self.tagged(conv_id, m)) for m in msgs]
+        if self.seal is not None:
+            entries = [self.seal.sealed(conv_id, m) for m in entries]
         try:
             problems = self.store.append_many(conv_id, entries)
         except (StoreError, OSError) as e:

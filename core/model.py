@@ -281,7 +281,9 @@ class ConversationMessage(BaseModel):
     duration_ms: int | None = None
     status: Status | None = None
     exit_code: int | None = None  # a command's exit status (run_shell)
-    approval: str | None = None  # how a tool call was allowed or denied (see core.tools.approvals)
+    approval: str | None = None  # how a tool call was allowed or denied (see core.tools.runner)
+    approval_seal: str | None = None  # the app's own mark on a remembered allowance (see
+    #                                   core.approval_seal): only a sealed one is honoured
 
     @model_validator(mode="after")
     def _check_protocol(self) -> ConversationMessage:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.agents import Agent
+from core.approval_seal import ApprovalSeal
 from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
@@ -36,7 +37,7 @@ from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.model import ConversationMessage, Mode
-from core.settings import LLMSettings
+from core.settings import LLMSettings, config_dir
 from core.store.conversations import ConversationStore
 from core.store.project import Project
 from core.tools import Tool, tool_schemas, tools_for
@@ -96,8 +97,11 @@ class ProjectContext:
         counter_for: Callable[[str | None], TokenCounter] = TokenCounter.for_model,
         offer_tools: bool = False,
         state_dir: Path | None = None,
+        seal: ApprovalSeal | None = None,
     ) -> None:
-        """`state_dir`: the project's `.workbench/` (where run files are kept), if any."""
+        """`state_dir`: the project's `.workbench/` (where run files are kept), if any;
+        `seal`: the user's seal on remembered allowances (default: the one in their config
+        folder)."""
         self.offer_tools = offer_tools
         self.store = store
         self.composer = composer or PromptComposer()
@@ -108,7 +112,8 @@ class ProjectContext:
         self._no_tools: set[str] = set()  # without a calibration file: this process only
         self._runs: dict[str, RunTracker] = {}
         self._runs_lock = threading.Lock()
-        self.writer = LogWriter(store, self.run_state, state_dir)
+        self.writer = LogWriter(store, self.run_state, state_dir,
+                                seal or ApprovalSeal.in_folder(config_dir()))
 
     @classmethod
     def for_project(cls, project: Project, calibration: Calibration | None = None

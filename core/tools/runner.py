@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 import traceback
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -58,10 +58,13 @@ class ToolResult:
 RunnerEvent = ToolStarted | ToolResult | Question
 
 
-def allowed_for_conversation(history: Sequence[ConversationMessage]) -> set[str]:
-    """Tools the user allowed for the rest of the conversation (read from the log)."""
+def allowed_for_conversation(history: Sequence[ConversationMessage],
+                             honoured: Callable[[ConversationMessage], bool]) -> set[str]:
+    """Tools the user allowed for the rest of the conversation (read from the log): only the
+    allowances `honoured` says the app itself wrote."""
     return {m.tool_name for m in history
-            if m.role == "tool" and m.approval == "conversation" and m.tool_name}
+            if m.role == "tool" and m.approval == "conversation" and m.tool_name
+            and honoured(m)}
 
 
 def key_argument(tool: Tool | None, arguments: dict[str, Any]) -> str:
@@ -131,6 +134,8 @@ class ToolRunner:
     offload_tokens: int = OFFLOAD_TOKENS
     env: dict[str, str] | None = None
     run_state: RunState | None = None  # in run mode, the run the calls belong to
+    # which remembered allowances the app itself wrote (none, unless told)
+    honoured: Callable[[ConversationMessage], bool] = lambda _entry: False
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -140,7 +145,7 @@ class ToolRunner:
                   history: list[ConversationMessage]) -> AsyncIterator[RunnerEvent]:
         """Yield ToolStarted, Question (an approval to answer) and ToolResult events, one
         ToolResult per call, in the calls' order. Cancelling stops the running tools."""
-        allowed = allowed_for_conversation(history)
+        allowed = allowed_for_conversation(history, self.honoured)
         board = TodoBoard(todo_state(history))
         shared: dict[str, object] = {}
         i = 0
@@ -234,13 +239,13 @@ class ToolRunner:
         if self.policy == "always":
             yield ("always", None)
             return
-        if name in allowed:
-            yield ("remembered", None)
-            return
-        if self.policy == "never":
+        if self.policy == "never":  # an explicit policy wins over anything remembered
             yield ("never", f"Not run: this session does not allow {name} (approval policy "
                             "'never'); nothing was changed. Say what you would have done, or "
                             "ask the user to allow it.")
+            return
+        if name in allowed:
+            yield ("remembered", None)
             return
         question = Question(f"Allow {name}?", APPROVAL_CHOICES, self._describe(plan),
                             kind="approval")
