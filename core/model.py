@@ -146,6 +146,12 @@ class OtherPart(_Part):
 
 
 _PART_KINDS = ("text", "image_url", "input_audio", "file", "refusal")
+# The part kinds litellm lets through (its `ValidUserMessageContentTypes`; a test keeps the two
+# the same): an entry holding any other kind cannot be sent at all, litellm refuses the whole
+# request before it leaves the machine.
+SENDABLE_PART_KINDS = frozenset({
+    "text", "image_url", "input_audio", "audio_url", "document", "guarded_text",
+    "grounding_source", "query", "video_url", "file", "refusal"})
 
 
 def _part_kind(value: Any) -> str:
@@ -308,6 +314,13 @@ class ConversationMessage(BaseModel):
     def text(self) -> str:
         """The readable text of the content (text parts joined), '' when there is none."""
         return content_text(self.content)
+
+    def unsendable_part(self) -> str | None:
+        """The kind of the first content part no provider takes (one imported from elsewhere),
+        or None when every part can be sent."""
+        if not isinstance(self.content, list):
+            return None
+        return next((p.type for p in self.content if p.type not in SENDABLE_PART_KINDS), None)
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI chat message: protocol fields only, None fields left out where allowed."""

@@ -106,7 +106,8 @@ class BuildCache:
             m = history[i]
             # The common case first, inline: an ordinary entry whose count is stored with it.
             if m.kind == "message" and m.include_in_context and m.role != "system" \
-                    and m.id not in covered:
+                    and m.id not in covered and (m.content.__class__ is str
+                                                 or m.unsendable_part() is None):
                 tokens = m.token_counts.get(enc)
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue
@@ -180,4 +181,8 @@ def _excluded(m: ConversationMessage) -> str | None:
         return f"an annotation ({m.content} {str(m.target)[:8]}…), not a message"
     if m.role == "system" and m.kind != "summary":
         return "an old system entry; the system prompt is composed for each request"
+    kind = m.unsendable_part()
+    if kind is not None:
+        return (f"cannot be sent: it holds a content part of kind {kind!r}, which no provider "
+                "takes (made elsewhere and imported); left out so the rest can be sent")
     return None

@@ -324,6 +324,12 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
             f"Unknown model {model!r}: add a provider prefix such as 'openai/' or 'ollama/'.",
             details=raw,
         )
+    refused = _NOT_SENT.search(raw)
+    if refused:  # litellm checks the messages before sending: nothing left the machine
+        return ProviderError(
+            f"Not sent: message {refused.group(1)} of the request is not a valid chat message "
+            "(litellm refused it before sending). Leave that entry out of the context and "
+            "send again.", details=raw, status=400)
     code = int(status) if isinstance(status, int) else None
     if code == 400 and _TOOLS_REFUSED.search(raw):
         return ToolsUnsupported(
@@ -337,6 +343,9 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+# litellm's own check of the messages, made before anything is sent.
+_NOT_SENT = re.compile(r"Invalid (?:user )?message at index (\d+)")
 
 # How servers refuse a request that offers tools: Ollama ("does not support tools"), vLLM
 # ("auto" tool choice requires --enable-auto-tool-choice), others ("tools are not supported").

@@ -98,6 +98,28 @@ def test_bad_import_creates_nothing_and_says_why(capsys, tmp_path, project_dir) 
     assert not (project_dir / ".workbench").exists() or not Project.open(project_dir).conversations.list()
 
 
+def test_an_imported_part_no_provider_takes_is_left_out_and_the_rest_is_sent(
+        capsys, tmp_path, project_dir, llm_server) -> None:
+    src = tmp_path / "clip.json"
+    src.write_text(json.dumps({"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "see the clip"},
+                                     {"type": "x_clip", "clip": {"id": "c1"}}]},
+        {"role": "assistant", "content": "Nice clip."}]}))
+    code, out, _ = cli(capsys, "import", project_dir, src)
+    assert code == 0
+    conv = out.strip().splitlines()[-1]
+    code, out, _ = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL)
+    assert code == 0 and "#1 excluded" in out and "content part of kind 'x_clip'" in out
+    llm_server.script(Answer("Sure."))
+    code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url, "and now?")
+    assert code == 0 and out == "Sure.\n", err
+    sent = llm_server.requests[-1].body["messages"]
+    assert [m["content"] for m in sent[1:]] == ["Nice clip.", "and now?"]
+    assert "x_clip" in (project_dir / ".workbench").joinpath(
+        "conversations", conv, "messages.jsonl").read_text()  # nothing lost from the log
+
+
 def test_fifty_megabyte_import_loads_completely(capsys, tmp_path, project_dir) -> None:
     raw = make_conversation(1500, seed=2, tool_output_chars=25_000)
     src = tmp_path / "big.json"

@@ -202,3 +202,12 @@ def test_a_model_stuck_in_a_loop_is_not_called_a_broken_connection(
     err = failure(llm_server)
     assert isinstance(err, ProviderError) and not isinstance(err, StreamInterrupted)
     assert "same piece of text over and over" in str(err)
+
+
+def test_a_message_litellm_refuses_before_sending_is_not_called_temporary(
+        llm_server: FakeLLMServer) -> None:
+    err = failure(llm_server, messages=[{"role": "user", "content": [
+        {"type": "text", "text": "see"}, {"type": "x_clip", "clip": {"id": "c1"}}]}])
+    assert isinstance(err, ProviderError) and not err.retryable
+    assert "Not sent: message 0" in err.message and "temporary" not in err.message
+    assert llm_server.requests == []  # nothing left the machine

@@ -92,3 +92,10 @@ def test_a_refusal_part_converts_back_exactly() -> None:
     msg = ConversationMessage.from_openai(raw)
     again = ConversationMessage.model_validate_json(msg.model_dump_json(exclude_defaults=True))
     assert again.to_openai() == raw
+
+
+def test_the_part_kinds_we_send_are_the_ones_litellm_lets_through() -> None:
+    from litellm.types.llms.openai import ValidUserMessageContentTypes
+
+    from core.model import SENDABLE_PART_KINDS
+    assert set(ValidUserMessageContentTypes) | {"refusal"} == SENDABLE_PART_KINDS
