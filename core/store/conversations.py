@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -120,8 +120,12 @@ class ConversationStore:
         read_only_reason: None when writable; otherwise the sentence to show the user.
     """
 
-    def __init__(self, root: Path, trash: Path, read_only_reason: str | None) -> None:
+    def __init__(self, root: Path, trash: Path, read_only_reason: str | None,
+                 lost: Callable[[], str | None] | None = None) -> None:
+        """`lost()`: why this process no longer holds the project (checked before each
+        write; from then on the store is read-only), None while it does."""
         self.root = root
+        self._lost = lost
         self.trash = trash
         self.read_only_reason = read_only_reason
         self._clean_tails: set[str] = set()
@@ -594,6 +598,8 @@ class ConversationStore:
         return self.root / conv_id
 
     def _check_writable(self) -> None:
+        if self.read_only_reason is None and self._lost is not None:
+            self.read_only_reason = self._lost()
         if self.read_only_reason is not None:
             raise ReadOnlyError(self.read_only_reason)
 

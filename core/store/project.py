@@ -43,8 +43,8 @@ class Project:
         self.read_only_reason = read_only_reason
         self.migrations_applied = migrations_applied
         self.conversations = ConversationStore(
-            self.state / "conversations", self.state / "trash", read_only_reason
-        )
+            self.state / "conversations", self.state / "trash", read_only_reason,
+            lock.lost if lock is not None else None)
 
     @property
     def name(self) -> str:
@@ -182,7 +182,7 @@ def _schema(state: Path, info: dict[str, Any], info_problem: str | None, version
 
 def _lock(state: Path) -> tuple[ProjectLock | None, str | None]:
     """The project's lock, or why it could not be taken (the project then opens read-only)."""
-    lock = ProjectLock(state / "lock")
+    lock = ProjectLock(state)
     try:
         taken = lock.acquire()
     except OSError as e:

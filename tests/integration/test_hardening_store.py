@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from app.cli import EXIT_FAIL, EXIT_OK, main
 from core.model import ConversationMessage
+from core.store.errors import ReadOnlyError
 from core.store.project import Project
 
 
@@ -132,3 +135,32 @@ def test_every_export_of_a_conversation_with_a_pending_answer_has_its_text(
     assert "pending" not in err
     assert [json.loads(line).get("content") for line in out.splitlines()] == [
         "question", "the answer that was arri"]
+
+
+def _send_in_another_process(project: Path, conv: str) -> subprocess.CompletedProcess[str]:
+    """`workbench send` from a second process (no server needed: a project it may not write
+    is refused before any request)."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", "send", str(project), "-c", conv, "--model",
+         "openai/test-model", "--api-base", "http://127.0.0.1:9", "from the second process"],
+        capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_process_write(project: Project) -> None:
+    conv = project.conversations.create("one writer").id
+    (project.state / "lock").unlink()  # a `git clean -fdX`, a tidy-up
+    done = _send_in_another_process(project.root, conv)
+    assert done.returncode != 0 and "has this project open" in done.stderr, done.stderr
+    project.conversations.append(conv, ConversationMessage(role="user", content="still mine"))
+    assert [m.text() for m in project.conversations.load(conv).messages] == ["still mine"]
+
+
+def test_a_state_folder_replaced_while_open_stops_this_process_writing(project: Project) -> None:
+    conv = project.conversations.create("moved").id
+    project.state.rename(project.root / "old-state")
+    with Project.open(project.root) as other:  # a new project where the old one was
+        assert not other.read_only
+        mine = other.conversations.create("theirs").id
+        with pytest.raises(ReadOnlyError, match="moved, deleted or replaced"):
+            project.conversations.append(conv, ConversationMessage(role="user", content="x"))
+        assert [c.id for c in other.conversations.list()] == [mine]
