@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 
 from app.term import for_stream
 from core.engine import QuestionAsked
@@ -35,7 +37,7 @@ async def ask_on_terminal(event: QuestionAsked) -> None:
     while True:
         print("Allow? [o]nce, for this [c]onversation, [d]eny (d: reason): ", end="",
               file=sys.stderr, flush=True)
-        line = await loop.run_in_executor(None, sys.stdin.readline)
+        line = await _read_line(loop)
         if not line:  # end of input: nobody can answer
             q.answer(DENY, "no answer (end of input)")
             return
@@ -44,3 +46,25 @@ async def ask_on_terminal(event: QuestionAsked) -> None:
         if picked is not None:
             q.answer(picked, reason.strip())
             return
+
+
+def _read_line(loop: asyncio.AbstractEventLoop) -> asyncio.Future[str]:
+    """The next line of standard input, read by a thread of its own that the process does not
+    wait for: Ctrl+C (which cancels the wait) ends the command at once, not at the next Enter,
+    as a wait in the loop's executor would (the loop joins its threads on the way out)."""
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str) -> None:
+        if not future.done():
+            future.set_result(line)
+
+    def read() -> None:
+        try:
+            line = sys.stdin.readline()
+        except (OSError, ValueError):  # closed meanwhile: as the end of input
+            line = ""
+        with contextlib.suppress(RuntimeError):  # the command ended meanwhile
+            loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, name="approval-input", daemon=True).start()
+    return future

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli_turn import prepare_turn, print_turn
-from app.commands import EXIT_FAIL, EXIT_OK, EXIT_TURN_ERROR, EXIT_USAGE, CliError, open_project
+from app.commands import (
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TURN_ERROR,
+    EXIT_USAGE,
+    CliError,
+    open_project,
+)
 from app.term import for_stream
 from core.workflows.workflow import Workflow, WorkflowError, Workflows
 
@@ -88,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     finally:
         turn.project.close()
-    if code == EXIT_FAIL or not final:
+    if code in (EXIT_FAIL, EXIT_INTERRUPTED) or not final:
         return code if code != EXIT_OK else EXIT_FAIL
     return EXIT_BY_STATUS[final[-1].status]
 

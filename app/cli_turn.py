@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.commands import (
     EXIT_FAIL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TURN_ERROR,
     EXIT_USAGE,
@@ -237,6 +238,8 @@ def print_turn(events: AsyncIterator[EngineEvent],
                 on_other(event, note)
         if not saved_ok:
             return EXIT_FAIL
+        if status == "stopped":  # on the command line, only Ctrl+C stops a turn
+            return EXIT_INTERRUPTED
         return EXIT_OK if status == "ok" else EXIT_TURN_ERROR
 
     return asyncio.run(run())

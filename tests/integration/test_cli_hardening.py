@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from app.cli import EXIT_FAIL, EXIT_USAGE, _window_usage_problem, main
-from tests.helpers.fake_llm import MODEL, Answer
+from app.commands import EXIT_INTERRUPTED
+from core.store.project import Project
+from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -193,3 +200,69 @@ def test_an_immutable_log_or_metadata_file_is_one_sentence(capsys, project_dir: 
     assert code == EXIT_FAIL and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "not writable" in err
     assert len(llm_server.requests) == 1  # nothing was sent
+
+
+def _send_process(project: Path, server_url: str, *extra: str) -> subprocess.Popen[bytes]:
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", "send", str(project), "--new", "--model", MODEL,
+         "--api-base", server_url, *extra, "go"],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root), "WORKBENCH_SANDBOX": "none"},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(proc: subprocess.Popen[bytes], said: bytes, seconds: float = 60) -> bytes:
+    """What the process wrote on stderr until it said `said` (fails at the deadline)."""
+    assert proc.stderr is not None
+    os.set_blocking(proc.stderr.fileno(), False)
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while said not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen.decode()
+        seen += proc.stderr.read() or b""
+        time.sleep(0.05)
+    return seen
+
+
+def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=20)  # at once, not at the next Enter
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.stderr is not None
+    os.set_blocking(proc.stderr.fileno(), True)
+    rest = proc.stderr.read().decode()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return code, rest
+
+
+def test_ctrl_c_while_an_answer_streams_exits_130_and_keeps_what_arrived(
+        tmp_path: Path, llm_server) -> None:
+    llm_server.script(Answer("word " * 400, delay=0.05))
+    proc = _send_process(tmp_path / "proj", llm_server.url)
+    deadline = time.monotonic() + 60
+    while not llm_server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # some words have arrived
+    code, err = _interrupt(proc)
+    assert code == EXIT_INTERRUPTED and "Stopped by you" in err, err
+    with Project.open(tmp_path / "proj") as p:
+        conv = p.conversations.list()[0].id
+        last = p.conversations.load(conv).messages[-1]
+    assert last.role == "assistant" and last.status == "aborted" and "word" in last.text()
+
+
+def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: Path, llm_server) -> None:
+    llm_server.script(ToolCalls([("w1", "write_file",
+                                  json.dumps({"path": "a.txt", "content": "x"}))]))
+    proc = _send_process(tmp_path / "proj", llm_server.url, "--mode", "agent",
+                         "--approve", "ask")
+    _wait_for(proc, b"Allow?")
+    code, err = _interrupt(proc)
+    assert code == EXIT_INTERRUPTED and "interrupted" in err, err
+    assert not (tmp_path / "proj" / "a.txt").exists()
