@@ -82,6 +82,8 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     except (NothingToContinue, NothingToRetry) as e:
         raise CliError(str(e)) from None
     finally:
+        if turn.created:  # `--new` whose first message could not be saved: nothing to keep
+            turn.project.conversations.discard_if_empty(conv_id)
         turn.project.close()
 
 
@@ -94,6 +96,7 @@ class Turn:
     conv_id: str
     settings: LLMSettings
     options: TurnOptions
+    created: bool = False  # the conversation was made for this turn (`--new`)
 
 
 def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
@@ -163,7 +166,8 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
     approve: ApprovalPolicy = args.approve or (
         "ask" if sys.stdin.isatty() and sys.stderr.isatty() else "never")
     return Turn(project, engine, conv_id, settings,
-                TurnOptions(mode=mode, agent=agent, approve=approve))
+                TurnOptions(mode=mode, agent=agent, approve=approve),
+                created=bool(getattr(args, "new", False)))
 
 
 def print_turn(events: AsyncIterator[EngineEvent],

@@ -537,6 +537,25 @@ class ConversationStore:
             self.list()  # drop the row from the index now
             return dst
 
+    def discard_if_empty(self, conv_id: str) -> bool:
+        """Remove a conversation that holds nothing yet (its first message could not be
+        saved): an empty log and its details, nothing else. True when it went."""
+        with self._lock:
+            folder = self._dir(conv_id)
+            try:
+                names = {p.name for p in folder.iterdir()}
+                empty = (folder / "messages.jsonl").stat().st_size == 0
+            except OSError:
+                return False
+            if self.read_only_reason is not None or not empty or \
+                    not names <= {"messages.jsonl", "conversation.json"}:
+                return False
+            shutil.rmtree(folder, ignore_errors=True)
+            self._clean_tails.discard(conv_id)
+            self._loaded.pop(conv_id, None)
+            self.list()  # drop the row from the index now
+            return not folder.exists()
+
     def append(self, conv_id: str, msg: ConversationMessage) -> builtins.list[str]:
         """Append one message durably. Returns problems found (and repaired) on the way."""
         return self.append_many(conv_id, [msg])

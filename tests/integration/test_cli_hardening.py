@@ -16,6 +16,7 @@ import pytest
 from app.cli import EXIT_FAIL, EXIT_USAGE, _window_usage_problem, main
 from app.commands import EXIT_INTERRUPTED
 from core.store.project import Project
+from tests.helpers.disk import disk_full
 from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
 
 
@@ -266,3 +267,16 @@ def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: Path, llm_server)
     code, err = _interrupt(proc)
     assert code == EXIT_INTERRUPTED and "interrupted" in err, err
     assert not (tmp_path / "proj" / "a.txt").exists()
+
+
+def test_send_new_on_a_full_disk_leaves_no_empty_conversation(
+        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    Project.open(project_dir).close()
+    with disk_full(monkeypatch):
+        code, out, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
+                             "--api-base", llm_server.url, "hello")
+    assert code == EXIT_FAIL and "could not be saved" in err, err
+    assert llm_server.requests == []  # nothing sent that is not kept
+    with Project.open(project_dir) as p:
+        assert p.conversations.list() == []
+    assert [d for d in (project_dir / ".workbench" / "conversations").iterdir()] == []
