@@ -333,6 +333,8 @@ def view_of(run: RunState, message: str = "", busy: bool = False) -> RunView:
         message = "Pausing: the run stops when the current answer or tool round is done."
     elif not message and not busy:
         message = IDLE_NOTES.get(run.status, "")
+    if run.problems:  # what in the log contradicts the run is said, never obeyed
+        message = " ".join(filter(None, (message, *run.problems[-3:])))
     return RunView(
         workflow=run.workflow.name, status=status, goal=run.goal, message=message,
         steps=[StepView(s.step.id, s.step.title, s.status, s.result, s.elapsed_s(), s.tokens,

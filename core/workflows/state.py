@@ -72,6 +72,8 @@ class RunState:
     started_at: datetime | None = None
     entries: int = 0  # log entries tagged with the run
     last_entry: str = ""  # id of the last of them (the run file is stale when it differs)
+    # entries of the log that contradict the run (not obeyed), one sentence each
+    problems: list[str] = field(default_factory=list)
     _calls: dict[str, str] = field(default_factory=dict, repr=False)  # call id -> result
 
     @property
@@ -85,7 +87,8 @@ class RunState:
     def snapshot(self) -> RunState:
         """A copy that later folds of this state do not change (the workflow is immutable,
         shared)."""
-        return replace(self, steps=[replace(s) for s in self.steps], _calls=dict(self._calls))
+        return replace(self, steps=[replace(s) for s in self.steps], _calls=dict(self._calls),
+                       problems=list(self.problems))
 
     def step(self, step_id: str) -> StepState | None:
         return next((s for s in self.steps if s.step.id == step_id), None)
@@ -154,30 +157,42 @@ def apply(state: RunState | None, m: ConversationMessage,
     event = m.run_event
     if event is not None and event.action == "start" and m.run_id and (
             run_id is None or m.run_id == run_id):
-        return _started(m)
+        started, problem = _started(m)
+        if started is None and state is not None:  # the run shown stays the one before it
+            state.problems.append(problem)
+        return started or state
     if state is None or m.run_id != state.run_id:
         return state
     step = _count(state, m)
     if event is not None:
-        _control(state, event.action, event.step_id, m.created_at)
+        if event.step_id is not None and state.step(event.step_id) is None:
+            state.problems.append(f"Entry {m.id[:8]} would {event.action} a step the workflow "
+                                  f"does not have ({event.step_id!r}); it was not obeyed.")
+        else:
+            _control(state, event.action, event.step_id, m.created_at)
     elif state.status in ("aborted", "finished"):
         pass
     elif m.kind == "error" and m.error is not None:
         _failed(state, step, m.error.type, m.error.message)
     else:
-        if step is not None and step.status == "failed":
-            step.status, step.error = "active", ""
-        if m.role == "assistant":
-            _answered(state, step, m)
-        elif m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
-            active = state.active
-            if active is not None and step is active:
-                _finish(state, active, "done", state._calls.get(m.tool_call_id or "", "") or
-                        m.text(), m.created_at)
-        elif m.role == "user" and state.status in ("waiting", "failed", "limit"):
-            # the user answered: the step goes on (or, with every step done, the wrap-up)
-            state.status = "post_run" if state.active is None else "running"
+        _worked(state, step, m)
     return state
+
+
+def _worked(state: RunState, step: StepState | None, m: ConversationMessage) -> None:
+    """An answer, a tool result or the user's message in an open run."""
+    if step is not None and step.status == "failed":
+        step.status, step.error = "active", ""
+    if m.role == "assistant":
+        _answered(state, step, m)
+    elif m.role == "tool" and m.tool_name == COMPLETE_STEP and m.status in ("ok", None):
+        active = state.active
+        if active is not None and step is active:
+            _finish(state, active, "done", state._calls.get(m.tool_call_id or "", "") or
+                    m.text(), m.created_at)
+    elif m.role == "user" and state.status in ("waiting", "failed", "limit"):
+        # the user answered: the step goes on (or, with every step done, the wrap-up)
+        state.status = "post_run" if state.active is None else "running"
 
 
 def _count(state: RunState, m: ConversationMessage) -> StepState | None:
@@ -226,17 +241,20 @@ def _answered(state: RunState, step: StepState | None, m: ConversationMessage) -
         state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
 
 
-def _started(m: ConversationMessage) -> RunState | None:
+def _started(m: ConversationMessage) -> tuple[RunState | None, str]:
+    """The run `m` starts, or None and why it starts none (a start entry that cannot be read
+    starts nothing; the log stays as it is)."""
     event = m.run_event
     assert event is not None and m.run_id is not None
     try:
         workflow = validate_workflow(event.workflow, "the run's workflow")
-    except WorkflowError:
-        return None  # a start entry we cannot read starts nothing (the log stays as it is)
+    except WorkflowError as e:
+        return None, (f"Entry {m.id[:8]} starts a run whose workflow cannot be read ({e}); "
+                      "it was not obeyed.")
     steps = [StepState(s) for s in workflow.steps]
     steps[0].status, steps[0].started_at = "active", m.created_at
     return RunState(m.run_id, workflow, event.goal or "", steps, "running", m.created_at,
-                    entries=1, last_entry=m.id)
+                    entries=1, last_entry=m.id), ""
 
 
 def _control(state: RunState, action: str, step_id: str | None, at: datetime) -> None:

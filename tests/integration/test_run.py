@@ -381,3 +381,29 @@ def test_an_answer_stopped_mid_run_stays_with_its_step_and_pauses_the_run(
     assert stopped.step_id == "draft" and stopped.run_id is not None
     run = driver.state(conv.id)
     assert run is not None and run.status == "paused"  # not "running" with nothing running
+
+
+def test_a_contradictory_log_is_reported_not_obeyed(project: Project,
+                                                     llm_server: FakeLLMServer) -> None:
+    """A log edited by hand or carried from elsewhere: a skip of a step the workflow does not
+    have, and a run start with no steps. The run shown stays the real one, and says so."""
+    from app.run_flow import view_of
+    from core.model import RunEvent
+
+    llm_server.script(Answer("collecting"))
+    conv_id, driver, _ = start(project, llm_server)
+    before = driver.state(conv_id)
+    assert before is not None
+    run_id, statuses = before.run_id, [s.status for s in before.steps]
+    project.conversations.append_many(conv_id, [
+        ConversationMessage(role="system", kind="notice", content="skip", run_id=run_id,
+                            run_event=RunEvent(action="skip", step_id="deploy")),
+        ConversationMessage(role="system", kind="notice", content="start", run_id="r-empty",
+                            run_event=RunEvent(action="start", workflow={
+                                "name": "empty", "description": "none", "steps": []}))])
+    run = RunDriver(build_engine(project)).state(conv_id)  # as a new window reads it
+    assert run is not None and run.run_id == run_id
+    assert [s.status for s in run.steps] == statuses and statuses[1] == "pending"
+    shown = view_of(run).message
+    assert "step the workflow does not have ('deploy')" in shown
+    assert "starts a run whose workflow cannot be read" in shown
