@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.llm.errors import (
+    AnswerTooLarge,
     AuthError,
     ContextOverflow,
     LLMError,
@@ -108,14 +109,18 @@ class LLMClient:
         except Exception as e:  # every provider failure is translated here
             raise translate_error(e, request.model, secrets=secrets) from e
 
-        calls: dict[int, dict[str, str]] = {}
+        calls: dict[int, _Call] = {}
         finish: str | None = None
+        received = chunks = 0
         try:
             async for chunk in response:
                 # A fast stream keeps this thread busy parsing chunks: hand the GIL to the
                 # window's thread between them, or each of its Qt calls waits a whole switch
                 # interval for it (stalls of 100 ms and more while tool calls stream in).
                 time.sleep(0)
+                chunks += 1
+                if chunks >= FORGET_AFTER and chunks % FORGET_EVERY == 0:
+                    _forget_chunks(response)
                 usage = getattr(chunk, "usage", None)
                 if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
                     yield Usage(
@@ -129,9 +134,16 @@ class LLMClient:
                 delta = choice.delta
                 if delta is not None:
                     if delta.content:
+                        received += len(delta.content)
                         yield TextDelta(delta.content)
                     for tc in delta.tool_calls or []:
-                        _merge_tool_delta(calls, tc)
+                        received += _merge_tool_delta(calls, tc)
+                    if received > MAX_ANSWER_CHARS:
+                        raise AnswerTooLarge(
+                            f"The answer was stopped at {MAX_ANSWER_CHARS:,} characters, beyond "
+                            "any model's output limit (a model or server stuck in a loop?). "
+                            "Its text is kept; a tool call it was writing is not run.",
+                            details=f"{received:,} characters in {chunks:,} chunks")
                 if choice.finish_reason:
                     finish = choice.finish_reason
         except LLMError:
@@ -344,6 +356,14 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
 
 # --- helpers -----------------------------------------------------------------------------------
 
+# What one answer may bring: its text and tool-call arguments together. Far beyond any model's
+# output limit (about 250,000 tokens); a stream past it is a model or server gone wrong.
+MAX_ANSWER_CHARS = 1_000_000
+# A long stream's chunks are forgotten as it goes (see `_forget_chunks`): after this many, every
+# FORGET_EVERY chunks. An ordinary answer (up to ~16k tokens) is never touched.
+FORGET_AFTER = 16_384
+FORGET_EVERY = 1024
+
 # litellm's own check of the messages, made before anything is sent.
 _NOT_SENT = re.compile(r"Invalid (?:user )?message at index (\d+)")
 
@@ -355,29 +375,54 @@ _TOOLS_REFUSED = re.compile(
     re.IGNORECASE)
 
 
-def _merge_tool_delta(calls: dict[int, dict[str, str]], tc: Any) -> None:
+@dataclass
+class _Call:
+    """A tool call while it streams in: its arguments as the pieces that came (joined once at
+    the end; adding each piece to a string would copy all before it, every time)."""
+
+    id: str = ""
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)
+
+
+def _merge_tool_delta(calls: dict[int, _Call], tc: Any) -> int:
+    """Merge one streamed piece of a tool call; returns the characters it added."""
     index = getattr(tc, "index", None)
     if index is None:
         index = len(calls)
-    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    slot = calls.setdefault(index, _Call())
     if getattr(tc, "id", None):
-        slot["id"] = tc.id
+        slot.id = tc.id
     fn = getattr(tc, "function", None)
-    if fn is not None:
-        if getattr(fn, "name", None):
-            slot["name"] = fn.name
-        if getattr(fn, "arguments", None):
-            slot["arguments"] += fn.arguments
+    if fn is None:
+        return 0
+    if getattr(fn, "name", None):
+        slot.name = fn.name
+    piece = getattr(fn, "arguments", None)
+    if not piece:
+        return 0
+    slot.pieces.append(piece)
+    return len(piece)
 
 
-def _assemble(calls: dict[int, dict[str, str]]) -> list[ToolCall]:
-    out = []
-    for index in sorted(calls):
-        slot = calls[index]
-        call_id = slot["id"] or f"call_{index}"
-        out.append(ToolCall(id=call_id, function=FunctionCall(name=slot["name"],
-                                                              arguments=slot["arguments"])))
-    return out
+def _assemble(calls: dict[int, _Call]) -> list[ToolCall]:
+    return [ToolCall(id=calls[i].id or f"call_{i}", function=FunctionCall(
+        name=calls[i].name, arguments="".join(calls[i].pieces))) for i in sorted(calls)]
+
+
+def _forget_chunks(response: Any) -> None:
+    """Drop what litellm's stream keeps of the chunks already read. It keeps every chunk (a
+    few kilobytes each: a gigabyte for a megabyte of text in small chunks) for a log we do not
+    use, and the text so far as a string it extends chunk by chunk (copying it every time:
+    quadratic). Only the last two chunks are looked at again (its check for a model repeating
+    itself). Usage comes from the provider's usage chunk (we ask for it); from a server that
+    sends none, litellm counts the answer's tokens from the chunks it kept, so past FORGET_AFTER
+    chunks that estimate covers only the last of them (the prompt's count is unaffected)."""
+    kept = getattr(response, "chunks", None)
+    if isinstance(kept, list) and len(kept) > 2:
+        del kept[:-2]
+    if isinstance(getattr(response, "response_uptil_now", None), str):
+        response.response_uptil_now = ""
 
 
 def _plain(usage: Any) -> dict[str, Any]:

@@ -68,6 +68,14 @@ class StreamInterrupted(LLMError):
     retryable = True
 
 
+class AnswerTooLarge(LLMError):
+    """The answer grew past what one answer may be (see adapter.MAX_ANSWER_CHARS): cut there,
+    like an answer that reached its output limit (Continue resumes it)."""
+
+    type = "max_tokens"
+    retryable = True
+
+
 class ContextOverflow(LLMError):
     """The request was longer than the model accepts. `limit` is the model's stated limit."""
 

@@ -10,6 +10,7 @@ from tests.bench import (
     bench_compaction,
     bench_context,
     bench_gui,
+    bench_huge,
     bench_inspector,
     bench_run,
     bench_store,
@@ -19,7 +20,7 @@ from tests.bench import (
 BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
            "gui": bench_gui.run, "tools": bench_tools.run,
            "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
-           "cache": bench_cache.run}
+           "cache": bench_cache.run, "huge": bench_huge.run}
 
 
 def main(names: list[str]) -> int:

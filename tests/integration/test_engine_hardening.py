@@ -13,7 +13,7 @@ from core.context.calibration import Calibration
 from core.settings import SettingsStore
 from core.store.project import Project
 from tests.helpers.disk import disk_full
-from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError
+from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError, ToolCalls
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
@@ -257,3 +257,20 @@ def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir
     entries = entry_dicts(copies[-1]["report"])  # kept as rows, with their keys once
     assert copies[-1]["report"]["entry_keys"][:4] == ["id", "role", "kind", "decision"]
     assert entries is not None and entries[0]["decision"] == "kept"
+
+
+def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
+        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.llm import adapter
+
+    monkeypatch.setattr(adapter, "MAX_ANSWER_CHARS", 40_000)  # as a million, sooner
+    monkeypatch.setenv("WORKBENCH_SANDBOX", "none")
+    args = json.dumps({"path": "big.txt", "content": "x" * 60_000})
+    llm_server.script(ToolCalls([("w1", "write_file", args)], text="Writing it now."))
+    code, out, err = send(capsys, project_dir, llm_server, "write a big file", "--mode", "agent",
+                          "--approve", "always")
+    assert code == 2 and "stopped at 40,000 characters" in err, err
+    assert not (project_dir / "big.txt").exists() and len(llm_server.requests) == 1
+    with Project.open(project_dir) as p:
+        last = p.conversations.load(_only_conversation(project_dir) or "").messages[-1]
+    assert last.kind == "error" and last.text() == "Writing it now." and not last.tool_calls

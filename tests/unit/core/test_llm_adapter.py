@@ -211,3 +211,48 @@ def test_a_message_litellm_refuses_before_sending_is_not_called_temporary(
     assert isinstance(err, ProviderError) and not err.retryable
     assert "Not sent: message 0" in err.message and "temporary" not in err.message
     assert llm_server.requests == []  # nothing left the machine
+
+
+def test_a_long_stream_forgets_its_chunks_and_still_arrives_whole(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.llm import adapter
+    from core.llm.runtime import load_litellm
+
+    monkeypatch.setattr(adapter, "FORGET_AFTER", 64)  # as past 16,384 chunks, sooner
+    monkeypatch.setattr(adapter, "FORGET_EVERY", 16)
+    words = [f"w{i} " for i in range(600)]
+    args = json.dumps({"path": "a.txt", "content": "".join(words)})
+    llm_server.script(Answer(chunks=words),
+                      ToolCalls([("c1", "write_file", args)]),
+                      Answer(chunks=words[:200] + ["loop!"] * 60))  # loops after forgetting
+    events = collect(llm_server)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(words)
+    assert any(isinstance(e, Usage) for e in events) and events[-1] == Finished("stop")
+    calls = next(e for e in collect(llm_server) if isinstance(e, ToolCallsReady)).calls
+    assert calls[0].function.arguments == args  # 7-character pieces, joined once
+    # litellm's guard against a model repeating itself still sees the chunks it needs
+    monkeypatch.setattr(load_litellm(), "REPEATED_STREAMING_CHUNK_LIMIT", 20)
+    err = failure(llm_server)
+    assert "same piece of text over and over" in err.message
+
+
+def test_a_runaway_answer_is_cut_at_the_limit_with_a_sentence(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.llm import adapter
+
+    monkeypatch.setattr(adapter, "MAX_ANSWER_CHARS", 50_000)
+    llm_server.script(Answer(chunks=["x" * 1000] * 200))
+    events: list = []
+
+    async def run() -> None:
+        request = LLMRequest(model=MODEL, api_base=llm_server.url,
+                             messages=[{"role": "user", "content": "hi"}])
+        async for ev in LLMClient().stream(request):
+            events.append(ev)
+
+    with pytest.raises(LLMError) as info:
+        asyncio.run(run())
+    assert info.value.type == "max_tokens" and "stopped at 50,000 characters" in info.value.message
+    assert sum(len(e.text) for e in events if isinstance(e, TextDelta)) == 51_000  # kept
