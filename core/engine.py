@@ -25,7 +25,7 @@ from core.request_copies import RequestCopies
 from core.settings import LLMSettings
 from core.store.errors import ReadOnlyError
 from core.summarize import summarize
-from core.tools.results import RESULTS_DIR, result_name
+from core.tools.base import running_file
 from core.tools.runner import ToolResult, ToolRunner
 from core.turn_events import (
     DEFAULT_TURN,
@@ -389,8 +389,7 @@ class Engine:
             return  # tried again when the conversation is next used
         if self.tools is not None:  # what a killed command had printed: nobody will read it
             for c in calls:
-                partial = self.tools.state / RESULTS_DIR / f".running-{result_name(c.id)}"
-                partial.unlink(missing_ok=True)
+                running_file(self.tools.state, conv_id, c.id).unlink(missing_ok=True)
         for entry in written.entries:
             yield EntryAppended(entry)
 

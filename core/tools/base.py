@@ -8,6 +8,7 @@ output. The argument model's JSON schema is what the request's `tools` offers th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,24 @@ class ToolOutput:
     header: str = ""
 
 
+RESULTS_DIR = "tool-results"  # in `.workbench/`: full outputs, one folder per conversation
+
+
+def safe_name(name: str) -> str:
+    """`name` as a file name (ids from providers may hold any character)."""
+    return (re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "call")[:120]
+
+
+def results_dir(state: Path, conv_id: str) -> Path:
+    """The folder of a conversation's full outputs."""
+    return state / RESULTS_DIR / safe_name(conv_id)
+
+
+def running_file(state: Path, conv_id: str, call_id: str) -> Path:
+    """Where a command's output goes while it runs (removed when it is kept or abandoned)."""
+    return results_dir(state, conv_id) / f".running-{safe_name(call_id)}"
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may touch.
@@ -84,7 +103,9 @@ class ToolContext:
 
     @property
     def results_dir(self) -> Path:
-        return self.state / "tool-results"
+        """Where this conversation's full outputs are kept (one folder per conversation:
+        call ids repeat across conversations, and within one)."""
+        return results_dir(self.state, self.conv_id)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import asyncio
 import difflib
 import os
 import re
+import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,42 @@ MAX_SEARCH_FILE = 4 * 2**20  # search_files skips larger files
 MAX_MATCHES = 200
 MAX_LIST = 1000
 SNIFF = 8192
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file that is not a regular file is (a FIFO, a device, a socket), else None.
+    Reading or writing one can block for ever, or do something other than reading a file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def read_regular(path: Path, name: str, limit: int) -> bytes:
+    """Up to `limit` bytes of `path`, which must be a regular file: it is checked before it is
+    opened and again, on the open file, after (opened without blocking and without following
+    a link swapped in meanwhile), so a FIFO or a device never blocks a tool."""
+    try:
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            try:
+                kind = _not_regular(os.fstat(fd).st_mode)
+                if kind is None:
+                    with os.fdopen(fd, "rb", closefd=False) as f:
+                        return f.read(limit)
+            finally:
+                os.close(fd)
+    except OSError as e:
+        raise ToolError(f"Could not read {name}: {e.strerror or e}.") from e
+    raise ToolError(f"{name} is {kind}, not a file; it is not read.")
 
 
 def is_binary(sample: bytes) -> bool:
@@ -58,22 +96,24 @@ class ReadFileArgs(ToolArgs):
 
 async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve(ctx.root, args.path)
-    name = display(ctx.root, path)
+    return ToolOutput(await asyncio.to_thread(_read_page, ctx.root, path, args))
+
+
+def _read_page(root: Path, path: Path, args: ReadFileArgs) -> str:
+    name = display(root, path)
     if path.is_dir():
         raise ToolError(f"{name} is a folder; list_dir shows what it holds.")
     if not path.exists():
         raise ToolError(f"{name} does not exist.")
+    sample = read_regular(path, name, SNIFF)
     size = path.stat().st_size
     if size > MAX_READ_BYTES:
         raise ToolError(f"{name} is {size:,} bytes, over the {MAX_READ_BYTES // 2**20} MB "
                         "read_file accepts; search_files finds lines in it, or run_shell can "
                         "show a part (head, tail, sed -n).")
-    with open(path, "rb") as f:
-        sample = f.read(SNIFF)
     if is_binary(sample):
         raise ToolError(f"{name} is {_kind(sample)} ({size:,} bytes), not text; it is not shown.")
-    return ToolOutput(await asyncio.to_thread(page, file_lines(path), args.offset, args.limit,
-                                              name))
+    return page(file_lines(path), args.offset, args.limit, name)
 
 
 # --- list_dir ------------------------------------------------------------------------------------
@@ -170,11 +210,14 @@ def _search(root: Path, top: Path, regex: re.Pattern[str], glob: str | None) -> 
         try:
             if path.is_symlink() and not path.resolve().is_relative_to(root):
                 continue  # a link out of the project: never read through it
-            if path.stat().st_size > MAX_SEARCH_FILE:
+            info = path.stat()
+            if _not_regular(info.st_mode):  # a FIFO or a device: never opened
+                continue
+            if info.st_size > MAX_SEARCH_FILE:
                 skipped += 1
                 continue
-            data = path.read_bytes()
-        except OSError:
+            data = read_regular(path.resolve(), str(path), MAX_SEARCH_FILE + 1)
+        except (OSError, ToolError):
             continue
         if is_binary(data[:SNIFF]):
             continue
@@ -208,10 +251,9 @@ class EditFileArgs(ToolArgs):
 
 
 def _read_text(path: Path, name: str) -> str:
-    if not path.is_file():
-        raise ToolError(f"{name} does not exist." if not path.exists()
-                        else f"{name} is not a file.")
-    data = path.read_bytes()
+    if not path.exists():
+        raise ToolError(f"{name} does not exist.")
+    data = read_regular(path, name, MAX_READ_BYTES + 1)
     if is_binary(data[:SNIFF]):
         raise ToolError(f"{name} is {_kind(data[:SNIFF])}, not text; it cannot be edited.")
     return data.decode("utf-8", errors="replace")
@@ -280,16 +322,29 @@ async def apply_change(args: WriteFileArgs | EditFileArgs, ctx: ToolContext) -> 
 
 
 def _write(root: Path, path: Path, old: str | None, new: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.workbench-tmp")
+    name = display(root, path)
     try:
-        tmp.write_text(new, encoding="utf-8", newline="")
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _still_inside(root, path, name)
+        mode = _mode_to_keep(path, name)
+        # A new file of a random name, made here and now (never an existing one, never through
+        # a link): a file planted in the project cannot redirect the write.
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".workbench-tmp",
+                                        dir=path.parent)
     except OSError as e:
+        raise ToolError(f"Could not write {name}: {e.strerror or e}.") from e
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(new)
+            os.fchmod(f.fileno(), mode)
+        _still_inside(root, path, name)  # nothing on the way was swapped for a link meanwhile
+        os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
+    except (OSError, ToolError) as e:
         tmp.unlink(missing_ok=True)
-        raise ToolError(f"Could not write {display(root, path)}: {e.strerror or e}.") from e
+        if isinstance(e, ToolError):
+            raise
+        raise ToolError(f"Could not write {name}: {e.strerror or e}.") from e
     lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
     if old is None:
         return f"Created {display(root, path)} ({len(new.encode()):,} bytes, {lines:,} lines)."
@@ -302,6 +357,26 @@ def _write(root: Path, path: Path, old: str | None, new: str) -> str:
                   if ln.startswith("-") and not ln.startswith("---"))
     return (f"Updated {display(root, path)}: +{added} -{removed} lines "
             f"(now {lines:,} lines).")
+
+
+def _still_inside(root: Path, path: Path, name: str) -> None:
+    """`path`'s folder is still the real folder inside the project it was when resolved."""
+    if path.parent.resolve() != path.parent or not path.parent.is_relative_to(root):
+        raise ToolError(f"{name}: a folder on its path was replaced by a link meanwhile; "
+                        "nothing was written.")
+
+
+def _mode_to_keep(path: Path, name: str) -> int:
+    """The permissions the new content gets: the file's own when it exists (a regular file of
+    the project), else the usual ones for a new file (rw-r--r--)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return 0o644
+    kind = _not_regular(info.st_mode)
+    if kind is not None and not stat.S_ISLNK(info.st_mode):
+        raise ToolError(f"{name} is {kind}, not a file; nothing was written.")
+    return info.st_mode & 0o777 if kind is None else 0o644
 
 
 READ_FILE = Tool(

@@ -10,7 +10,7 @@ read into memory whole.
 from __future__ import annotations
 
 import os
-import re
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +20,20 @@ from pydantic import Field
 
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, Offload
-from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from core.tools.base import (
+    RESULTS_DIR,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
+from core.tools.base import safe_name as _safe
 
 OFFLOAD_TOKENS = 4000  # a result over this many tokens is offloaded
 PREVIEW_BYTES = 4000  # of the head, and again of the tail, in an offloaded result's preview
 PAGE_CHARS = 12_000  # what one read_file / read_tool_result call returns at most (~3k tokens)
 LINE_CHARS = 2000  # a longer line is cut in a page
-RESULTS_DIR = "tool-results"
 
 
 def offload_file(state: Path, offload: Offload) -> Path | None:
@@ -37,10 +44,11 @@ def offload_file(state: Path, offload: Offload) -> Path | None:
     return path if path.is_relative_to(folder) else None
 
 
-def result_name(call_id: str) -> str:
-    """The file name for a call's full output (ids from providers may hold any character)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call_id).strip(".") or "call"
-    return f"{safe[:120]}.txt"
+def _new_result(ctx: ToolContext) -> Path:
+    """A file name for a call's full output that no other output has: the call id (for
+    people) and a random part (ids repeat)."""
+    ctx.results_dir.mkdir(parents=True, exist_ok=True)
+    return ctx.results_dir / f"{_safe(ctx.call_id)[:100]}-{secrets.token_hex(4)}.txt"
 
 
 @dataclass
@@ -59,10 +67,13 @@ def keep(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
     text = output.text
     if not _over(text, counter, threshold):
         return Kept(text)
-    target = ctx.results_dir / result_name(ctx.call_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8", errors="replace")
-    return Kept(preview(target, ctx.call_id), _offload(ctx, target))
+    target = _new_result(ctx)
+    try:
+        target.write_text(text, encoding="utf-8", errors="replace")
+    except OSError as e:  # a full disk: the preview is kept, the full output cannot be
+        target.unlink(missing_ok=True)
+        return Kept(_not_kept(text[:PREVIEW_BYTES], text[-PREVIEW_BYTES:], len(text), e))
+    return Kept(preview(target, target.stem), _offload(ctx, target))
 
 
 def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
@@ -77,21 +88,35 @@ def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
         if not _over(whole, counter, threshold):
             path.unlink(missing_ok=True)
             return Kept(whole)
-    target = ctx.results_dir / result_name(ctx.call_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if output.header:
-        with open(target, "wb") as out, open(path, "rb") as src:
-            out.write(output.header.encode("utf-8"))
-            while chunk := src.read(1 << 20):
-                out.write(chunk)
+    target = _new_result(ctx)
+    try:
+        if output.header:
+            with open(target, "wb") as out, open(path, "rb") as src:
+                out.write(output.header.encode("utf-8"))
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            path.unlink(missing_ok=True)
+        else:
+            os.replace(path, target)
+    except OSError as e:  # a full disk: nothing half-written stays to keep it full
+        target.unlink(missing_ok=True)
+        with open(path, "rb") as src:
+            head = src.read(PREVIEW_BYTES).decode("utf-8", errors="replace")
+            src.seek(max(0, size - PREVIEW_BYTES))
+            tail = src.read().decode("utf-8", errors="replace")
         path.unlink(missing_ok=True)
-    else:
-        os.replace(path, target)
-    return Kept(preview(target, ctx.call_id), _offload(ctx, target))
+        return Kept(_not_kept(output.header + head, tail, size, e))
+    return Kept(preview(target, target.stem), _offload(ctx, target))
+
+
+def _not_kept(head: str, tail: str, size: int, error: OSError) -> str:
+    """What the log keeps of an output that could not be kept whole."""
+    return (f"{head}\n… the full output ({size:,} bytes) could not be kept "
+            f"({error.strerror or error}); only its beginning and end are here …\n{tail}")
 
 
 def _offload(ctx: ToolContext, target: Path) -> Offload:
-    return Offload(path=f"{RESULTS_DIR}/{target.name}", size=target.stat().st_size)
+    return Offload(path=target.relative_to(ctx.state).as_posix(), size=target.stat().st_size)
 
 
 def _over(text: str, counter: TokenCounter, threshold: int) -> bool:
@@ -205,9 +230,6 @@ class ReadResultArgs(ToolArgs):
 
 
 async def read_tool_result(args: ReadResultArgs, ctx: ToolContext) -> ToolOutput:
-    path = ctx.results_dir / result_name(args.ref)
-    if path.is_file():
-        return ToolOutput(page(file_lines(path), args.offset, args.limit, "that output"))
     entry = _entry(ctx.history, args.ref)
     if entry is None:
         raise ToolError(f"No tool output is known as {args.ref!r}; use the id from the "
@@ -226,10 +248,12 @@ async def read_tool_result(args: ReadResultArgs, ctx: ToolContext) -> ToolOutput
 
 
 def _entry(history: list[ConversationMessage], ref: str) -> ConversationMessage | None:
-    for m in reversed(history):
-        if m.role == "tool" and ref in (m.id, m.tool_call_id):
-            return m
-    return None
+    """The tool result of this conversation `ref` names: its full output's name (what a
+    preview's marker says), its entry id, or its call id (the latest with that id)."""
+    tools = [m for m in reversed(history) if m.role == "tool"]
+    return next((m for m in tools if m.offload is not None
+                 and Path(m.offload.path).stem == ref), None) or \
+        next((m for m in tools if ref in (m.id, m.tool_call_id)), None)
 
 
 READ_TOOL_RESULT = Tool(

@@ -28,8 +28,7 @@ from typing import Literal
 from pydantic import Field
 
 from core.redact import SECRET_NAME
-from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
-from core.tools.results import result_name
+from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, running_file
 
 DEFAULT_TIMEOUT = 120
 MAX_OUTPUT_BYTES = 256 * 2**20  # a command printing more is stopped
@@ -120,7 +119,7 @@ class ShellArgs(ToolArgs):
 async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
     sandbox = ctx.sandbox or Sandbox("none", why="unset")
     ctx.results_dir.mkdir(parents=True, exist_ok=True)
-    out_path = ctx.results_dir / f".running-{result_name(ctx.call_id)}"
+    out_path = running_file(ctx.state, ctx.conv_id, ctx.call_id)
     argv = command_argv(sandbox, ctx.root, args.command, ctx.network)
     with open(out_path, "wb") as out:
         proc = await asyncio.create_subprocess_exec(

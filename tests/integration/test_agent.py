@@ -124,7 +124,9 @@ def test_a_megabyte_of_output_is_offloaded_with_a_head_tail_preview(capsys, proj
     assert (project / ".workbench" / entry.offload.path).stat().st_size == entry.offload.size
     preview = sent_results(llm_server, 1)["big"]
     assert preview.startswith("[exit code 0]\n1\n2\n3\n") and preview.rstrip().endswith("170000")
-    assert 'read_tool_result("big")' in preview and len(preview) < 10_000
+    name = Path(entry.offload.path).stem  # the call's id and a part no other output has
+    assert name.startswith("big-") and f'read_tool_result("{name}")' in preview
+    assert len(preview) < 10_000
     more = sent_results(llm_server, 2)["more"].splitlines()
     assert more[0].strip() == "75000\t74999" and "offset=75001" in more[-1]
 
@@ -273,7 +275,7 @@ def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Pat
         p.conversations.append(conv, ConversationMessage(role="assistant", tool_calls=[
             ToolCall(id="lost", function=FunctionCall(name="run_shell",
                                                       arguments='{"command": "make"}'))]))
-    leftover = project / ".workbench" / "tool-results" / ".running-lost.txt"
+    leftover = project / ".workbench" / "tool-results" / conv / ".running-lost"
     leftover.parent.mkdir(parents=True, exist_ok=True)
     leftover.write_text("half of what make printed")
     llm_server.script(Answer("Understood."))

@@ -246,14 +246,16 @@ def test_without_a_sandbox_the_description_says_approval_is_the_only_guard() -> 
 
 def test_a_large_output_is_offloaded_with_a_head_tail_preview_and_paged_back(root: Path) -> None:
     entry = one(root, "run_shell", {"command": "seq 1 200000"}, )
-    assert entry.offload is not None and entry.offload.path == "tool-results/c1.txt"
+    assert entry.offload is not None and entry.offload.path.startswith("tool-results/conv/c1-")
     full = root / ".workbench" / entry.offload.path
     assert full.read_text().splitlines()[1:] == [str(n) for n in range(1, 200001)]
     text = entry.text()
     assert text.startswith("[exit code 0]\n1\n2\n") and text.rstrip().endswith("200000")
-    assert 'read_tool_result("c1")' in text and "lines /" in text and len(text) < 10_000
-    page = one(root, "read_tool_result", {"ref": "c1", "offset": 100001, "limit": 2}).text()
-    assert page.splitlines()[:2] == ["100001\t100000", "100002\t100001"]
+    assert f'read_tool_result("{full.stem}")' in text and "lines /" in text and len(text) < 10_000
+    for ref in (full.stem, "c1", entry.id):  # the marker's name, the call's id, the entry's
+        page = one(root, "read_tool_result", {"ref": ref, "offset": 100001, "limit": 2},
+                   history=[entry]).text()
+        assert page.splitlines()[:2] == ["100001\t100000", "100002\t100001"]
 
 
 def test_an_offloaded_preview_never_splits_a_character(root: Path) -> None:
