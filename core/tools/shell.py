@@ -52,8 +52,10 @@ class Sandbox:
         """What protects the user, for the approval prompt and Settings."""
         if self.kind == "bubblewrap":
             net = "network allowed" if network else "no network"
+            hidden = "" if network else ", Unix sockets in /run hidden"
             return (f"bubblewrap sandbox: only the project folder is writable (not .workbench/ "
-                    f"or .git/), the rest of the system read-only, {net}")
+                    f"or .git/), the rest of the system read-only, no capabilities, {net}"
+                    f"{hidden}")
         return (f"no sandbox ({self.why}): the command runs with your user's full rights; "
                 "your approval is the only guard")
 
@@ -63,8 +65,8 @@ def _probe(bwrap: str) -> str:
     """'' when bubblewrap can create its namespaces here, else why not."""
     try:
         done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--unshare-net", "--die-with-parent", "true"],
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *CONFINE,
+             "--unshare-pid", "--unshare-net", "--die-with-parent", "true"],
             capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not start: {e}"
@@ -93,17 +95,46 @@ def tool_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
 
 
-def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool) -> list[str]:
+# No capability survives into the sandbox, even when the app runs as root (a root command could
+# otherwise remount the read-only file system writable, or leave its namespaces), in a user
+# namespace of its own; bubblewrap also sets no_new_privs, so nothing inside gains any back.
+CONFINE = ("--unshare-user", "--cap-drop", "ALL")
+
+
+def socket_folders(env: dict[str, str] | None = None) -> list[str]:
+    """Folders of Unix sockets a command must not reach without the network (D-Bus, the
+    keyring, ssh-agent, docker): hidden behind an empty folder. Existing real paths only."""
+    env = dict(os.environ) if env is None else env
+    found = ["/run", "/var/run", env.get("XDG_RUNTIME_DIR", "")]
+    agent = env.get("SSH_AUTH_SOCK", "")
+    if agent:
+        found.append(str(Path(agent).parent))
+    out: list[str] = []
+    for folder in found:
+        if folder and os.path.isdir(folder):
+            real = os.path.realpath(folder)
+            if real != "/" and real not in out:
+                out.append(real)
+    return out
+
+
+def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool,
+                 env: dict[str, str] | None = None) -> list[str]:
     shell = shutil.which("bash") or "/bin/sh"
     inner = [shell, "-c", command]
     if sandbox.kind != "bubblewrap" or sandbox.bwrap is None:
         return inner
     argv = [sandbox.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--bind", str(root), str(root)]
+            "--tmpfs", "/tmp"]
+    if not network:
+        for folder in socket_folders(env):
+            if not root.is_relative_to(folder):  # (the project is bound again below anyway)
+                argv += ["--tmpfs", folder]
+    argv += ["--bind", str(root), str(root)]
     for name in (".workbench", ".git"):
         if (root / name).exists():
             argv += ["--ro-bind", str(root / name), str(root / name)]
-    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+    argv += [*CONFINE, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--new-session", "--chdir", str(root)]
     if not network:
         argv.append("--unshare-net")
@@ -120,7 +151,7 @@ async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
     sandbox = ctx.sandbox or Sandbox("none", why="unset")
     ctx.results_dir.mkdir(parents=True, exist_ok=True)
     out_path = running_file(ctx.state, ctx.conv_id, ctx.call_id)
-    argv = command_argv(sandbox, ctx.root, args.command, ctx.network)
+    argv = command_argv(sandbox, ctx.root, args.command, ctx.network, ctx.env)
     with open(out_path, "wb") as out:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
