@@ -1,112 +1,151 @@
-"""What the bubblewrap sandbox promises, tried as an attacker would: real commands through the
-real run_shell, with the app running as whoever runs the tests (root on CI machines)."""
+"""What the bubblewrap sandbox promises, tried as an attacker would, as a table: each row runs
+real commands in the sandbox the app makes, once through the real run_shell as whoever runs
+the tests (root on CI machines), and once as an ordinary user (where the tests run as root and
+`setpriv` can drop to `nobody`; that user runs the very command line run_shell would run)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from core.tools.base import ToolContext
-from core.tools.shell import ShellArgs, detect_sandbox, run_shell, tool_environment
+from core.tools.shell import ShellArgs, command_argv, detect_sandbox, run_shell, tool_environment
 
 SANDBOX = detect_sandbox({})
+NOBODY = 65534
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 pytestmark = pytest.mark.skipif(SANDBOX.kind != "bubblewrap",
                                 reason=f"no bubblewrap sandbox here: {SANDBOX.why}")
 
+Shell = Callable[..., str]
 
-def shell(root: Path, command: str, network: bool = False,
-          env: dict[str, str] | None = None) -> tuple[int | None, str]:
+
+def _as_app(root: Path, command: str, network: bool = False,
+            env: dict[str, str] | None = None) -> str:
     ctx = ToolContext(root, root / ".workbench", "conv", "c1", sandbox=SANDBOX,
                       network=network, env=env or tool_environment())
 
-    async def go() -> tuple[int | None, str]:
+    async def go() -> str:
         out = await asyncio.wait_for(run_shell(ShellArgs(command=command, timeout=30), ctx), 60)
         assert out.file is not None
-        return out.exit_code, out.file.read_text(errors="replace")
+        return out.file.read_text(errors="replace")
 
     return asyncio.run(go())
 
 
+def _as_nobody(root: Path, command: str, network: bool = False,
+               env: dict[str, str] | None = None) -> str:
+    argv = command_argv(SANDBOX, root, command, network, env or tool_environment())
+    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                           "--clear-groups", *argv], cwd=root, env=env or tool_environment(),
+                          capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout + done.stderr
+
+
+def _nobody_can_sandbox() -> str:
+    """'' when the rows can run as an ordinary user here, else why not."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv to act as an ordinary user"
+    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                           "--clear-groups", *command_argv(SANDBOX, Path("/"), "true", False)],
+                          capture_output=True, timeout=30, check=False)
+    return "" if done.returncode == 0 else "ordinary users cannot make user namespaces here"
+
+
+@pytest.fixture(params=["as the app's user", "as an ordinary user"])
+def shell(request: pytest.FixtureRequest) -> Shell:
+    if request.param == "as the app's user":
+        return _as_app
+    why = _nobody_can_sandbox()
+    if why:
+        pytest.skip(why)
+    return _as_nobody
+
+
+def _open_folder() -> Path:
+    """A folder outside /tmp (which the sandbox replaces) that anyone may enter and write, so
+    only the sandbox stands in the way."""
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    folder.chmod(0o777)
+    return folder
+
+
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
+def root() -> Iterator[Path]:
+    top = _open_folder()
+    root = top / "proj"
     (root / ".workbench").mkdir(parents=True)
     (root / ".workbench" / "project.json").write_text("{}")
-    return root
+    for p in (root, root / ".workbench", root / ".workbench" / "project.json"):
+        p.chmod(0o777 if p.is_dir() else 0o666)
+    yield root
+    shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    """A folder standing for $XDG_RUNTIME_DIR, outside /tmp (which is private anyway)."""
-    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+def outside() -> Iterator[Path]:
+    folder = _open_folder()
     yield folder
-    for p in folder.iterdir():
-        p.unlink()
-    folder.rmdir()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_no_capability_survives_and_nothing_can_be_remounted(root: Path) -> None:
-    code, out = shell(root, "grep -E 'CapEff|NoNewPrivs' /proc/self/status; "
-                            "mount -o remount,rw / || echo REMOUNT-REFUSED; "
-                            "mount -o remount,rw .workbench || echo WORKBENCH-REFUSED; "
-                            "echo x > .workbench/project.json || echo LOG-REFUSED")
+def test_no_capability_survives_and_nothing_can_be_remounted(shell: Shell, root: Path) -> None:
+    out = shell(root, "grep -E 'CapEff|NoNewPrivs' /proc/self/status; "
+                      "mount -o remount,rw / || echo REMOUNT-REFUSED; "
+                      "mount -o remount,rw .workbench || echo WORKBENCH-REFUSED; "
+                      "echo x > .workbench/project.json || echo LOG-REFUSED")
     assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out, out
     assert "REMOUNT-REFUSED" in out and "WORKBENCH-REFUSED" in out and "LOG-REFUSED" in out
     assert (root / ".workbench" / "project.json").read_text() == "{}"
 
 
-def test_nothing_outside_the_project_is_written(root: Path, tmp_path: Path) -> None:
-    outside = Path(tempfile.mkdtemp(dir="/var/tmp"))
-    try:
-        shell(root, f"echo x > {outside}/planted; echo x > inside.txt")
-        assert not (outside / "planted").exists() and (root / "inside.txt").exists()
-    finally:
-        for p in outside.iterdir():
-            p.unlink()
-        outside.rmdir()
+def test_nothing_outside_the_project_is_written(shell: Shell, root: Path,
+                                                outside: Path) -> None:
+    shell(root, f"echo x > {outside}/planted; echo x > inside.txt")
+    assert not (outside / "planted").exists() and (root / "inside.txt").exists()
 
 
-def test_the_apps_environment_is_out_of_reach(root: Path,
+def test_the_apps_environment_is_out_of_reach(shell: Shell, root: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACME_API_KEY", "Zq8ms9Lk2Pw7Qx4Tr6Yv3Hn")
-    _, out = shell(root, f"cat /proc/{os.getpid()}/environ; umount /proc || echo UMOUNT-REFUSED;"
-                         f" cat /proc/{os.getpid()}/environ")
+    out = shell(root, f"cat /proc/{os.getpid()}/environ; umount /proc || echo UMOUNT-REFUSED; "
+                      f"cat /proc/{os.getpid()}/environ")
     assert "Zq8ms9Lk2Pw7Qx4Tr6Yv3Hn" not in out and "UMOUNT-REFUSED" in out
 
 
-def test_unix_sockets_are_hidden_without_the_network(root: Path, runtime_dir: Path) -> None:
-    path = runtime_dir / "bus"
+def test_unix_sockets_are_hidden_without_the_network(shell: Shell, root: Path,
+                                                     outside: Path) -> None:
+    path = outside / "bus"  # stands for $XDG_RUNTIME_DIR/bus (D-Bus, the keyring)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
-    server.listen(1)
-    os.chmod(path, 0o777)
-    env = {**tool_environment(), "XDG_RUNTIME_DIR": str(runtime_dir)}
-    probe = (f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+    server.listen(4)
+    path.chmod(0o777)
+    env = {**tool_environment(), "XDG_RUNTIME_DIR": str(outside)}
+    probe = (f"{PYTHON} -c \"import socket; s=socket.socket(socket.AF_UNIX); "
              f"s.connect('{path}'); print('CONNECTED')\" 2>&1 | tail -1")
     try:
-        _, out = shell(root, probe, env=env)
-        assert "CONNECTED" not in out, out
-        _, out = shell(root, probe, network=True, env=env)  # allowed: the user said so
-        assert "CONNECTED" in out, out
+        assert "CONNECTED" not in shell(root, probe, env=env)
+        assert "CONNECTED" in shell(root, probe, network=True, env=env)  # the user allowed it
     finally:
         server.close()
 
 
-def test_the_network_is_unreachable_without_permission(root: Path) -> None:
+def test_the_network_is_unreachable_without_permission(shell: Shell, root: Path) -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    probe = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3);"
-             f" print('CONNECTED')\" 2>&1 | tail -1")
+    server.listen(4)
+    probe = (f"{PYTHON} -c \"import socket; socket.create_connection(('127.0.0.1', "
+             f"{server.getsockname()[1]}), 3); print('CONNECTED')\" 2>&1 | tail -1")
     try:
-        _, out = shell(root, probe)
-        assert "CONNECTED" not in out, out
+        assert "CONNECTED" not in shell(root, probe)
+        assert "CONNECTED" in shell(root, probe, network=True)
     finally:
         server.close()
