@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
-import threading
 
 from app.term import for_stream
 from core.engine import QuestionAsked
 from core.model import ConversationMessage
+from core.threads import in_daemon_thread
 
 
 def tool_outcome(entry: ConversationMessage) -> str:
@@ -33,11 +31,10 @@ async def ask_on_terminal(event: QuestionAsked) -> None:
 
     q = event.question
     print(f"\n{q.text}\n{for_stream(q.detail, sys.stderr)}", file=sys.stderr)
-    loop = asyncio.get_running_loop()
     while True:
         print("Allow? [o]nce, for this [c]onversation, [d]eny (d: reason): ", end="",
               file=sys.stderr, flush=True)
-        line = await _read_line(loop)
+        line = await _read_line()
         if not line:  # end of input: nobody can answer
             q.answer(DENY, "no answer (end of input)")
             return
@@ -48,23 +45,13 @@ async def ask_on_terminal(event: QuestionAsked) -> None:
             return
 
 
-def _read_line(loop: asyncio.AbstractEventLoop) -> asyncio.Future[str]:
-    """The next line of standard input, read by a thread of its own that the process does not
-    wait for: Ctrl+C (which cancels the wait) ends the command at once, not at the next Enter,
-    as a wait in the loop's executor would (the loop joins its threads on the way out)."""
-    future: asyncio.Future[str] = loop.create_future()
-
-    def settle(line: str) -> None:
-        if not future.done():
-            future.set_result(line)
-
-    def read() -> None:
+async def _read_line() -> str:
+    """The next line of standard input, read on a thread the process does not wait for: Ctrl+C
+    (which cancels the wait) ends the command at once, not at the next Enter."""
+    def read() -> str:
         try:
-            line = sys.stdin.readline()
+            return sys.stdin.readline()
         except (OSError, ValueError):  # closed meanwhile: as the end of input
-            line = ""
-        with contextlib.suppress(RuntimeError):  # the command ended meanwhile
-            loop.call_soon_threadsafe(settle, line)
+            return ""
 
-    threading.Thread(target=read, name="approval-input", daemon=True).start()
-    return future
+    return await in_daemon_thread(read)

@@ -7,17 +7,18 @@ an error that says which and where.
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
+from core.threads import in_daemon_thread
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from core.tools.paths import IGNORED_DIRS, display, resolve
 from core.tools.results import file_lines, page
@@ -27,6 +28,19 @@ MAX_SEARCH_FILE = 4 * 2**20  # search_files skips larger files
 MAX_MATCHES = 200
 MAX_LIST = 1000
 SNIFF = 8192
+
+
+FILE_IO_DEADLINE_S = 60.0  # a file tool's I/O that takes longer is abandoned with a sentence
+
+
+async def in_thread(fn: Callable[..., str], *args: Any) -> str:
+    """A file tool's I/O, off the turn's loop: Stop returns at once, and a file system that
+    does not answer within the deadline is said to."""
+    try:
+        return await in_daemon_thread(fn, *args, deadline=FILE_IO_DEADLINE_S)
+    except TimeoutError:
+        raise ToolError(f"The file system did not answer within {FILE_IO_DEADLINE_S:g} s (a "
+                        "stuck network drive?); the tool was abandoned.") from None
 
 
 def _not_regular(mode: int) -> str | None:
@@ -96,7 +110,7 @@ class ReadFileArgs(ToolArgs):
 
 async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve(ctx.root, args.path)
-    return ToolOutput(await asyncio.to_thread(_read_page, ctx.root, path, args))
+    return ToolOutput(await in_thread(_read_page, ctx.root, path, args))
 
 
 def _read_page(root: Path, path: Path, args: ReadFileArgs) -> str:
@@ -128,7 +142,7 @@ async def list_dir(args: ListDirArgs, ctx: ToolContext) -> ToolOutput:
     path = resolve(ctx.root, args.path)
     if not path.is_dir():
         raise ToolError(f"{display(ctx.root, path)} is not a folder.")
-    return ToolOutput(await asyncio.to_thread(_tree, ctx.root, path, args.depth))
+    return ToolOutput(await in_thread(_tree, ctx.root, path, args.depth))
 
 
 def _tree(root: Path, top: Path, depth: int) -> str:
@@ -189,7 +203,7 @@ async def search_files(args: SearchArgs, ctx: ToolContext) -> ToolOutput:
     top = resolve(ctx.root, args.path)
     if not top.exists():
         raise ToolError(f"{display(ctx.root, top)} does not exist.")
-    return ToolOutput(await asyncio.to_thread(_search, ctx.root, top, regex, args.glob))
+    return ToolOutput(await in_thread(_search, ctx.root, top, regex, args.glob))
 
 
 def _files(top: Path, glob: str | None) -> Iterator[Path]:
