@@ -166,8 +166,9 @@ def apply(state: RunState | None, m: ConversationMessage,
     step = _count(state, m)
     if event is not None:
         if event.step_id is not None and state.step(event.step_id) is None:
-            state.problems.append(f"Entry {m.id[:8]} would {event.action} a step the workflow "
-                                  f"does not have ({event.step_id!r}); it was not obeyed.")
+            state.problems.append(f"An entry of the log would {event.action} a step the "
+                                  f"workflow does not have ({event.step_id!r}); it was not "
+                                  "obeyed.")
         else:
             _control(state, event.action, event.step_id, m.created_at)
     elif state.status in ("aborted", "finished"):
@@ -249,8 +250,8 @@ def _started(m: ConversationMessage) -> tuple[RunState | None, str]:
     try:
         workflow = validate_workflow(event.workflow, "the run's workflow")
     except WorkflowError as e:
-        return None, (f"Entry {m.id[:8]} starts a run whose workflow cannot be read ({e}); "
-                      "it was not obeyed.")
+        return None, (f"An entry of the log starts a run whose workflow cannot be read ({e}); "
+                      "it was not obeyed, and the run shown is the one before it.")
     steps = [StepState(s) for s in workflow.steps]
     steps[0].status, steps[0].started_at = "active", m.created_at
     return RunState(m.run_id, workflow, event.goal or "", steps, "running", m.created_at,
