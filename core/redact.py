@@ -49,6 +49,17 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     return _AFTER_KEY.sub(lambda m: m.group(1) + MARK, _KEYISH.sub(MARK, text))
 
 
+def find_secret(text: str, secrets: Iterable[str | None] = ()) -> str | None:
+    """The first key-shaped string, or one of `secrets`, that `text` holds (what `redact`
+    would replace), or None when it holds none."""
+    for secret in secrets:
+        if secret and len(secret) >= MIN_SECRET and secret in text:
+            return secret
+    text = text.replace(MARK, "")  # what was redacted already is no key
+    found = _KEYISH.search(text) or _AFTER_KEY.search(text)
+    return None if found is None else found.group(0)
+
+
 def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     return None if text is None else redact(text, secrets)
 

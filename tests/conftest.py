@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 # GUI tests run headless wherever pytest is started from (make test sets it too).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from core.redact import environment_secrets, find_secret
 from core.store.project import Project
 from tests.helpers.fake_llm import FakeLLMServer
 
@@ -44,15 +46,32 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
+def _no_secret_in(what: str, text: str) -> None:
+    """Fails the test when `text` holds a key: a key-shaped string, or the value of one of the
+    environment's secret-named variables (the test's own fake keys included)."""
+    found = find_secret(text, environment_secrets(os.environ))
+    assert found is None, f"a key reached {what}: {found[:12]}…"
+
+
 @pytest.fixture
 def llm_server() -> Iterator[FakeLLMServer]:
+    """The loopback server; after the test, no request body it received held a key."""
     with FakeLLMServer() as server:
         yield server
+        for request in server.requests:
+            _no_secret_in("a request body", json.dumps(request.body))
 
 
 @pytest.fixture
-def project_dir(tmp_path: Path) -> Path:
-    return tmp_path / "project"
+def project_dir(tmp_path: Path) -> Iterator[Path]:
+    """A project folder; after the test, nothing the app wrote in `.workbench/` holds a key."""
+    folder = tmp_path / "project"
+    yield folder
+    state = folder / ".workbench"
+    if state.is_dir():
+        for path in sorted(p for p in state.rglob("*") if p.is_file() and not p.is_symlink()):
+            _no_secret_in(str(path.relative_to(folder)),
+                          path.read_bytes().decode("utf-8", errors="replace"))
 
 
 @pytest.fixture

@@ -108,7 +108,9 @@ def test_a_large_conversation_counted_for_another_model_is_counted_beside_the_wi
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
     assert "counting 3,000 entries" in window.usage.text()
-    run_until(qloop, lambda: window.usage.state != "pending")
+    # (the meter's text and its report arrive one after the other: wait for both)
+    run_until(qloop, lambda: window.usage.state != "pending"
+              and controller.meter.report is not None)
     assert "tokens" in window.usage.text() and controller.meter.report is not None
     assert controller.meter.report.model == "gpt-4o-mini"
 
