@@ -322,7 +322,7 @@ class Engine:
                           self.context.counter(settings.model), options.approve,
                           setup.sandbox, network, options.mode, settings.tool_output_tokens,
                           setup.env, run,
-                          lambda entry: self.writer.remembered(conv_id, entry))
+                          lambda entry: self.writer.remembered(conv_id, entry), self.writer.secrets)
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

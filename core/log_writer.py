@@ -91,6 +91,11 @@ class LogWriter:
         could carry)."""
         return self.seal is not None and self.seal.holds(conv_id, entry)
 
+    def secrets(self) -> list[str]:
+        """The keys in use (the environment's secret-named values, the requests' own)."""
+        with self._secrets_lock:
+            return list(self._secrets)
+
     def redacted(self, msg: ConversationMessage) -> ConversationMessage:
         """`msg` without secrets (itself when it has none)."""
         with self._secrets_lock:
@@ -158,8 +163,7 @@ class LogWriter:
         (a full disk) is noted once in `notes` and never stops the answer."""
         text = state.get("text")
         if isinstance(text, str):
-            with self._secrets_lock:
-                state = {**state, "text": redact(text, self._secrets)}
+            state = {**state, "text": redact(text, self.secrets())}
         try:
             self.store.write_partial(conv_id, state)
         except (OSError, StoreError) as e:

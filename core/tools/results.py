@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -20,6 +20,7 @@ from pydantic import Field
 
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, Offload
+from core.redact import environment_secrets, redact, redact_bytes
 from core.tools.base import (
     RESULTS_DIR,
     Tool,
@@ -59,14 +60,21 @@ class Kept:
     offload: Offload | None = None
 
 
+Secrets = Callable[[], Iterable[str]]
+
+
 def keep(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
-         threshold: int = OFFLOAD_TOKENS) -> Kept:
-    """The log's version of `output`: itself when small, else a preview of what went to disk."""
+         threshold: int = OFFLOAD_TOKENS, secrets: Secrets | None = None) -> Kept:
+    """The log's version of `output`: itself when small, else a preview of what went to disk.
+    What goes to disk holds no key: neither one of `secrets()` (the keys in use, as the log
+    writer knows them; by default the environment's) nor anything key-shaped."""
+    keys = list(secrets()) if secrets is not None else list(environment_secrets(os.environ))
     if output.file is not None:
-        return _keep_file(output, ctx, counter, threshold)
+        return _keep_file(output, ctx, counter, threshold, keys)
     text = output.text
     if not _over(text, counter, threshold):
         return Kept(text)
+    text = redact(text, keys)
     target = _new_result(ctx)
     try:
         target.write_text(text, encoding="utf-8", errors="replace")
@@ -77,7 +85,7 @@ def keep(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
 
 
 def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
-               threshold: int) -> Kept:
+               threshold: int, keys: list[str]) -> Kept:
     assert output.file is not None
     path = output.file
     size = path.stat().st_size
@@ -90,14 +98,10 @@ def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
             return Kept(whole)
     target = _new_result(ctx)
     try:
-        if output.header:
-            with open(target, "wb") as out, open(path, "rb") as src:
-                out.write(output.header.encode("utf-8"))
-                while chunk := src.read(1 << 20):
-                    out.write(chunk)
-            path.unlink(missing_ok=True)
-        else:
-            os.replace(path, target)
+        with open(target, "wb") as out, open(path, "rb") as src:
+            out.write(output.header.encode("utf-8"))
+            _copy_redacted(src, out, keys)
+        path.unlink(missing_ok=True)
     except OSError as e:  # a full disk: nothing half-written stays to keep it full
         target.unlink(missing_ok=True)
         with open(path, "rb") as src:
@@ -107,6 +111,22 @@ def _keep_file(output: ToolOutput, ctx: ToolContext, counter: TokenCounter,
         path.unlink(missing_ok=True)
         return Kept(_not_kept(output.header + head, tail, size, e))
     return Kept(preview(target, target.stem), _offload(ctx, target))
+
+
+def _copy_redacted(src: BinaryIO, out: BinaryIO, keys: list[str]) -> None:
+    """Copy `src` to `out` without keys, a megabyte at a time cut at line ends (a key never
+    spans two pieces)."""
+    rest = b""
+    while chunk := src.read(1 << 20):
+        chunk = rest + chunk
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0 and len(chunk) < 8 << 20:  # no line end yet: wait for one (within reason)
+            rest = chunk
+            continue
+        piece, rest = (chunk[:cut], chunk[cut:]) if cut else (chunk, b"")
+        out.write(redact_bytes(piece, keys))
+    if rest:
+        out.write(redact_bytes(rest, keys))
 
 
 def _not_kept(head: str, tail: str, size: int, error: OSError) -> str:

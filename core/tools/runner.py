@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -136,6 +136,9 @@ class ToolRunner:
     run_state: RunState | None = None  # in run mode, the run the calls belong to
     # which remembered allowances the app itself wrote (none, unless told)
     honoured: Callable[[ConversationMessage], bool] = lambda _entry: False
+    # the keys in use, kept out of full outputs on disk too (the log writer's; by default the
+    # environment's)
+    secrets: Callable[[], Iterable[str]] | None = None
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -291,7 +294,7 @@ class ToolRunner:
         # A page of an offloaded output is already a view of the whole: never offloaded again.
         threshold = 10**9 if call.function.name == READ_TOOL_RESULT.name else self.offload_tokens
         try:
-            kept = keep(output, ctx, self.counter, threshold)
+            kept = keep(output, ctx, self.counter, threshold, self.secrets)
         except OSError as e:  # the output could not be kept on disk: say so, keep the rest
             kept_text = output.text or f"{output.header}(the output could not be read: {e})"
             kept = Kept(kept_text)

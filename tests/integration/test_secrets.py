@@ -69,3 +69,26 @@ def test_no_key_reaches_the_project_folder_or_a_request(
     assert SHAPED in (project_dir / ".env").read_text()
     # ... and a call runs as the log records it: the secret it quoted is not written either
     assert (project_dir / "notes.md").read_text() == "token [redacted]"
+
+
+def test_a_long_output_kept_on_disk_holds_no_key_either(
+        project_dir: Path, llm_server: FakeLLMServer, secret_env: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_SANDBOX", "none")
+    project_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"line {n}: nothing to see\n" for n in range(40_000)]
+    lines[20_000] = f"export OPENAI_API_KEY={SHAPED}\n"
+    lines[30_000] = f"the build token is {IN_USE}\n"
+    (project_dir / "build.log").write_text("".join(lines))
+    llm_server.script(
+        ToolCalls([("s1", "run_shell", json.dumps({"command": "cat build.log"})),
+                   ("r1", "read_file", json.dumps({"path": "build.log", "limit": 10000,
+                                                   "offset": 19000}))]),
+        Answer("read it"))
+    turn(project_dir, llm_server, "what does the build log say?")
+    kept = list((project_dir / ".workbench" / "tool-results").rglob("*.txt"))
+    assert kept  # the output is long: kept whole on disk
+    state = every_byte_under(project_dir / ".workbench")
+    assert SHAPED.encode() not in state and IN_USE.encode() not in state
+    whole = b"".join(p.read_bytes() for p in kept)
+    assert b"line 39999: nothing to see" in whole and b"[redacted]" in whole  # whole, cleaned
