@@ -70,10 +70,11 @@ class StreamInterrupted(LLMError):
 
 class AnswerTooLarge(LLMError):
     """The answer grew past what one answer may be (see adapter.MAX_ANSWER_CHARS): cut there,
-    like an answer that reached its output limit (Continue resumes it)."""
+    like an answer that reached its output limit (Continue resumes it). Never retried on its
+    own: a model stuck in a loop would only loop again."""
 
     type = "max_tokens"
-    retryable = True
+    retryable = False
 
 
 class ContextOverflow(LLMError):

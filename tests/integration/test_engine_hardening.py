@@ -274,3 +274,17 @@ def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
     with Project.open(project_dir) as p:
         last = p.conversations.load(_only_conversation(project_dir) or "").messages[-1]
     assert last.kind == "error" and last.text() == "Writing it now." and not last.tool_calls
+
+
+def test_a_runaway_answer_is_never_retried_behind_the_users_back(
+        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.llm import adapter
+
+    monkeypatch.setattr(adapter, "MAX_ANSWER_CHARS", 40_000)
+    monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")  # retries on, as users have them
+    args = json.dumps({"path": "big.txt", "content": "x" * 60_000})
+    llm_server.script(*[ToolCalls([("w1", "write_file", args)]) for _ in range(3)])
+    code, _, err = send(capsys, project_dir, llm_server, "write a big file", "--mode", "agent",
+                        "--approve", "always")
+    assert code == 2 and "stopped at 40,000 characters" in err and "Retrying" not in err
+    assert len(llm_server.requests) == 1
