@@ -100,6 +100,8 @@ class ToolContext:
     todo: TodoBoard | None = None  # the todo list shared by one batch of calls
     shared: dict[str, object] = field(default_factory=dict)  # what one batch's calls share
     run: RunState | None = None  # in run mode: the run as the log left it (the project's fold)
+    # a write's change as it was approved: (path, its text then or None when new, text after)
+    change: tuple[Path, str | None, str] | None = None
 
     @property
     def results_dir(self) -> Path:

@@ -265,12 +265,20 @@ class EditFileArgs(ToolArgs):
 
 
 def _read_text(path: Path, name: str) -> str:
+    """The file's text, decoded strictly: a change is written back as UTF-8, so a file that is
+    not UTF-8 would have bytes changed that no diff shows."""
     if not path.exists():
         raise ToolError(f"{name} does not exist.")
     data = read_regular(path, name, MAX_READ_BYTES + 1)
     if is_binary(data[:SNIFF]):
         raise ToolError(f"{name} is {_kind(data[:SNIFF])}, not text; it cannot be edited.")
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolError(
+            f"{name} is not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start:,}): "
+            "changing it here would alter bytes the diff cannot show, so nothing was changed. "
+            "Convert it first (run_shell: iconv), or leave it as it is.") from None
 
 
 def planned_content(args: ToolArgs, root: Path) -> tuple[Path, str | None, str]:
@@ -329,9 +337,21 @@ def unified_diff(root: Path, path: Path, old: str | None, new: str) -> str:
 
 
 async def apply_change(args: WriteFileArgs | EditFileArgs, ctx: ToolContext) -> ToolOutput:
-    """write_file and edit_file: the change planned again from the file as it is now (it may
-    have changed while the user looked at the diff), then written atomically."""
-    path, old, new = planned_content(args, ctx.root)
+    """write_file and edit_file: exactly the change that was approved (`ctx.change`), and only
+    if the file is still as it was then; without an approval, the change planned now."""
+    if ctx.change is None:
+        path, old, new = planned_content(args, ctx.root)
+    else:
+        path, old, new = ctx.change
+        name = display(ctx.root, path)
+        try:
+            unchanged = (_read_text(path, name) if os.path.lexists(path) else None) == old
+        except ToolError:  # it cannot be read as text now: not as it was
+            unchanged = False
+        if not unchanged:
+            raise ToolError(f"{name} changed while this change waited for approval; nothing "
+                            "was written (your change to it is kept). Read it again and make "
+                            "the change anew.")
     return ToolOutput(_write(ctx.root, path, old, new))
 
 

@@ -276,6 +276,7 @@ class ToolRunner:
             return self._entry(call, ToolOutput(plan.problem or "", "error"), 0, "error",
                                approval, ctx)
         tool = plan.tool
+        ctx.change = plan.change  # a write does what was approved, or nothing
         try:
             output = await tool.run(plan.args, ctx)
         except ToolError as e:

@@ -160,3 +160,39 @@ def test_an_output_that_cannot_be_kept_on_a_full_disk_leaves_nothing_behind(
     assert entry.text().startswith("[exit code 0]\n1\n2\n") and "200000" in entry.text()
     left = [p.name for p in (root / ".workbench" / "tool-results").rglob("*") if p.is_file()]
     assert left == []  # no .running- file, no half output keeping the disk full
+
+
+def test_a_file_that_is_not_utf8_is_never_silently_rewritten(root: Path) -> None:
+    data = b"# notes\n" + b"plain ascii line\n" * 700 + b"caf\xe9 au lait\n"  # Latin-1, past 8 KB
+    (root / "notes.txt").write_bytes(data)
+    edited, written = run(root, ("edit_file", {"path": "notes.txt", "old": "# notes",
+                                               "new": "# Notes"}),
+                          ("write_file", {"path": "notes.txt", "content": "all new\n"}))
+    assert edited.status == "error" and "not UTF-8 text (byte 0xe9" in edited.text()
+    assert written.status == "error" and "nothing was changed" in written.text()
+    assert (root / "notes.txt").read_bytes() == data
+
+
+def test_a_file_changed_while_the_approval_was_open_is_not_overwritten(root: Path) -> None:
+    from core.questions import Question
+    from core.tools.runner import ALLOW_ONCE
+
+    runner = ToolRunner(root, root / ".workbench", tools_for("agent"),
+                        TokenCounter.for_model(None), "ask", Sandbox("none", why="test"),
+                        env=tool_environment())
+    call = ToolCall(id="e1", function=FunctionCall(name="edit_file", arguments=json.dumps(
+        {"path": "README.md", "old": "old line", "new": "model's line"})))
+
+    async def go() -> list[ConversationMessage]:
+        entries = []
+        async for event in runner.run("conv", [call], []):
+            if isinstance(event, Question):  # the user edits the file, then allows
+                (root / "README.md").write_text("# Project\nold line\nthe user's own line\n")
+                event.answer(ALLOW_ONCE, "")
+            elif isinstance(event, ToolResult):
+                entries.append(event.entry)
+        return entries
+
+    entry, = asyncio.run(asyncio.wait_for(go(), DEADLINE_S))
+    assert entry.status == "error" and "changed while this change waited" in entry.text()
+    assert (root / "README.md").read_text() == "# Project\nold line\nthe user's own line\n"
