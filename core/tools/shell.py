@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -54,7 +55,8 @@ class Sandbox:
             net = "network allowed" if network else "no network"
             hidden = "" if network else ", Unix sockets in /run hidden"
             return (f"bubblewrap sandbox: only the project folder is writable (not .workbench/ "
-                    f"or .git/), the rest of the system read-only, no capabilities, {net}"
+                    f"or .git, even before they exist), the rest of the system read-only, no "
+                    f"capabilities, {net}"
                     f"{hidden}")
         return (f"no sandbox ({self.why}): the command runs with your user's full rights; "
                 "your approval is the only guard")
@@ -131,14 +133,46 @@ def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool,
             if not root.is_relative_to(folder):  # (the project is bound again below anyway)
                 argv += ["--tmpfs", folder]
     argv += ["--bind", str(root), str(root)]
-    for name in (".workbench", ".git"):
-        if (root / name).exists():
-            argv += ["--ro-bind", str(root / name), str(root / name)]
+    for path in protected_paths(root):
+        # One that does not exist yet is protected too (a command must not create
+        # .git/hooks/pre-commit for git to run later, unsandboxed): an empty read-only file
+        # stands in its place while the command runs, removed after (see `_remove_stand_ins`).
+        source = str(path) if os.path.lexists(path) else os.devnull
+        argv += ["--ro-bind", source, str(path)]
     argv += [*CONFINE, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--new-session", "--chdir", str(root)]
     if not network:
         argv.append("--unshare-net")
     return [*argv, "--", *inner]
+
+
+PROTECTED = (".workbench", ".git")
+
+
+def protected_paths(root: Path) -> list[Path]:
+    """What a command may not change in the project: `.workbench/` and `.git` whether or not
+    they exist, and the folder a `.git` file's `gitdir:` names when it is in the project."""
+    paths = [root / name for name in PROTECTED]
+    git = root / ".git"
+    if git.is_file() and not git.is_symlink():
+        try:
+            first = git.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+        except OSError:
+            first = []
+        if first and first[0].startswith("gitdir:"):
+            target = (root / first[0][len("gitdir:"):].strip()).resolve()
+            if target.is_dir() and target.is_relative_to(root) and target != root:
+                paths.append(target)
+    return paths
+
+
+def _remove_stand_ins(absent: list[Path]) -> None:
+    """Remove the empty files that stood in for protected paths that did not exist."""
+    for path in absent:
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+                path.unlink()
 
 
 class ShellArgs(ToolArgs):
@@ -151,7 +185,17 @@ async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
     sandbox = ctx.sandbox or Sandbox("none", why="unset")
     ctx.results_dir.mkdir(parents=True, exist_ok=True)
     out_path = running_file(ctx.state, ctx.conv_id, ctx.call_id)
+    absent = [p for p in protected_paths(ctx.root) if not os.path.lexists(p)] \
+        if sandbox.kind == "bubblewrap" else []
     argv = command_argv(sandbox, ctx.root, args.command, ctx.network, ctx.env)
+    try:
+        return await _run(argv, args, ctx, out_path)
+    finally:
+        _remove_stand_ins(absent)
+
+
+async def _run(argv: list[str], args: ShellArgs, ctx: ToolContext, out_path: Path
+               ) -> ToolOutput:
     with open(out_path, "wb") as out:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,

@@ -54,9 +54,13 @@ def _nobody_can_sandbox() -> str:
     """'' when the rows can run as an ordinary user here, else why not."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return "needs root and setpriv to act as an ordinary user"
-    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                           "--clear-groups", *command_argv(SANDBOX, Path("/"), "true", False)],
-                          capture_output=True, timeout=30, check=False)
+    folder = _open_folder()
+    try:
+        done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                               "--clear-groups", *command_argv(SANDBOX, folder, "true", False)],
+                              capture_output=True, timeout=30, check=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return "" if done.returncode == 0 else "ordinary users cannot make user namespaces here"
 
 
@@ -149,3 +153,17 @@ def test_the_network_is_unreachable_without_permission(shell: Shell, root: Path)
         assert "CONNECTED" in shell(root, probe, network=True)
     finally:
         server.close()
+
+
+def test_git_is_protected_before_it_exists_and_where_a_gitdir_file_points(root: Path) -> None:
+    """A command must not plant a hook that git would run later, outside any sandbox."""
+    out = _as_app(root, "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit "
+                        "|| echo PLANT-REFUSED")
+    assert "PLANT-REFUSED" in out and not (root / ".git").exists()  # nothing left behind
+    (root / "repo-git" / "hooks").mkdir(parents=True)
+    (root / ".git").write_text("gitdir: repo-git\n")  # a worktree's or submodule's .git file
+    out = _as_app(root, "echo evil > repo-git/hooks/pre-commit || echo HOOK-REFUSED; "
+                        "echo x >> .git || echo FILE-REFUSED")
+    assert "HOOK-REFUSED" in out and "FILE-REFUSED" in out
+    assert not (root / "repo-git" / "hooks" / "pre-commit").exists()
+    assert (root / ".git").read_text() == "gitdir: repo-git\n"
