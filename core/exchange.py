@@ -115,7 +115,11 @@ class Exchange:
         messages = built.messages
         if self.instruction:  # a one-off nudge, never stored
             messages = [*messages, {"role": "user", "content": self.instruction}]
-        self.request = replace(self.request, messages=messages,
+        # The answer may use what the budget kept free for it, and no more: the room the meter
+        # reserves and the `max_tokens` asked are one number (without a reserve, as with the
+        # CLI's --budget, the setting stands).
+        room = built.report.reserved_output or self.settings.max_output_tokens
+        self.request = replace(self.request, messages=messages, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))
         remember(self.engine.sent, self.conv_id, messages)
@@ -284,9 +288,9 @@ class Exchange:
             # Cut off by the output limit: kept as unfinished, so Continue can resume it.
             return self._failed(ErrorInfo(
                 type="max_tokens", retryable=True, partial=bool(got.parts),
-                message=f"The answer reached the output limit ({settings.max_output_tokens:,} "
+                message=f"The answer reached the output limit ({self.request.max_tokens:,} "
                         "tokens) and was cut off. Continue resumes it; a higher limit in "
-                        "Settings avoids it."))
+                        "Settings (or a larger window, which leaves it more room) avoids it."))
         return self.counter.with_count(ConversationMessage(
             role="assistant", content=got.text or None, tool_calls=got.calls or None,
             mode=self.options.mode, model=settings.model, finish_reason=got.finish,

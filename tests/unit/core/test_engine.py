@@ -426,3 +426,24 @@ def test_a_partial_answer_replaced_by_a_retry_leaves_later_requests(
     report = engine.context.build(conv.id, log, s).report
     reasons = [e.reason for e in report.entries if e.id == log[1].id]
     assert reasons and "replaced (Retry)" in reasons[0]
+
+
+def test_the_answer_is_asked_for_the_room_the_budget_keeps_for_it(
+        project: Project, llm_server: FakeLLMServer) -> None:
+    """An unknown model gets the 8,192-token default window, a quarter of it kept for the
+    answer: a request filled to the budget must not ask for more than that."""
+    from core.engine import RequestBuilt
+
+    conv = project.conversations.create()
+    llm_server.script(Answer("ok"))
+    wants_more = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=4096,
+                             auto_retries=0)
+
+    async def go() -> list:
+        engine = Engine(ProjectContext(project.conversations))
+        return [ev async for ev in engine.send(conv.id, "hi", wants_more)]
+
+    events = asyncio.run(asyncio.wait_for(go(), 60))
+    built = next(e for e in events if isinstance(e, RequestBuilt)).request
+    assert built.report.window == 8192 and built.report.reserved_output == 2048
+    assert llm_server.requests[-1].body["max_tokens"] == 2048
