@@ -125,7 +125,7 @@ class Engine:
     ) -> AsyncIterator[EngineEvent]:
         """Resume the answer the conversation ends in (a stopped, cut or interrupted one).
 
-        The model sees its own partial answer and the LLM_ERROR block, then a one-off
+        The model sees its own partial answer and its "unfinished" marker, then a one-off
         instruction (never stored) to carry on; the new entry records which one it continues.
         After the agent's step limit, or tool results the model has not seen yet, it carries on
         with the work instead. Pins, exclusions and notices after the answer do not matter.

@@ -16,7 +16,7 @@ from typing import Any
 from core.context.budget import BudgetError
 from core.context.compaction import Compaction, CompactionMemo, digest, digest_caps, fold_units
 from core.context.normalize import ABORTED_RESULT, normalize
-from core.context.projection import ACK, ack_tokens, alternate, project
+from core.context.projection import ACK, ack_tokens, alternate, project_entries
 from core.context.report import DEFAULT_DROP_REASON, ms_since
 from core.context.stages import BuildStage, Draft
 from core.context.units import Unit
@@ -84,7 +84,7 @@ def _project(draft: Draft) -> None:
     cands, plan, counter = draft.cands, draft.plan, draft.counter
     kept_items = [i for u, k in zip(draft.units, draft.keep, strict=True) if k
                   for i in u.items]
-    projected = [project(cands[i][0]) for i in kept_items]
+    projected = project_entries([cands[i][0] for i in kept_items])
     if plan is not None and plan.digest:
         projected.insert(0, {"role": "user", "content": plan.digest})
     normalized, notes = normalize(projected)

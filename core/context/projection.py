@@ -14,14 +14,50 @@ SUMMARY_MARK = "[Summary of the earlier conversation"
 ACK = "(Noted; continuing from there.)"  # short: it is only there to alternate turns
 
 
+# What the model reads where an answer of its own stopped unfinished: a few neutral words it can
+# use (the sentence the user was shown is for the user, and says "Continue" and "Retry").
+UNFINISHED = {
+    "stopped": "stopped by the user here",
+    "max_tokens": "cut off at the output limit here",
+    "app_closed": "interrupted here: the app closed",
+    "stream_interrupted": "interrupted here: the connection broke",
+    "timeout": "interrupted here: the provider stopped answering",
+    "step_limit": "paused here at the step limit",
+}
+
+
+def unfinished_marker(m: ConversationMessage) -> str:
+    kind = m.error.type if m.error is not None else ""
+    return f"[unfinished: {UNFINISHED.get(kind, 'interrupted here')}]"
+
+
 def error_projection(m: ConversationMessage) -> dict[str, Any]:
-    """An error entry as the model sees it: its partial answer, then an LLM_ERROR block, so a
-    later "continue" has an anchor."""
-    info = m.error
-    block = (f"[LLM_ERROR type={info.type}] {info.message}" if info is not None
-             else "[LLM_ERROR]")
+    """An unfinished answer as the model sees it: its text, then one short neutral marker (an
+    anchor for a later "continue")."""
+    marker = unfinished_marker(m)
     partial = m.text()
-    return {"role": "assistant", "content": f"{partial}\n\n{block}" if partial else block}
+    return {"role": "assistant", "content": f"{partial}\n\n{marker}" if partial else marker}
+
+
+def project_entries(entries: list[ConversationMessage]) -> list[dict[str, Any]]:
+    """`entries` as the model sees them: an answer and the entries continuing it (Continue after
+    a stop, a cut or a crash) are one assistant message, their texts joined, as the window shows
+    them; only where the chain ends unfinished does the marker follow."""
+    out: list[dict[str, Any]] = []
+    chain_end, joined = "", ""  # the id of the last entry merged into out[-1], its text so far
+    for m in entries:
+        p = project(m)
+        if m.continues and m.continues == chain_end and out and not out[-1].get("tool_calls"):
+            head = joined
+            joined += m.text()
+            content = p.get("content")
+            p = {**p, "content": head + content if isinstance(content, str) else head}
+            out[-1] = p
+        else:
+            out.append(p)
+            joined = m.text() if m.role == "assistant" else ""
+        chain_end = m.id if m.role == "assistant" else ""
+    return out
 
 
 def summary_projection(m: ConversationMessage) -> dict[str, Any]:

@@ -247,8 +247,8 @@ class Decisions:
                     decision, why, stage, before = staged
                     yield (m.id, m.role, m.kind, decision, why, tokens, stage, before)
                     continue
-                why = ("error entry sent with an LLM_ERROR block" if m.kind == "error"
-                       else "fits the budget")
+                why = ("an unfinished answer, sent with a short marker (joined with what "
+                       "continues it)" if m.kind == "error" else "fits the budget")
                 yield (m.id, m.role, m.kind, "kept", why, tokens, "", tokens)
             elif i in digested:
                 yield (m.id, m.role, m.kind, "digested", reason_of.get(i, "over budget"), 0,

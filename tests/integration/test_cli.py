@@ -299,12 +299,20 @@ def test_continue_resumes_a_cut_answer_and_links_it(capsys, project_dir, llm_ser
     assert code == 0 and out == "o, three.\n"
     sent = llm_server.requests[-1].body["messages"]
     assert sent[-2]["role"] == "assistant" and sent[-2]["content"].startswith("The three steps")
-    assert "[LLM_ERROR type=stream_interrupted]" in sent[-2]["content"]
+    assert sent[-2]["content"].endswith("[unfinished: interrupted here: the connection broke]")
+    assert "Continue resumes" not in json.dumps(sent)  # the user's sentence is not the model's
     assert sent[-1]["role"] == "user" and "Continue exactly where it stopped" in sent[-1]["content"]
     with Project.open(project_dir, read_only=True) as p:
         log = p.conversations.load(conv).messages
     assert log[-1].continues == log[-2].id and log[-2].kind == "error"
     assert not any("Continue exactly" in m.text() for m in log)  # the instruction is not stored
+    # from then on the answer and its continuation are one message, as the window shows them
+    llm_server.script(Answer("Done."))
+    assert cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+               llm_server.url, "thanks")[0] == 0
+    sent = llm_server.requests[-1].body["messages"]
+    assert {"role": "assistant", "content": "The three steps are: one, two, three."} in sent
+    assert not any("unfinished" in str(m.get("content")) for m in sent)
 
 
 def test_continue_refuses_when_there_is_nothing_to_continue(capsys, project_dir, llm_server) -> None:

@@ -105,7 +105,7 @@ def test_a_budget_smaller_than_the_minimum_says_how_many_tokens_are_needed() -> 
         build(history, 100)
 
 
-def test_error_entries_are_sent_with_an_llm_error_block_and_system_entries_are_not() -> None:
+def test_error_entries_are_sent_with_a_neutral_marker_and_system_entries_are_not() -> None:
     history = log([{"role": "system", "content": "old imported prompt"},
                    {"role": "user", "content": "hi"}])
     history.append(ConversationMessage(role="assistant", kind="error", content="Half an ans",
@@ -113,7 +113,7 @@ def test_error_entries_are_sent_with_an_llm_error_block_and_system_entries_are_n
     built = build(history, 10_000)
     assert "old imported prompt" not in str(built.messages)
     assert built.messages[-1]["content"].startswith("Half an ans")
-    assert "[LLM_ERROR type=network]" in built.messages[-1]["content"]
+    assert built.messages[-1]["content"] == "Half an ans\n\n[unfinished: interrupted here]"
     reasons = [e.reason for e in built.report.entries if e.decision == "excluded"]
     assert any("old system entry" in r for r in reasons)
 
