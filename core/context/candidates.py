@@ -14,7 +14,7 @@ from dataclasses import replace
 from core.context.compaction import CompactionMemo
 from core.context.projection import error_projection
 from core.context.summary import active_summaries
-from core.context.units import Unit, group_units
+from core.context.units import ToolRounds, Unit, group_units
 from core.context.view import KeptView
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -34,6 +34,7 @@ class BuildCache:
         self.cands: list[tuple[ConversationMessage, int]] = []
         self.excluded: list[tuple[ConversationMessage, str]] = []
         self.units: list[Unit] = []
+        self.rounds = ToolRounds()
         self._last_user = -1
         self.encoding = ""
         self.memo = CompactionMemo()
@@ -48,6 +49,7 @@ class BuildCache:
         other.history, other.cands, other.excluded = list(self.history), list(self.cands), \
             list(self.excluded)
         other.units = list(self.units)
+        other.rounds = self.rounds.copy()
         if 0 <= self._last_user < len(other.units):  # `prepare` flips its flag in place
             other.units[self._last_user] = replace(other.units[self._last_user])
         other._last_user, other.encoding = self._last_user, self.encoding
@@ -61,6 +63,7 @@ class BuildCache:
         n = len(self.history)
         if not reusable:
             self.history, self.cands, self.excluded, self.units = [], [], [], []
+            self.rounds = ToolRounds()
             self.encoding = counter.encoding_name
             self.view = None  # it decided over units that are gone
             n = 0
@@ -98,7 +101,13 @@ class BuildCache:
         """Count the entries of `history` from `n` on into the candidates (or the excluded)."""
         enc = counter.encoding_name
         append = self.cands.append
+        rounds = self.rounds
+        for k in range(n, len(history)):
+            rounds.add(history[k])  # a round's pin or exclusion can come after its call
         covered = active_summaries(history) if n == 0 else {}
+        if covered:
+            rounds.uncover(covered)
+        with_round = rounds.left_with_round
         # A summary is appended after what it covers but stands where its first covered entry
         # was, so the model reads it before what followed.
         order = _summary_order(history, covered) if covered else range(n, len(history))
@@ -107,11 +116,12 @@ class BuildCache:
             # The common case first, inline: an ordinary entry whose count is stored with it.
             if m.kind == "message" and m.include_in_context and m.role != "system" \
                     and m.id not in covered and (m.content.__class__ is str
-                                                 or m.unsendable_part() is None):
+                                                 or m.unsendable_part() is None) \
+                    and with_round(m) is None:
                 tokens = m.token_counts.get(enc)
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue
-            reason = _left_out(history, i, covered)
+            reason = _left_out(history, i, covered) or with_round(m)
             if reason:
                 self.excluded.append((m, reason))
             elif m.kind == "error":

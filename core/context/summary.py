@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from core.context.units import ToolRounds
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
@@ -109,8 +110,8 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
                  keep_rounds: int = KEEP_ROUNDS,
                  pause: Callable[[], None] | None = None) -> SummaryPlan:
     """Choose the entries a new summary folds in: everything that takes part in the context,
-    is not yet covered, and lies before the recent tail; pinned entries and the latest user
-    message stay verbatim.
+    is not yet covered, and lies before the recent tail; pinned entries (with their whole tool
+    round) and the latest user message stay verbatim.
 
     `pause`: called every PAUSE_EVERY entries of each walk over the log (the engine plans an
     automatic summary on its thread while the window paints; see
@@ -125,12 +126,14 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
         if m.kind == "summary" and m.include_in_context and m.covers and m.id not in covered:
             previous = m
             break
-    live = [m for m in _paused(history, pause) if m.include_in_context and m.id not in covered
-            and m.kind in ("message", "error") and m.role != "system"]
+    rounds = ToolRounds(history)
+    rounds.uncover(covered)
+    live = _live(history, covered, rounds, pause)
     costs = [_tokens(m, counter) for m in _paused(live, pause)]  # each entry counted once
     tail = _tail_start(live, keep_rounds, costs)
     last_user = max((k for k, m in enumerate(live) if m.role == "user"), default=-1)
-    entries = [m for k, m in enumerate(live[:tail]) if not m.pinned and k != last_user]
+    # a pin keeps its whole tool round verbatim, so the summary never splits a call from a result
+    entries = [m for k, m in enumerate(live[:tail]) if not rounds.pinned(m) and k != last_user]
     if len(entries) < MIN_ENTRIES:
         raise NothingToSummarize(
             f"Only {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} lie outside the "
@@ -143,8 +146,16 @@ def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
         tokens += counter.message(previous)
     covers += [m.id for m in entries]
     tokens += sum(costs[k] for k, m in enumerate(live[:tail])
-                  if not m.pinned and k != last_user)
+                  if not rounds.pinned(m) and k != last_user)
     return SummaryPlan(previous, entries, covers, tokens)
+
+
+def _live(history: list[ConversationMessage], covered: dict[str, str], rounds: ToolRounds,
+          pause: Callable[[], None] | None) -> list[ConversationMessage]:
+    """The entries that take part in the context and no summary covers yet."""
+    return [m for m in _paused(history, pause) if m.include_in_context and m.id not in covered
+            and m.kind in ("message", "error") and m.role != "system"
+            and rounds.left_with_round(m) is None]
 
 
 def _tokens(m: ConversationMessage, counter: TokenCounter) -> int:

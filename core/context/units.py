@@ -55,3 +55,69 @@ def group_units(cands: list[tuple[ConversationMessage, int]], start: int = 0,
         append(Unit([i], round_no, tokens, m.pinned or m.kind == "summary", False, is_user))
         i += 1
     return units
+
+
+class ToolRounds:
+    """The tool rounds of a log: an assistant entry with tool calls and the results answering
+    them. No stage separates them, so a pin or an exclusion of any part holds for the round:
+    a pinned call is sent with its results (and a pinned result with its call), and a call or
+    result the user left out takes the rest of its round with it. Fed entries in log order
+    (call ids may repeat in imported logs: a result answers the latest call with its id)."""
+
+    __slots__ = ("_by_call", "_excluded", "_of", "_pinned", "members")
+
+    def __init__(self, entries: list[ConversationMessage] | None = None) -> None:
+        self._of: dict[str, str] = {}  # entry id -> its round (the calling entry's id)
+        self._by_call: dict[str, str] = {}  # tool call id -> its round
+        self.members: dict[str, list[str]] = {}  # round -> its entries' ids, in log order
+        self._pinned: set[str] = set()
+        self._excluded: set[str] = set()
+        for m in entries or ():
+            self.add(m)
+
+    def copy(self) -> ToolRounds:
+        other = ToolRounds()
+        other._of, other._by_call = dict(self._of), dict(self._by_call)
+        other.members = {k: list(v) for k, v in self.members.items()}
+        other._pinned, other._excluded = set(self._pinned), set(self._excluded)
+        return other
+
+    def add(self, m: ConversationMessage) -> None:
+        if m.role == "assistant" and m.tool_calls:
+            key = m.id
+            for c in m.tool_calls:
+                self._by_call[c.id] = key
+            self.members[key] = []
+        elif m.role == "tool" and m.tool_call_id in self._by_call:
+            key = self._by_call[m.tool_call_id]
+        else:
+            return
+        self._of[m.id] = key
+        self.members[key].append(m.id)
+        if m.pinned:
+            self._pinned.add(key)
+        if not m.include_in_context:
+            self._excluded.add(key)
+
+    def pinned(self, m: ConversationMessage) -> bool:
+        """Whether `m` or another entry of its round is pinned."""
+        return m.pinned or self._of.get(m.id) in self._pinned
+
+    def left_with_round(self, m: ConversationMessage) -> str | None:
+        """Why `m`, itself included, is left out with its round (another part of it was
+        excluded), or None."""
+        key = self._of.get(m.id)
+        if key is None or key not in self._excluded or not m.include_in_context:
+            return None
+        return ("left out with its tool round: you excluded another part of it (a call and its "
+                "results are sent together or not at all)")
+
+    def uncover(self, covered: dict[str, str]) -> None:
+        """Take out of `covered` (entry id -> covering summary) every round a summary may not
+        stand for: one with a pinned part (pinned after the summary was written), or one the
+        summary covers only in part (a log written before rounds were kept whole)."""
+        for key, ids in self.members.items():
+            hit = [i for i in ids if i in covered]
+            if hit and (key in self._pinned or len(hit) < len(ids)):
+                for i in hit:
+                    del covered[i]

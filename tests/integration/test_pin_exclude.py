@@ -128,3 +128,77 @@ def test_excluding_a_summary_undoes_it_and_including_it_redoes_it(capsys, projec
     assert "THE SUMMARY" not in text and msgs[0].text() in text
     assert cli(capsys, "include", project_dir, "-c", conv, summary.id)[0] == 0
     assert "THE SUMMARY" in json.dumps(decisions(capsys, project_dir, conv)["data"]["messages"])
+
+
+def _sent_after_send(capsys, project_dir: Path, conv: str, llm_server) -> list[dict]:
+    llm_server.script(Answer("ok"))
+    code, _, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+                       llm_server.url, "go on")
+    assert code == 0, err
+    return llm_server.requests[-1].body["messages"]
+
+
+def _round(sent: list[dict], call_id: str) -> tuple[dict | None, dict | None]:
+    call = next((m for m in sent if any(c["id"] == call_id for c in m.get("tool_calls") or ())),
+                None)
+    result = next((m for m in sent if m.get("tool_call_id") == call_id), None)
+    return call, result
+
+
+@pytest.mark.parametrize("pin_first", [True, False], ids=["pin-then-compact",
+                                                          "compact-then-pin"])
+@pytest.mark.parametrize("which", ["call", "result"])
+def test_a_pin_keeps_its_whole_tool_round_through_a_summary(
+        capsys, project_dir, llm_server, pin_first: bool, which: str) -> None:
+    """A pinned call is sent with the result that answered it (and a pinned result with its
+    call), whichever came first, the pin or the summary: never an "aborted" stand-in for a
+    command that ran."""
+    from core.context.normalize import ABORTED_RESULT, protocol_errors
+
+    llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
+    conv, msgs = session(project_dir)
+    call = next(m for m in msgs if m.tool_calls and m.tool_calls[0].id == "c1c")
+    result = next(m for m in msgs if m.tool_call_id == "c1c")
+    target = call if which == "call" else result
+
+    def compact() -> None:
+        llm_server.script(Answer("THE SUMMARY"))
+        code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                           "--api-base", llm_server.url)
+        assert code == 0, err
+
+    if not pin_first:
+        compact()
+    assert cli(capsys, "pin", project_dir, "-c", conv, target.id)[0] == 0
+    if pin_first:
+        compact()
+    sent = _sent_after_send(capsys, project_dir, conv, llm_server)
+    assert "THE SUMMARY" in json.dumps(sent)  # the summary stands for the rest
+    assert protocol_errors(sent[1:]) == []
+    sent_call, sent_result = _round(sent, "c1c")
+    assert sent_call is not None and sent_result is not None
+    assert sent_result["content"] == result.text()  # what the command printed, not a stand-in
+    assert ABORTED_RESULT not in json.dumps(sent)
+    # and what the window and `workbench context` say agrees
+    by_id = decisions(capsys, project_dir, conv)["by_id"]
+    assert by_id[call.id]["decision"] == by_id[result.id]["decision"] == "kept"
+
+
+def test_excluding_one_part_of_a_tool_round_leaves_the_round_out_whole(
+        capsys, project_dir, llm_server) -> None:
+    """Excluding a tool result (or the call) leaves out its call and results together, saying
+    why; never a call sent with an "aborted" stand-in for a result that exists."""
+    from core.context.normalize import ABORTED_RESULT, protocol_errors
+
+    llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
+    conv, msgs = session(project_dir)
+    call = next(m for m in msgs if m.tool_calls and m.tool_calls[0].id == "c9c")
+    result = next(m for m in msgs if m.tool_call_id == "c9c")
+    assert cli(capsys, "exclude", project_dir, "-c", conv, result.id)[0] == 0
+    sent = _sent_after_send(capsys, project_dir, conv, llm_server)
+    assert protocol_errors(sent[1:]) == []
+    assert _round(sent, "c9c") == (None, None)
+    assert ABORTED_RESULT not in json.dumps(sent)
+    by_id = decisions(capsys, project_dir, conv)["by_id"]
+    assert by_id[result.id]["decision"] == by_id[call.id]["decision"] == "excluded"
+    assert "tool round" in by_id[call.id]["reason"]
