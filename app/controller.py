@@ -25,6 +25,7 @@ from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.agents import Agent
+from core.context.budget import Budget
 from core.context.calibration import Calibration
 from core.context.service import ProjectContext
 from core.engine import Engine
@@ -86,7 +87,8 @@ class Controller(QObject):
         self.calibration = Calibration(settings_store.folder / "calibration.json")
         self.settings_flow = SettingsFlow(
             window, settings_store, self.calibration,
-            lambda: self.project.overrides if self.project is not None else {})
+            lambda: self.project.overrides if self.project is not None else {},
+            self._budget_for)
         self.settings_flow.changed.connect(self._on_settings_flow_changed)
         self.agent_flow = AgentFlow(window, self.notices)
         self.meter = UsageMeter(window, self.notices, self.settings_flow, self.mode,
@@ -138,6 +140,13 @@ class Controller(QObject):
     def llm_settings(self) -> LLMSettings:
         """The settings the next request uses (raises SettingsError: see SettingsFlow)."""
         return self.settings_flow.llm_settings()
+
+    def _budget_for(self, settings: LLMSettings) -> Budget | None:
+        """The window the current conversation's next request is built for (no server asked)."""
+        context = self.meter.context
+        if context is None:
+            return None
+        return context.budget(self.current_id, settings, ask_servers=False)
 
     def open_settings(self) -> None:
         self.settings_flow.open()

@@ -12,7 +12,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from core.context.budget import Budget
 from core.context.calibration import Calibration
+from core.context.report_text import window_applied
 from core.settings import (
     ENV_API_KEY,
     LLMSettings,
@@ -40,12 +42,14 @@ class SettingsFlow(QObject):
     changed = Signal()
 
     def __init__(self, window: MainWindow, store: SettingsStore, calibration: Calibration,
-                 overrides: Callable[[], Mapping[str, Any]]) -> None:
+                 overrides: Callable[[], Mapping[str, Any]],
+                 budget: Callable[[LLMSettings], Budget | None] = lambda s: None) -> None:
         super().__init__(window)
         self.window = window
         self.store = store
         self.calibration = calibration
         self._overrides = overrides
+        self._budget = budget  # the window the current conversation's requests are built for
         self.dialog: SettingsDialog | None = None
 
     def llm_settings(self) -> LLMSettings:
@@ -97,12 +101,15 @@ class SettingsFlow(QObject):
             except SettingsError:
                 s = LLMSettings()
         keys = {p: bool(lookup_api_key(p)) for p in ("openai", "anthropic")}
+        budget = self._budget(s)
         self.dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
             max_output_tokens=s.max_output_tokens, keyring_available=keyring_works(),
             keys_present=keys, remembered_windows=self.calibration.remembered_windows(),
             context_window=s.context_window if s.sources.get("context_window") == "global"
             else None, summary_model=g.summary_model,
+            window_applied=window_applied(budget.window, budget.source, budget.note)
+            if budget is not None else None,
             auto_summary=g.auto_summary if g.auto_summary is not None else True)
         from core.tools.shell import detect_sandbox
 

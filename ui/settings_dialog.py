@@ -78,6 +78,7 @@ class SettingsDialog(QDialog):
         keys_present: dict[str, bool],
         remembered_windows: dict[str, int] | None = None,
         context_window: int | None = None,
+        window_applied: str | None = None,
         summary_model: str | None = None,
         auto_summary: bool = True,
     ) -> None:
@@ -104,7 +105,14 @@ class SettingsDialog(QDialog):
         self.context_window.setValue(context_window or 0)
         self.context_window.setToolTip(
             "The model's input window in tokens. Automatic asks a local server (vLLM, "
-            "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong.")
+            "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong. "
+            "A smaller limit the server or the provider states wins: a request built for more "
+            "would be refused.")
+        self.window_applied = QLabel(window_applied or "", self)
+        self.window_applied.setObjectName("window_applied")
+        self.window_applied.setWordWrap(True)
+        self.window_applied.setStyleSheet("color: #52525b;")
+        self.window_applied.setVisible(bool(window_applied))
         self.summary_model = QLineEdit(summary_model or "", self)
         self.summary_model.setPlaceholderText("the model above")
         self.summary_model.setToolTip(
@@ -130,6 +138,7 @@ class SettingsDialog(QDialog):
         form.addRow("Base URL", self.api_base)
         form.addRow("Max output tokens", self.max_tokens)
         form.addRow("Context window", self.context_window)
+        form.addRow("", self.window_applied)
         form.addRow("Summary model", self.summary_model)
         form.addRow("", self.auto_summary)
         form.addRow("API key", self.api_key)

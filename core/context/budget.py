@@ -75,22 +75,33 @@ def resolve_budget(
 ) -> Budget:
     """The budget for one build.
 
-    `usable_override` (the CLI's --budget) sets the usable input budget directly.
-    `known_window` is a limit the provider itself stated earlier (it wins over litellm's map).
+    `usable_override` (the CLI's --budget) sets the usable input budget directly. Otherwise the
+    window is the smallest of what the user set (`window_override`), what the server says of
+    its model (`server_window`) and a limit the provider itself stated in a refusal
+    (`known_window`): a request built for more than the provider takes is refused again. Only
+    when none is known does litellm's map (or a small default) decide.
     """
     if usable_override is not None:
         return Budget(usable_override, 0, 0, "override", calibration=calibration)
-    if window_override:
-        window, source, note = window_override, "override", None
-    elif server_window:
-        window, source, note = server_window, "server", None
-    elif known_window:
-        window, source = known_window, "provider"
-        note = f"the provider stated a limit of {known_window:,} tokens for {model}"
+    stated = [(v, source) for v, source in ((window_override, "override"),
+                                            (server_window, "server"),
+                                            (known_window, "provider")) if v]
+    note: str | None = None
+    if stated:
+        window, source = min(stated, key=lambda s: s[0])  # a tie keeps the user's own figure
+        if source != "override":
+            said = ("the server says its model takes" if source == "server" else
+                    "the provider stated a limit of")
+            note = f"{said} {window:,} tokens for {model}"
+            if window_override:
+                note += (f", fewer than the {window_override:,} set in Settings: requests are "
+                         "built to fit it")
+            elif source == "server":
+                note = None  # the usual case for a local server: nothing to point out
     else:
         found = model_window(model)
         if found:
-            window, source, note = found, "litellm", None
+            window, source = found, "litellm"
         else:
             window, source = DEFAULT_WINDOW, "default"
             note = (f"litellm does not know {model!r}; assuming a {DEFAULT_WINDOW:,}-token window. "

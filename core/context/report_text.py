@@ -11,6 +11,25 @@ from core.llm.tokens import REPLY_PRIMER, TokenCounter
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 
+# Where the window a request is built for came from (Budget.source), in words.
+WINDOW_SOURCES = {
+    "override": "your setting",
+    "server": "what the server says its model takes",
+    "provider": "the limit the provider stated",
+    "litellm": "litellm's figure for the model",
+    "default": "a guess: the model is unknown",
+}
+
+
+def window_source(source: str) -> str:
+    return WINDOW_SOURCES.get(source, source)
+
+
+def window_applied(window: int, source: str, note: str | None) -> str:
+    """The sentence beside Settings' context window: which window requests are built for."""
+    text = f"Requests are built for {window:,} tokens: {window_source(source)}."
+    return f"{text} {note[0].upper()}{note[1:].rstrip('.')}." if note else text
+
 
 def usage_state(used: int, usable: int) -> str:
     """normal | warning (past the compaction trigger) | over."""
@@ -28,7 +47,7 @@ def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
         f"  history         {r.totals['history']:>9,}",
         f"  your draft      {draft:>9,}",
         f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
-        f"({r.budget_source})",
+        f"({window_source(r.budget_source)})",
     ]
     if r.calibration != 1.0:
         lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
@@ -130,7 +149,7 @@ def inspector_header(r: BuildReport) -> str:
     counts = decision_counts(r)
     stages = stage_line(r)
     lines = [f"{r.used:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
-             f"{r.window:,} ({r.budget_source}) · {r.model}, {r.mode} mode",
+             f"{r.window:,} ({window_source(r.budget_source)}) · {r.model}, {r.mode} mode",
              "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
     if stages:
         lines.append(stages)

@@ -3,11 +3,15 @@
 The turn engine, the window's meter, the Context Inspector and `workbench context` all ask the
 same `ProjectContext`, so what they show is what is sent: its build caches (and the kept
 compaction), calibration and the limits and refusals a provider stated (`no_tools`), token
-counters, run trackers, and the one log writer. It owns the budget policy, highest first:
+counters, run trackers, and the one log writer. It owns the budget policy: the window is the
+smallest of
 
-    the conversation's own context_window > the settings' (CLI, environment, project, global)
-    > what the model's server says (vLLM, llama.cpp, LM Studio, Ollama; asked once)
-    > a limit the provider stated when it refused a request > litellm's model map > a default
+    what the user set (the conversation's own context_window, else the settings': CLI,
+    environment, project, global), what the model's server says (vLLM, llama.cpp, LM Studio,
+    Ollama; asked once), and a limit the provider stated when it refused a request
+
+and only when none of them is known, litellm's model map, else a default. A provider is never
+sent a request built for more than it said it takes.
 
 and one incremental build cache per conversation (a few are kept; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).
@@ -153,7 +157,7 @@ class ProjectContext:
         if known_window is None and self.calibration is not None:
             known_window = self.calibration.window(settings.model)
         served = None
-        if not window and usable_override is None:
+        if usable_override is None:  # the smallest stated figure applies (see resolve_budget)
             ask = server_window if ask_servers else cached_window
             served = ask(settings.api_base, settings.model)
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0

@@ -288,3 +288,33 @@ def test_a_runaway_answer_is_never_retried_behind_the_users_back(
                         "--approve", "always")
     assert code == 2 and "stopped at 40,000 characters" in err and "Retrying" not in err
     assert len(llm_server.requests) == 1
+
+
+def test_a_stated_limit_below_the_window_you_set_is_the_one_requests_are_built_for(
+    capsys, project_dir: Path, llm_server, monkeypatch
+) -> None:
+    """Settings says 16,000; the server refuses at 6,000: the request is rebuilt within 6,000
+    and answered, and every later request (and `workbench context`) counts against 6,000 and
+    says which limit applies."""
+    from core.llm.tokens import TokenCounter
+    from tests.helpers.trajectories import make_agent_session
+
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")
+    counter = TokenCounter("o200k_base")
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long").id
+        p.conversations.append_many(conv, [counter.with_count(m) for m in
+                                           make_agent_session(4, seed=1, output_chars=2500)])
+    llm_server.script(ContextLengthError(limit=6000, requested=9000), Answer("fits now"))
+    code, out, err = send(capsys, project_dir, llm_server, "go on")
+    assert code == 0 and out == "fits now\n", err
+    first, second = (r.body["messages"] for r in llm_server.requests)
+    assert len(json.dumps(second)) < len(json.dumps(first))
+    code, out, err = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL, "--json")
+    report = json.loads(out)["report"]
+    assert report["window"] == 6000 and report["budget_source"] == "provider"
+    assert "16,000" in report["budget_note"] and "6,000" in report["budget_note"]
+    llm_server.script(Answer("still fits"))
+    assert send(capsys, project_dir, llm_server, "more")[:2] == (0, "still fits\n")
+    assert len(llm_server.requests) == 3  # built within the stated limit at once
+    assert llm_server.requests[-1].body["max_tokens"] <= 6000 // 2

@@ -241,3 +241,40 @@ def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
     assert again is not None and again.summary_model.text() == "openai/cheap-model"
     assert not again.auto_summary.isChecked()
     again.reject()
+
+
+def test_a_limit_the_provider_states_below_the_setting_is_the_one_the_window_counts_against(
+        qtbot, qloop, project_dir: Path, llm_server, monkeypatch) -> None:
+    """Settings say 16,000; the server refuses at 6,000. The answer comes (rebuilt smaller), the
+    meter counts against 6,000 and its tooltip says why, and Settings says beside the field
+    which window requests are built for."""
+    from core.llm.runtime import load_litellm
+    from core.llm.tokens import TokenCounter
+    from tests.helpers.fake_llm import ContextLengthError
+    from tests.helpers.trajectories import make_agent_session
+
+    load_litellm()
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")
+    counter = TokenCounter("o200k_base")
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long").id
+        p.conversations.append_many(conv, [counter.with_count(m) for m in
+                                           make_agent_session(4, seed=1, output_chars=2500)])
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    run_until(qloop, lambda: controller.meter.report is not None)
+    assert controller.meter.report is not None and controller.meter.report.window == 16_000
+    llm_server.script(ContextLengthError(limit=6000, requested=9000), Answer("fits now"))
+    type_and_send(qtbot, window, "go on")
+    run_until(qloop, lambda: not controller.busy())
+    assert window.transcript_model.rows()[-1].text == "fits now"
+    run_until(qloop, lambda: controller.meter.report is not None
+              and controller.meter.report.window == 6000)
+    assert "the limit the provider stated" in window.usage.toolTip()
+    assert "fewer than the 16,000 set in Settings" in window.usage.toolTip()
+    controller.open_settings()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    assert dialog.window_applied.text().startswith("Requests are built for 6,000 tokens")
+    assert "16,000" in dialog.window_applied.text()
+    dialog.reject()

@@ -14,6 +14,7 @@ from core import give_way as gw
 
 @pytest.fixture(autouse=True)
 def _idle_after() -> Iterator[None]:
+    gw.window_idle()  # whatever a window of an earlier test last said
     yield
     gw.window_idle()
 

@@ -52,13 +52,19 @@ def test_the_server_is_asked_once_and_the_window_thread_never_asks(project: Proj
     assert context.budget(conv.id, settings(llm_server), ask_servers=False).window == 8000
 
 
-def test_settings_and_the_conversation_outrank_the_server(project: Project, llm_server) -> None:
+def test_the_smaller_of_the_setting_and_the_servers_window_applies(project: Project,
+                                                                   llm_server) -> None:
+    """A server that runs its model with 8,000 tokens refuses a request built for the 20,000
+    set in Settings; a conversation set to 3,000 gets 3,000. Whichever applies is named."""
     llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
     conv = project.conversations.create()
     service = ProjectContext(project.conversations)
-    assert service.budget(conv.id, settings(llm_server, window=20000)).window == 20000
+    budget = service.budget(conv.id, settings(llm_server, window=20000))
+    assert (budget.window, budget.source) == (8000, "server")
+    assert budget.note is not None and "fewer than the 20,000 set in Settings" in budget.note
     project.conversations.update_meta(conv.id, context_window=3000)
-    assert service.budget(conv.id, settings(llm_server, window=20000)).window == 3000
+    budget = service.budget(conv.id, settings(llm_server, window=20000))
+    assert (budget.window, budget.source, budget.note) == (3000, "override", None)
 
 
 def test_an_unknown_model_keeps_most_of_a_guessed_window_for_the_request(project: Project) -> None:
