@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
+from core.last_turn import last_turn
 from core.llm.adapter import Finished, LLMRequest, TextDelta, ToolCallsReady, Usage, keys_in_use
 from core.llm.errors import ContextOverflow, LLMError, ToolsUnsupported
 from core.log_writer import Written
@@ -160,8 +161,26 @@ class Exchange:
         except asyncio.CancelledError:
             stopped = True
             entry = self._stopped()
+            if self._nothing_to_keep():
+                self.entry = entry  # said to the caller, never written: no phantom entry
+                self.copies.start()
+                yield TurnFinished("stopped", entry)
+                return
         async for event in self._finish(entry, stopped):
             yield event
+
+    def _nothing_to_keep(self) -> bool:
+        """A Stop before anything arrived leaves no entry where one would only be a control
+        that cannot act: a Continue's (the answer it continues still ends the log), a request
+        with no message of the user's or a tool's to answer (a run's next step: Retry would
+        have nothing to send again), or one the user stopped by aborting the run."""
+        if self.got.parts or self.got.calls:
+            return False
+        turn = last_turn(self.history)
+        if self.continues or turn.last is None or turn.last.role not in ("user", "tool"):
+            return True
+        since = self.engine.store.load(self.conv_id).messages[len(self.history):]
+        return any(m.run_event is not None and m.run_event.action == "abort" for m in since)
 
     def _stopped(self) -> ConversationMessage:
         return self._failed(ErrorInfo(

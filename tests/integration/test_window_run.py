@@ -271,3 +271,29 @@ def test_a_selected_step_stays_selected_without_moving_the_transcript(
     for _ in range(3):  # refreshes while the run goes on
         controller.runs.show_current()
     assert shown == ["collect"] and window.run_panel.selected_step() == "collect"
+
+
+def test_abort_while_a_request_waits_leaves_no_phantom_entry_or_dead_retry(
+        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+    """Abort while the step's request has not answered yet: the run ends with the notice that
+    says so, and no "stopped before any text arrived" entry offers a Retry that cannot act."""
+    from tests.helpers.fake_llm import Hang
+    from ui.transcript_model import RowKind
+
+    provider.script(complete("c1", "listed"), Hang(30))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: len(provider.requests) == 2 and controller.busy())
+    qtbot.mouseClick(window.run_panel.abort_button, Qt.MouseButton.LeftButton)
+    answer_box(qloop, "Abort run")
+    run_until(qloop, lambda: not controller.busy() and "aborted" in
+              window.run_panel.title.text())
+    rows = window.transcript_model.rows()
+    assert not [r for r in rows if r.kind is RowKind.ERROR]
+    assert rows[-1].text == "Run aborted by you."
+    with Project.open(project, read_only=True) as p:
+        conv = p.conversations.list()[0].id
+        log = p.conversations.load(conv).messages
+    assert not [m for m in log if m.kind == "error"]
+    assert log[-1].run_event is not None and log[-1].run_event.action == "abort"
