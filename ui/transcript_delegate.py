@@ -80,6 +80,19 @@ class Layout:
     actions: list[tuple[str, str]]  # (action id, label) shown as links under the body
 
 
+LABEL_GAP = 12  # pixels between the header's title, the model view's label and the meta
+MIN_LABEL = 48  # narrower than this, the label is left out (the meta's "⊘ not sent" stays)
+
+
+def label_span(header_w: int, title_w: int, meta_w: int) -> tuple[int, int] | None:
+    """Where the model view's "not sent · why" label goes in a row's header line: (left, width)
+    between the title on the left and the meta on the right, never over either; None when
+    there is no room for it."""
+    left = title_w + LABEL_GAP
+    width = header_w - meta_w - LABEL_GAP - left
+    return (left, width) if width >= MIN_LABEL else None
+
+
 class TranscriptDelegate(QStyledItemDelegate):
     """Signals:
         action_clicked(int, str): row, action id ("retry", "settings", "toggle").
@@ -265,13 +278,14 @@ class TranscriptDelegate(QStyledItemDelegate):
         title = fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
                          title)
-        if why_not:
+        span = label_span(header_w, QFontMetrics(bold).horizontalAdvance(title),
+                          fm.horizontalAdvance(lay.meta)) if why_not else None
+        if why_not and span is not None:
             painter.setOpacity(1.0)
             painter.setPen(QColor("#b45309"))
-            painter.drawText(QRect(x + QFontMetrics(bold).horizontalAdvance(title) + 12, y,
-                                   header_w // 3,
-                                   fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
-                             f"not sent · {why_not}")
+            label = fm.elidedText(f"not sent · {why_not}", Qt.TextElideMode.ElideRight, span[1])
+            painter.drawText(QRect(x + span[0], y, span[1], fm.lineSpacing()),
+                             Qt.AlignmentFlag.AlignLeft, label)
             painter.setOpacity(0.45)
         painter.setFont(option.font)
         painter.setPen(QColor("#71717a"))

@@ -121,6 +121,8 @@ class BuildCache:
                 tokens = m.token_counts.get(enc)
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue
+            if m.kind == "annotation":
+                continue  # a line about another entry (a pin, an exclusion): no entry itself
             reason = _left_out(history, i, covered) or with_round(m)
             if reason:
                 self.excluded.append((m, reason))
@@ -187,8 +189,6 @@ def _excluded(m: ConversationMessage) -> str | None:
                 "nothing in it for the model")
     if m.kind == "notice":
         return "a notice, not part of the conversation"
-    if m.kind == "annotation":
-        return f"an annotation ({m.content} {str(m.target)[:8]}…), not a message"
     if m.role == "system" and m.kind != "summary":
         return "an old system entry; the system prompt is composed for each request"
     kind = m.unsendable_part()

@@ -253,3 +253,28 @@ def test_the_decisions_keep_their_place_while_the_request_stays_the_same(
     panel.model_view.setChecked(True)  # the panel shows the same request again
     assert panel.table.currentIndex().row() == middle.row()
     assert panel.table.verticalScrollBar().value() == scrolled
+
+
+def test_a_pin_and_an_exclusion_show_in_the_model_view_as_the_request_has_them(
+        qtbot, qloop, project_dir) -> None:
+    """Exclude an assistant message that called a tool: its card is dimmed (the call and its
+    result are left out together), and the header counts the two entries, not the annotations
+    that said so; a pin adds no "excluded" at all."""
+    from tests.helpers.gui import run_until
+    from ui.transcript_model import RowKind
+
+    conv = agent_session_project(project_dir, 3, 6, "short")
+    window, controller, panel = inspect(qtbot, project_dir, conv)
+    delegate, model = window.transcript.delegate, window.transcript_model
+    panel.model_view.setChecked(True)
+    assert "excluded" not in panel.header.text()
+    card = next(r for r in model.rows() if r.kind is RowKind.TOOL and r.result is not None)
+    user = next(r for r in model.rows() if r.message is not None and r.message.role == "user")
+    controller.inspector.annotate([user.message.id], "pin")
+    run_until(qloop, lambda: "the history changed" in panel.header.text())  # built again
+    assert "excluded" not in panel.header.text()  # the pin's annotation is no entry
+    controller.inspector.annotate([card.message.id], "exclude")  # the message, not its result
+    run_until(qloop, lambda: "2 excluded" in panel.header.text())
+    card = next(r for r in model.rows() if r.kind is RowKind.TOOL and r.result is not None)
+    assert delegate.dimmed(card) == "excluded"
+    window.transcript.viewport().repaint()  # the label fits between the title and the meta

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ui.row_geometry import RowGeometry
 
 
@@ -27,3 +30,18 @@ def test_ten_thousand_rows_answer_from_one_pass() -> None:
     g.set_height(5_000, 500)
     want = sum(r % 7 + 20 for r in range(5_000))
     assert g.top(5_000) == want and g.row_at(want + 499) == 5_000 and g.row_at(want + 500) == 5_001
+
+
+@given(st.integers(0, 2000), st.integers(0, 2000), st.integers(0, 2000))
+def test_the_model_views_label_never_covers_the_title_or_the_status(
+        header_w: int, title_w: int, meta_w: int) -> None:
+    """The "not sent · why" label sits between a row's title and its status text (where a
+    card says "✓ done"), or is left out when there is no room: never drawn over either."""
+    from ui.transcript_delegate import MIN_LABEL, label_span
+
+    span = label_span(header_w, title_w, meta_w)
+    if span is None:
+        assert header_w - meta_w - title_w < MIN_LABEL + 2 * 12
+        return
+    left, width = span
+    assert left > title_w and left + width < header_w - meta_w and width >= MIN_LABEL
