@@ -14,6 +14,7 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 from app.meter import UsageMeter
 from app.notices import Notices
 from core.context.builder import BudgetError, BuiltRequest
+from core.context.projection import summary_tokens
 from core.context.report import BuildReport
 from core.context.report_text import (
     LEFT_OUT,
@@ -90,7 +91,7 @@ class InspectorFlow:
         meter.preparers["inspector rows"] = self._prepare_rows
         meter.preparers["since last"] = self._prepare_since
         meter.preparers["summaries"] = lambda built, messages: (
-            (built.report, _summaries(messages)) if self._shown else None)
+            (built.report, self._summaries(messages, built.report)) if self._shown else None)
 
     def annotate(self, ids: list[str], action: str) -> None:
         """Pin, unpin, exclude or include entries: appended to the log as annotations (never
@@ -195,7 +196,7 @@ class InspectorFlow:
             self._dim(_left_out(rows))
         prepared = self.meter.prepared.get("summaries")
         self.panel.show_summaries(prepared[1] if prepared is not None and prepared[0] is report
-                                  else _summaries(messages))
+                                  else self._summaries(messages, report))
 
     def _draft_text(self) -> str:
         """The draft the decisions follow: the composer's text at the configured budget,
@@ -320,6 +321,20 @@ class InspectorFlow:
         if self.panel.model_view.isChecked():
             self._dim(_left_out(rows))
 
+    def _summaries(self, messages: list[ConversationMessage], report: BuildReport
+                   ) -> list[tuple[str, str, bool]]:
+        """The compaction history's lines: (entry id, one line, in force) per summary; its
+        size is what it costs in a request, calibrated, as the notice said when it landed."""
+        context = self.meter.context
+        if context is None:
+            return []
+        counter = context.counter(report.model)
+        return [(m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
+                       f"{' · ' + m.model if m.model else ''}"
+                       f" · {report.shown(summary_tokens(m, counter)):,} tokens",
+                 m.include_in_context)
+                for m in messages if m.kind == "summary"]
+
     def _kept_rows(self, report: BuildReport, messages: list[ConversationMessage],
                    pause: Callable[[], None] | None = None) -> KeptRows:
         return (report, len(messages), messages[-1].id if messages else "",
@@ -361,13 +376,6 @@ def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
     return len(messages) >= length and (length == 0 or messages[length - 1].id == last)
 
 
-def _summaries(messages: list[ConversationMessage]) -> list[tuple[str, str, bool]]:
-    """The compaction history's lines: (entry id, one line, in force) per summary."""
-    return [(m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
-                   f"{' · ' + m.model if m.model else ''}"
-                   f" · {next(iter(m.token_counts.values()), 0):,} tokens",
-             m.include_in_context)
-            for m in messages if m.kind == "summary"]
 
 
 def _left_out(rows: list[tuple[int, str, str, str, int, int, str, str]]) -> dict[str, str]:

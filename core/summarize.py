@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from core.context.projection import summary_projection
+from core.context.projection import summary_tokens
 from core.context.service import ProjectContext
 from core.context.summary import (
     NothingToSummarize,
@@ -107,7 +107,7 @@ async def summarize(
         role="system", kind="summary", content=running, covers=plan.covers, model=model,
         usage=usage_total, status="ok",
         duration_ms=int((time.monotonic() - started) * 1000)))
-    after = counter.openai_message(summary_projection(entry))
+    after = summary_tokens(entry, counter)
     if after >= plan.covered_tokens:
         yield CompactionFinished(
             "failed", f"The summary was not kept: it is larger ({after:,} tokens) than what "
@@ -125,10 +125,13 @@ async def summarize(
         return
     covered = len(plan.entries) + (1 if plan.previous is not None else 0)
     price = f", cost ${cost:.4f}" if cost is not None else ""
+    # shown as every figure is: calibrated for the conversation's model
+    factor = context.calibration.factor(settings.model) if context.calibration else 1.0
+    before, now = round(plan.covered_tokens * factor), round(after * factor)
     yield CompactionFinished(
-        "ok", f"Summarized {covered:,} entries with {model}: {plan.covered_tokens:,} → "
-              f"{after:,} tokens ({plan.covered_tokens - after:,} freed{price}).",
-        entry, covered, plan.covered_tokens, after, cost, automatic)
+        "ok", f"Summarized {covered:,} entries with {model}: {before:,} tokens of history "
+              f"(as logged, outputs whole) → a {now:,}-token summary{price}.",
+        entry, covered, before, now, cost, automatic)
 
 
 async def _read_summary(client: LLMClient, request: LLMRequest, part: tuple[int, int],

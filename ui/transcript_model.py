@@ -83,25 +83,6 @@ def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
     return rows
 
 
-def _tokens(m: ConversationMessage) -> int:
-    return next(iter(m.token_counts.values()), 0)
-
-
-def _freed(rows: list[Row], summary: ConversationMessage) -> str:
-    """What a summary frees: the logged tokens of the entries it stands for (those before it
-    in the transcript), less its own ("" when the entries carry no counts)."""
-    covered = set(summary.covers or ())
-    seen: set[str] = set()
-    tokens = 0
-    for row in rows:
-        for m in (row.message, row.result):
-            if m is not None and m.id in covered and m.id not in seen:
-                seen.add(m.id)
-                tokens += _tokens(m)
-    freed = tokens - _tokens(summary)
-    return f"{freed:,} tokens freed" if tokens and freed > 0 else ""
-
-
 def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, int]) -> list[int]:
     """Add `m`'s rows; returns the indexes of existing rows that changed (tool results, or the
     answer a continuation joins)."""
@@ -135,8 +116,9 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
         rows.append(Row(RowKind.TOOL, m.id, message=m, result=m, text=m.text()))
         return []
     if m.role == "system":
-        rows.append(Row(RowKind.SYSTEM, m.id, message=m, text=m.text(),
-                        note=_freed(rows, m) if m.kind == "summary" else ""))
+        # (a summary's size is said where it is counted: its notice and the Inspector's
+        # compaction history, calibrated as every figure)
+        rows.append(Row(RowKind.SYSTEM, m.id, message=m, text=m.text()))
         return []
     kind = RowKind.USER if m.role == "user" else RowKind.ASSISTANT
     if m.text() or not m.tool_calls:

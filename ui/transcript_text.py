@@ -94,8 +94,7 @@ def _header(row: Row) -> tuple[str, str]:
         if m is not None and m.kind == "summary":
             covered = len(m.covers or ())
             by = f" · {m.model}" if m.model else ""
-            freed = f" · {row.note}" if row.note else ""
-            return f"∑ {covered:,} earlier entries summarized{freed}", f"{when}{by}"
+            return f"∑ {covered:,} earlier entries summarized", f"{when}{by}"
         if m is not None and m.kind == "notice":
             return ("▶ Run" if m.run_event is not None else "Notice"), when
         return "System prompt", when

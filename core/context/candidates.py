@@ -12,7 +12,7 @@ import operator
 from dataclasses import replace
 
 from core.context.compaction import CompactionMemo
-from core.context.projection import error_projection
+from core.context.projection import error_projection, summary_tokens
 from core.context.summary import active_summaries
 from core.context.units import ToolRounds, Unit, group_units
 from core.context.view import KeptView
@@ -128,6 +128,8 @@ class BuildCache:
                 self.excluded.append((m, reason))
             elif m.kind == "error":
                 append((m, counter.openai_message(error_projection(m))))
+            elif m.kind == "summary":  # sent as the user's turn that frames it
+                append((m, summary_tokens(m, counter)))
             else:
                 append((m, counter.message(m)))
 

@@ -435,10 +435,7 @@ def _facts(m: ConversationMessage, memo: CompactionMemo) -> _Facts:
                 found = [p for word in text[:50_000].split() if "/" in word
                          for p in FILE_PATH.findall(word)]
                 named = tuple(("", "", "named", p) for p in dict.fromkeys(found))
-        error = None
-        if m.kind == "error" and m.error is not None:
-            error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
-        facts = _Facts(user, named, error=error)
+        facts = _Facts(user, named, error=_failure(m))
     memo.facts[m.id] = facts
     return facts
 
@@ -476,10 +473,15 @@ def _call_facts(m: ConversationMessage) -> _Facts:
             elif key in COMMAND_KEYS:
                 commands.append((c.id, _one_line(value, 160)))
     names = ", ".join(c.function.name for c in m.tool_calls or ())
-    error = None
-    if m.kind == "error" and m.error is not None:
-        error = f"request failed ({m.error.type}): {_one_line(m.error.message, 160)}"
-    return _Facts(None, tuple(calls), tuple(commands), names, todo, None, error)
+    return _Facts(None, tuple(calls), tuple(commands), names, todo, None, _failure(m))
+
+
+def _failure(m: ConversationMessage) -> str | None:
+    """A failed request in the digest: its kind only (the message beside it was written for the
+    user: "Continue resumes it", "check your key")."""
+    if m.kind != "error" or m.error is None:
+        return None
+    return f"request failed ({m.error.type.replace('_', ' ')})"
 
 
 @dataclass

@@ -10,6 +10,7 @@ its digest is made again to stand for everything left out.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -84,15 +85,33 @@ def _project(draft: Draft) -> None:
     cands, plan, counter = draft.cands, draft.plan, draft.counter
     kept_items = [i for u, k in zip(draft.units, draft.keep, strict=True) if k
                   for i in u.items]
-    projected = project_entries([cands[i][0] for i in kept_items])
+    projected, into = project_entries([cands[i][0] for i in kept_items])
+    # The entries' counts are kept with them; where the request differs from the entries
+    # (answers joined with their continuations, messages normalize drops), it is counted
+    # as sent, so the figure shown is the request's own.
+    extra = _joined_delta(projected, into, [cands[i][1] for i in kept_items], counter)
     if plan is not None and plan.digest:
         projected.insert(0, {"role": "user", "content": plan.digest})
     normalized, notes = normalize(projected)
+    extra -= sum(counter.openai_message(projected[n.index]) for n in notes
+                 if n.action == "dropped")
     normalized = alternate(normalized)
-    extra = sum(counter.openai_message(m) for m in normalized
-                if _synthetic_result(m) or m.get("content") == ACK)
+    extra += sum(counter.openai_message(m) for m in normalized
+                 if _synthetic_result(m) or m.get("content") == ACK)
     draft.kept_items, draft.messages, draft.notes = kept_items, normalized, notes
     draft.used = draft.fixed + sum(cands[i][1] for i in kept_items) + extra
+
+
+def _joined_delta(projected: list[dict[str, Any]], into: list[int], counts: list[int],
+                  counter: TokenCounter) -> int:
+    """What joining answers with their continuations changed in the count (0 when none was)."""
+    if len(projected) == len(into):
+        return 0
+    parts: dict[int, int] = {}
+    for j, n in zip(into, counts, strict=True):
+        parts[j] = parts.get(j, 0) + n
+    return sum(counter.openai_message(projected[j]) - parts[j]
+               for j, n in Counter(into).items() if n > 1)
 
 
 def _synthetic_result(m: dict[str, Any]) -> bool:

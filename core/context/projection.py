@@ -39,11 +39,14 @@ def error_projection(m: ConversationMessage) -> dict[str, Any]:
     return {"role": "assistant", "content": f"{partial}\n\n{marker}" if partial else marker}
 
 
-def project_entries(entries: list[ConversationMessage]) -> list[dict[str, Any]]:
+def project_entries(entries: list[ConversationMessage]
+                    ) -> tuple[list[dict[str, Any]], list[int]]:
     """`entries` as the model sees them: an answer and the entries continuing it (Continue after
     a stop, a cut or a crash) are one assistant message, their texts joined, as the window shows
-    them; only where the chain ends unfinished does the marker follow."""
+    them; only where the chain ends unfinished does the marker follow. Also returns, per entry,
+    the index of the message it went into."""
     out: list[dict[str, Any]] = []
+    into: list[int] = []
     chain_end, joined = "", ""  # the id of the last entry merged into out[-1], its text so far
     for m in entries:
         p = project(m)
@@ -56,8 +59,9 @@ def project_entries(entries: list[ConversationMessage]) -> list[dict[str, Any]]:
         else:
             out.append(p)
             joined = m.text() if m.role == "assistant" else ""
+        into.append(len(out) - 1)
         chain_end = m.id if m.role == "assistant" else ""
-    return out
+    return out, into
 
 
 def summary_projection(m: ConversationMessage) -> dict[str, Any]:
@@ -96,3 +100,9 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def ack_tokens(counter: TokenCounter) -> int:
     """What the acknowledgement after a digest or summary costs (see `alternate`)."""
     return counter.openai_message({"role": "assistant", "content": ACK})
+
+
+def summary_tokens(m: ConversationMessage, counter: TokenCounter) -> int:
+    """What a summary entry costs in a request, in our counting: it is sent framed as the
+    user's turn (the one size of a summary: the notice, the history and the meter agree)."""
+    return counter.openai_message(summary_projection(m))

@@ -73,6 +73,11 @@ class BuildReport:
     # what happened to each entry, kept compact (see `Decisions`); not part of the JSON
     decisions: Decisions | None = field(default=None, repr=False, compare=False)
 
+    def shown(self, tokens: int) -> int:
+        """`tokens` of ours as the figure shown everywhere: calibrated against the provider (the
+        meter, its tooltip, the Inspector and `workbench context` all show this one)."""
+        return round(tokens * self.calibration)
+
     @property
     def percent(self) -> float:
         """Share of the usable budget, in the provider's counting."""

@@ -41,10 +41,10 @@ def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
     used = r.provider_estimate + draft
     lines = [
         f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
-        f"  system prompt   {r.totals['system']:>9,}",
-        f"  tools           {r.totals['tools']:>9,}",
-        f"  summary, digest {r.totals.get('summary', 0):>9,}",
-        f"  history         {r.totals['history']:>9,}",
+        f"  system prompt   {r.shown(r.totals['system']):>9,}",
+        f"  tools           {r.shown(r.totals['tools']):>9,}",
+        f"  summary, digest {r.shown(r.totals.get('summary', 0)):>9,}",
+        f"  history         {r.shown(r.totals['history']):>9,}",
         f"  your draft      {draft:>9,}",
         f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
         f"({window_source(r.budget_source)})",
@@ -94,10 +94,12 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     ]
     if r.budget_note:
         lines.append(f"note: {r.budget_note}")
-    lines.append(f"used {r.used:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
-                 f"system {r.totals['system']:,}, tools {r.totals['tools']:,}, "
-                 f"summary/digest {r.totals.get('summary', 0):,}, "
-                 f"history {r.totals['history']:,}")
+    lines.append(f"used {r.provider_estimate:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
+                 f"system {r.shown(r.totals['system']):,}, tools {r.shown(r.totals['tools']):,}, "
+                 f"summary/digest {r.shown(r.totals.get('summary', 0)):,}, "
+                 f"history {r.shown(r.totals['history']):,}")
+    if r.calibration != 1.0:
+        lines.append(f"(figures calibrated against the provider: x{r.calibration:.3f})")
     stages = stage_line(r)
     if stages:
         lines.append(stages)
@@ -109,8 +111,9 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
         if entry.decision != "kept":
             where = (f"#{positions[entry.id]}" if entry.id in positions
                      else f"({entry.kind})" if not entry.id else "(new)")
-            before = entry.tokens_before if entry.tokens_before is not None else entry.tokens
-            tokens = (f"{before:>7,} → {entry.tokens:,}"
+            before = r.shown(entry.tokens_before if entry.tokens_before is not None
+                             else entry.tokens)
+            tokens = (f"{before:>7,} → {r.shown(entry.tokens):,}"
                       if entry.decision in ("previewed", "referenced") else f"{before:>7,}")
             lines.append(f"  {where:>8} {entry.decision:<10} {entry.role:<9} {tokens} tok  "
                          f"{entry.reason}")
@@ -122,8 +125,11 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
 def budget_parts(r: BuildReport, draft: int = 0) -> list[tuple[str, int]]:
     """The request against its window, part by part (the Inspector's bar): system prompt,
     tools, summary and digest, history, your draft, reserved for the answer, free."""
-    parts = [("system", r.totals.get("system", 0)), ("tools", r.totals.get("tools", 0)),
-             ("summary", r.totals.get("summary", 0)), ("history", r.totals.get("history", 0)),
+    shown = r.shown
+    parts = [("system", shown(r.totals.get("system", 0))),
+             ("tools", shown(r.totals.get("tools", 0))),
+             ("summary", shown(r.totals.get("summary", 0))),
+             ("history", shown(r.totals.get("history", 0))),
              ("draft", draft), ("reserved", r.reserved_output)]
     used = sum(t for _, t in parts)
     parts.append(("free", max(0, r.window - used)))
@@ -134,11 +140,12 @@ def inspector_rows(r: BuildReport, positions: dict[str, int],
                    pause: Callable[[], None] | None = None
                    ) -> list[tuple[int, str, str, str, int, int, str, str]]:
     """Every entry's decision in log order (synthetic ones first), for the Inspector:
-    (position, id, decision, role, tokens before, tokens after, stage, reason). `pause`: see
-    BuildReport.rows."""
-    at = positions.get
+    (position, id, decision, role, tokens before, tokens after, stage, reason), the tokens
+    calibrated as every figure shown. `pause`: see BuildReport.rows."""
+    at, cal = positions.get, r.calibration
     out = [(at(entry_id, 0), entry_id, decision, role,
-            before if before is not None else tokens, tokens, stage, reason)
+            round((before if before is not None else tokens) * cal), round(tokens * cal),
+            stage, reason)
            for entry_id, role, _kind, decision, reason, tokens, stage, before
            in r.rows(pause)]
     out.sort(key=lambda row: row[0])
@@ -148,7 +155,7 @@ def inspector_rows(r: BuildReport, positions: dict[str, int],
 def inspector_header(r: BuildReport) -> str:
     counts = decision_counts(r)
     stages = stage_line(r)
-    lines = [f"{r.used:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
+    lines = [f"{r.provider_estimate:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
              f"{r.window:,} ({window_source(r.budget_source)}) · {r.model}, {r.mode} mode",
              "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
     if stages:

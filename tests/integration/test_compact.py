@@ -64,7 +64,7 @@ def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_cov
     code, out, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
                          "--api-base", llm_server.url, "--focus", "the parser rules")
     assert code == 0, err
-    assert "summarizing" in err and "freed" in out and "tokens" in out
+    assert "summarizing" in err and "-token summary" in out
     # what the summarizer read: the structured prompt, the old entries, the focus
     sent = llm_server.requests[-1].body["messages"]
     assert "## User intent" in sent[0]["content"] and "## Next steps" in sent[0]["content"]
@@ -72,6 +72,10 @@ def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_cov
     assert "focus on: the parser rules" in sent[1]["content"]
     assert "Task 11:" not in sent[1]["content"]  # the recent rounds stay verbatim
     after = context_json(capsys, project_dir, conv)
+    # one size for the summary: what the notice said is what the request counts for it
+    size = int(out.split("-token summary")[0].rsplit("a ", 1)[1].replace(",", ""))
+    entry = next(e for e in after["report"]["entries"] if e["kind"] == "summary")
+    assert entry["tokens"] == size and f"-> {size:,} tokens" in out
     summary = [m for m in after["messages"] if SUMMARY in str(m.get("content"))]
     assert len(summary) == 1 and summary[0]["role"] == "user"
     assert after["messages"].index(summary[0]) == 1  # where the covered entries were

@@ -229,3 +229,25 @@ def test_a_summary_replaces_what_it_covers() -> None:
     by_id = {e.id: e for e in built.report.entries}
     assert all(by_id[i].decision == "summarized" for i in covered)
     assert all(history[k].text() not in sent for k in range(1, 6) if history[k].text())
+
+
+def test_every_figure_shown_is_the_one_calibrated_count() -> None:
+    """A provider that counts 0.6 of our tokens: the meter's tooltip, the Inspector's header and
+    bar and `workbench context` all show the calibrated figure against the usable budget (no
+    uncalibrated count beside a calibrated percentage)."""
+    from core.context.report_text import budget_parts, cli_lines, inspector_header, tooltip_lines
+
+    history = log(make_conversation(12, seed=3)[1:])
+    budget = Budget(20_000, 2_000, 200, "override", calibration=0.6)
+    built = build_request(history, "chat", model="gpt-4o", budget=budget, counter=COUNTER,
+                          composer=PromptComposer())
+    r = built.report
+    shown = r.provider_estimate
+    assert shown == round(r.used * 0.6) and shown != r.used
+    figure = f"{shown:,} of {r.usable:,}"
+    assert inspector_header(r).startswith(figure)
+    assert tooltip_lines(r, 0)[0].startswith(figure)
+    used_line = next(x for x in cli_lines(r, {}, len(built.messages)) if x.startswith("used"))
+    assert used_line.startswith(f"used {figure}")
+    parts = dict(budget_parts(r))
+    assert abs(sum(parts[k] for k in ("system", "tools", "summary", "history")) - shown) <= 4
