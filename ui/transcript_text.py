@@ -69,7 +69,7 @@ def header_line(row: Row) -> tuple[str, str]:
     marks = []
     m = row.message
     if m is not None and m.pinned:
-        marks.append("📌 pinned")
+        marks.append("★ pinned")  # a glyph every common font has
     if m is not None and not m.include_in_context:
         marks.append("⊘ not sent" if m.kind != "summary" else "⊘ undone")
     if m is not None and m.step_id is not None:
