@@ -102,12 +102,16 @@ class BuildCache:
         enc = counter.encoding_name
         append = self.cands.append
         rounds = self.rounds
+        add = rounds.add
         for k in range(n, len(history)):
-            rounds.add(history[k])  # a round's pin or exclusion can come after its call
+            m = history[k]
+            if m.tool_calls or m.role == "tool":  # (plain messages are most of a long log)
+                add(m)  # a round's pin or exclusion can come after its call
         covered = active_summaries(history) if n == 0 else {}
         if covered:
             rounds.uncover(covered)
         with_round = rounds.left_with_round
+        gone = rounds.left_out_ids()  # usually empty: nothing to look up per entry
         # A summary is appended after what it covers but stands where its first covered entry
         # was, so the model reads it before what followed.
         order = _summary_order(history, covered) if covered else range(n, len(history))
@@ -117,7 +121,7 @@ class BuildCache:
             if m.kind == "message" and m.include_in_context and m.role != "system" \
                     and m.id not in covered and (m.content.__class__ is str
                                                  or m.unsendable_part() is None) \
-                    and with_round(m) is None:
+                    and (not gone or m.id not in gone):
                 tokens = m.token_counts.get(enc)
                 append((m, tokens if tokens is not None else counter.message(m)))
                 continue

@@ -112,6 +112,10 @@ class ToolRounds:
         return ("left out with its tool round: you excluded another part of it (a call and its "
                 "results are sent together or not at all)")
 
+    def left_out_ids(self) -> set[str]:
+        """The ids of the entries of every round with an excluded part."""
+        return {i for key in self._excluded for i in self.members[key]}
+
     def uncover(self, covered: dict[str, str]) -> None:
         """Take out of `covered` (entry id -> covering summary) every round a summary may not
         stand for: one with a pinned part (pinned after the summary was written), or one the
