@@ -237,7 +237,7 @@ def redigest(plan: Compaction, units: list[Unit], keep: list[bool], reasons: dic
         memo = memo.for_encoding(counter.encoding_name)
         soft, hard = digest_caps(usable, room)
         plan.digest, plan.digest_tokens = digest(
-            fold_units(plan.cands, units, left_out, memo), max(soft, 1), counter, memo,
+            fold_units(plan, units, left_out, memo), max(soft, 1), counter, memo,
             hard_cap=hard)
         if plan.digest_tokens > room:
             plan.digest, plan.digest_tokens = "", 0

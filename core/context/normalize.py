@@ -149,7 +149,10 @@ def _clean_calls(
             parsed = json.loads(text) if text.strip() else {}
             if not isinstance(parsed, dict):
                 raise ValueError
-            text = text if text.strip() else "{}"
+            if not text.strip():
+                notes.append(Note(index, "repaired", f"arguments of {call_id!r} were empty; "
+                                                     "sent as {}"))
+                text = "{}"
         except ValueError:
             notes.append(Note(index, "repaired", f"arguments of {call_id!r} were not a JSON "
                                                  "object; kept as text under \"_raw\""))

@@ -196,5 +196,5 @@ def _fit_digest(plan: Compaction, units: list[Unit], fixed: int, usable: int,
     kept = sum(t for n, t in enumerate(plan.unit_tokens) if n not in plan.left_out)
     soft, hard = digest_caps(usable, usable - fixed - kept - ack_tokens(counter))
     plan.digest, plan.digest_tokens = digest(
-        fold_units(plan.cands, units, plan.left_out, memo), max(soft, 1), counter, memo,
+        fold_units(plan, units, plan.left_out, memo), max(soft, 1), counter, memo,
         hard_cap=hard)

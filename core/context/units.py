@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.model import ConversationMessage
+from core.todo import TODO_TOOLS
 
-PROTECTED_TOOLS = frozenset({"manage_todo_list", "TodoWrite"})
+PROTECTED_TOOLS = TODO_TOOLS  # the latest call of each is always sent: the plan as it stands
 
 
 @dataclass(slots=True)

@@ -78,7 +78,7 @@ def reuse(view: KeptView | None, key: Key, cands: list[tuple[ConversationMessage
     p = view.plan
     plan = Compaction(p.cands[:first_fresh] + cands[first_fresh:],
                       p.unit_tokens[:k] + [u.tokens for u in fresh], p.staged, p.left_out,
-                      p.digest, p.digest_tokens)
+                      p.logged, p.digest, p.digest_tokens)
     return plan, old + fresh
 
 
@@ -171,9 +171,10 @@ def _restage(plan: Compaction, staged: dict[str, Any], units: list[Unit],
         if m.pinned:  # pinned since (by another process): always sent as it is
             return False
         made = shorter(m, tokens, "preview" if decision == "previewed" else "reference",
-                       counter, memo)
+                       counter, memo, cands[units[n].items[0]][0])
         if made is None:
             return False
+        plan.logged.setdefault(i, m)
         cands[i] = made
         plan.unit_tokens[n] -= tokens - made[1]
         plan.staged[entry_id] = (str(decision), str(why), str(stage), int(before))

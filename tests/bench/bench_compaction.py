@@ -1,11 +1,26 @@
 """Context quality without any LLM: the compaction stages against a naive baseline (drop the
 oldest rounds until it fits, tool pairs kept whole), on the shared real trajectories at 10%,
-25% and 50% of each one's full size; and the stages' speed on a 10,000-message log."""
+25% and 50% of each one's full size; and the stages' speed on a 10,000-message log.
+
+What a request keeps is judged here by this file's own reading of the session, not by the
+product's (a benchmark that asked the digest what it found would measure nothing):
+- a command (a call's `command`/`cmd` argument, not an editor's `view`/`create`) is kept when
+  its text (the first 100 characters, whitespace folded) is in the request;
+- a command failed when its result says so in a way a person would read it: a non-zero exit
+  code, an `Exit code N` header, a traceback, a test runner's FAIL lines, a compiler's
+  `file:line: error`, git's `fatal:` ... (FAILURE below; the outputs of commands that print
+  files or searches, grep, cat, git diff, are not read for it). Its error text is kept when
+  the request holds the command and one of those lines (its first 80 characters);
+- a constraint sentence is a sentence of a user message (prose, not a fenced block; 8 to 300
+  characters) with a word of obligation or prohibition (CONSTRAINT_WORDS); kept when it is in
+  the request verbatim (whitespace folded, case ignored).
+"""
 
 from __future__ import annotations
 
 import gc
 import json
+import re
 import time
 from collections import defaultdict
 
@@ -42,8 +57,93 @@ def request_text(built: BuiltRequest) -> str:
         elif isinstance(content, list):
             parts += [p.get("text", "") for p in content if isinstance(p, dict)]
         for call in m.get("tool_calls") or ():
-            parts.append(call["function"]["arguments"])
+            arguments = call["function"]["arguments"]
+            try:  # a command's text as written, not JSON-escaped
+                args = json.loads(arguments)
+                parts += [str(v) for v in args.values()] if isinstance(args, dict) else []
+            except ValueError:
+                parts.append(arguments)
     return "\n".join(parts)
+
+
+EDITOR_VERBS = {"view", "create", "str_replace", "insert", "undo_edit", "delete"}
+VIEWERS = re.compile(r"(?:sudo\s+)?(?:grep|rg|ag|cat|head|tail|less|sed|awk|find|ls|tree|wc|jq|"
+                     r"git\s+(?:diff|show|log|blame|grep)|gh\s+pr\s+(?:diff|view)|gh\s+api)\b")
+FAILURE = re.compile(
+    r"^(?:Exit code [1-9]\d*|Traceback \(most recent call last\)|(?:FAILED|FAIL|ERROR)\b.*"
+    r"|--- FAIL: .*|fatal: .*|error(?:\[\w+\])?: .*|panic: .*|npm ERR!.*|E {3}.*"
+    r"|\w+(?:\.\w+)*(?:Error|Exception): .*|\S+?:\d+(?::\d+)?:? (?:fatal )?error\b.*"
+    r"|\S+\.go:\d+:\d+: .*|CONFLICT \(.*|Automatic merge failed.*|make: \*\*\*.*"
+    r"|.*command not found|.*No such file or directory|.*Permission denied"
+    r"|=+ .*\d+ (?:failed|errors?)\b.*|.*\bERROR task failed.*)$", re.MULTILINE)
+CONSTRAINT_WORDS = re.compile(
+    r"\b(?:must|mustn't|should|shouldn't|never|always|don't|do not|required|make sure|ensure|"
+    r"avoid|only|need to|needs to|have to|not allowed|keep)\b|必须|不要|务必|禁止|不能|一定",
+    re.IGNORECASE)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+
+
+def commands(history: list[ConversationMessage]) -> dict[str, tuple[str, list[str]]]:
+    """Distinct commands (folded text -> (that text, the error lines of its failed runs))."""
+    results = {m.tool_call_id: m for m in history if m.role == "tool"}
+    out: dict[str, tuple[str, list[str]]] = {}
+    for m in history:
+        for call in m.tool_calls or ():
+            try:
+                args = json.loads(call.function.arguments or "{}")
+            except ValueError:
+                continue
+            if not isinstance(args, dict):
+                continue
+            raw = args.get("command", args.get("cmd"))
+            if isinstance(raw, list):
+                raw = " ".join(str(x) for x in raw)
+            if not isinstance(raw, str) or not raw.strip() or raw.strip() in EDITOR_VERBS:
+                continue
+            text = folded(raw)
+            entry = out.setdefault(text, (text, []))
+            result = results.get(call.id)
+            if result is None:
+                continue
+            output = result.text()
+            errors = [] if VIEWERS.match(text) else [
+                folded(line) for line in FAILURE.findall(output) if len(folded(line)) >= 12]
+            if result.exit_code not in (None, 0) and not errors:
+                lines = [folded(x) for x in output.splitlines() if x.strip()]
+                errors = lines[-1:]
+            entry[1].extend(errors)
+    return out
+
+
+def constraint_sentences(history: list[ConversationMessage]) -> set[str]:
+    out = set()
+    for m in history:
+        if m.role != "user" or m.kind != "message":
+            continue
+        for sentence in SENTENCE_END.split(FENCE.sub("\n", m.text())):
+            text = folded(sentence)
+            if 8 <= len(text) <= 300 and CONSTRAINT_WORDS.search(text):
+                out.add(text.lower())
+    return out
+
+
+def kept_facts(history: list[ConversationMessage], text: str) -> dict[str, int]:
+    """What of the session's commands, failures and rules the request's `text` holds."""
+    text = folded(text)
+    lower = text.lower()
+    cmds = commands(history)
+    failing = {k: v for k, v in cmds.items() if v[1]}
+    rules = constraint_sentences(history)
+    return {
+        "commands": len(cmds),
+        "commands_kept": sum(c[:100] in text for c in cmds),
+        "failures": len(failing),
+        "failures_kept": sum(c[:100] in text and any(e[:80] in text for e in errors)
+                             for c, (_, errors) in failing.items()),
+        "rules": len(rules),
+        "rules_kept": sum(r in lower for r in rules),
+    }
 
 
 def user_intent(history: list[ConversationMessage], built: BuiltRequest) -> tuple[int, int]:
@@ -92,6 +192,10 @@ def quality() -> None:
                 text = request_text(built)
                 s["paths_kept"] += sum(p in text for p in files)
                 s["paths"] += len(files)
+                for key, value in kept_facts(history, text).items():
+                    s[key] += value
+                    if r.usable - r.totals["system"] - r.totals["tools"] >= ROOMY:
+                        s["roomy_" + key] += value
     for fraction in FRACTIONS:
         for variant in ("compaction", "naive"):
             s = sums[(fraction, variant)]
@@ -112,6 +216,19 @@ def quality() -> None:
                    "history", 100 * s["roomy_kept"] / max(1, s["roomy_users"]), "%")
             report("    files_touched paths present", 100 * s["paths_kept"] / max(1, s["paths"]),
                    "%", path_target)
+            for key, name, targets in (
+                    ("commands", "distinct commands kept (their text)", {0.25: 90, 0.10: 75}),
+                    ("failures", "failing commands with their error text",
+                     {0.25: 90, 0.10: 75}),
+                    ("rules", "the user's constraint sentences verbatim",
+                     {0.25: 100, 0.10: 95})):
+                target = targets.get(fraction)
+                report(f"    {name} (of {int(s[key])})",
+                       100 * s[key + "_kept"] / max(1, s[key]), "%")
+                report(f"      in the builds with >= {ROOMY} tokens of room (of "
+                       f"{int(s['roomy_' + key])})",
+                       100 * s["roomy_" + key + "_kept"] / max(1, s["roomy_" + key]), "%",
+                       f">= {target} %" if target and variant == "compaction" else "")
             report("    slowest build", s["ms"], "ms")
 
 

@@ -1,0 +1,50 @@
+"""The user's rules: sentences of their messages that state a constraint, kept verbatim.
+
+"Never change the public API", "you must keep line numbers", "don't touch the tests", 必须 …:
+a model that loses such a sentence breaks it. A long message's opening does not hold it, so the
+digest collects them from every user message it stands for, whole and word for word.
+
+A rule is a sentence of prose (a fenced code block is not read; a "sentence" longer than
+MAX_RULE_CHARS is a pasted log, not a rule) with a word of obligation or prohibition in it, in
+English or Chinese (the languages the key-message scorer knows).
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_RULE_CHARS = 8
+MAX_RULE_CHARS = 300
+READ_CHARS = 50_000  # of a message: the rest of a huge paste is not searched
+RULE_WORDS = re.compile(
+    r"\b(?:must(?:n't)?|should(?:n't)?|never|always|don't|do not|doesn't|does not|can't|"
+    r"cannot|required?|important|only|avoid|make sure|ensure|needs?|need to|have to|has to|"
+    r"keep|not allowed|forbidden|prefer|instead of)\b|必须|需要|不要|务必|一定|禁止|不能|不得|请勿",
+    re.IGNORECASE)
+# The same words without the boundaries, over lower-cased text: a quick "no" for most messages
+# (a pattern that starts with \b is tried at every position, several times slower).
+_HINT = re.compile(r"must|should|never|always|n't|not|required|important|only|avoid|sure|"
+                   r"ensure|need|have to|has to|keep|forbidden|prefer|instead|必须|需要|不要|务必|"
+                   r"一定|禁止|不能|不得|请勿")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+
+
+def rule_key(sentence: str) -> str:
+    """Two wordings of one rule that differ only in case, spacing or punctuation are one."""
+    return " ".join(re.sub(r"[^\w\s]", " ", sentence.lower()).split())
+
+
+def rules_in(text: str) -> tuple[str, ...]:
+    """The constraint sentences of a user message, in order, whitespace folded."""
+    text = text[:READ_CHARS]
+    if _HINT.search(text.lower()) is None:
+        return ()
+    if "```" in text:
+        text = _FENCE.sub("\n", text)
+    out: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        folded = " ".join(sentence.split())
+        if MIN_RULE_CHARS <= len(folded) <= MAX_RULE_CHARS and RULE_WORDS.search(folded):
+            out.append(folded)
+    return tuple(out)
