@@ -52,6 +52,12 @@ test: $(VENV)/.test-deps system-deps
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# `make bench compaction context` runs those groups (or BENCH_ARGS=...); the names are not targets.
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+BENCH_ARGS ?= $(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS))
+$(eval $(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS)):;@:)
+endif
+
 bench: $(VENV)/.test-deps
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench $(BENCH_ARGS)
 

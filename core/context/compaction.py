@@ -307,7 +307,7 @@ def _reference(m: ConversationMessage, failed: Failure | None = None) -> str:
         status = "failed"
     code = f", exit {m.exit_code}" if m.exit_code is not None else ""
     name = m.tool_name or "tool"
-    says = f": {failed.lines[-1]}" if failed is not None else ""
+    says = f": {failed.lines[0]}" if failed is not None else ""
     return (f"[{name} output ({status}{code}, {size:,} characters{says}) left out to fit the "
             f"context; read_tool_result(ref=\"{ref}\") shows it]")
 
@@ -710,23 +710,31 @@ def _command_lines(fold: _Fold, memo: CompactionMemo) -> list[tuple[str, bool]]:
             continue
         failed = _failed(last, memo)
         if failed is None:
-            earlier = next((f for n in reversed(numbers[-EARLIER_RUNS:-1])
-                            if (f := _failed(fold.runs[n], memo)) is not None), None)
+            earlier = next((fold.runs[n] for n in reversed(numbers[-EARLIER_RUNS:-1])
+                            if _failed(fold.runs[n], memo) is not None), None)
             if earlier is None:
                 out.append((f"{text} → ok", False))
             else:
-                out.append((f"{text} → ok (it had failed: {' … '.join(earlier.lines)}; "
-                            "resolved)", True))
+                said = _failed(earlier, memo)
+                assert said is not None
+                out.append((f"{text} → ok (it had failed: {' … '.join(said.lines)}"
+                            f"{_followed(earlier, '; ')}; resolved)", True))
             continue
         line = f"{text} → failed ({failed.kind}): {' … '.join(failed.lines)}"
-        if last.followed is not None:
-            who = "the user" if last.followed.role == "user" else "the model"
-            line += f" → then {who}: {_line(last.followed)}"
+        line += _followed(last, " → ")
         later = _resolved_by(fold, numbers[-1], memo)
         if later:
             line += f" → resolved: a later `{later}` went well"
         out.append((line, True))
     return out
+
+
+def _followed(run: _Run, joint: str) -> str:
+    """What the model or the user did after the run, as a digest line says it."""
+    if run.followed is None:
+        return ""
+    who = "the user" if run.followed.role == "user" else "the model"
+    return f"{joint}then {who}: {_line(run.followed)}"
 
 
 def _failed(run: _Run, memo: CompactionMemo) -> Failure | None:

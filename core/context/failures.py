@@ -21,35 +21,40 @@ HEAD_CHARS = 3000
 TAIL_CHARS = 5000
 LINE_CHARS = 200  # an error line in the digest is cut to this
 
-# (kind, pattern) over one line. A kind in NOT_NAMING says *that* something failed but not
-# what: its line is shown only when no other line names the failure.
-SIGNATURES: tuple[tuple[str, str], ...] = (
-    ("exit", r"(?:Exit code|exit code:?|Exit status:?|Process exited with code) [1-9]\d*"),
-    ("traceback", r"Traceback \(most recent call last\):"),
-    ("exception", r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Failure)(?:: .*)?"),
-    ("test", r"(?:FAILED|ERROR) \S.*|E {2,}\S.*|=+ .*\b[1-9]\d* (?:failed|errors?)\b.*"),
-    ("test", r"--- FAIL: .*|FAIL\b.*|panic: .*|not ok \d+.*|\s*\d+ failing\b.*"),
-    ("compiler", r"\S+?:\d+(?::\d+)?:? (?:fatal )?error\b.*|\S+\.go:\d+:\d+: .*"),
-    ("compiler", r"error(?:\[E\d+\])?: .*|\S+\(\d+,\d+\): error .*|.*\berror TS\d+: .*"),
-    ("linter", r"\S+?:\d+:\d+: [A-Z]{1,3}\d{3,4}\b.*|Found [1-9]\d* errors?\b.*"),
-    ("linter", r"[1-9]\d* issues?:.*|✖ [1-9]\d* problems?.*|\s*\d+:\d+\s+error\s.*"),
-    ("git", r"fatal: .*|CONFLICT \(.*|Automatic merge failed.*| ! \[rejected\].*"),
-    ("package", r"npm ERR! .*|npm error .*|ERROR: (?:Could not|No matching) .*"),
-    ("build", r"make(?:\[\d+\])?: \*\*\* .*|\[[\w:.-]+\] ERROR .*|(?:Error|ERROR|FATAL)\b[: ].*"),
-    ("tool", r"<tool_use_error>.*"),
-    ("shell", r".*: command not found|.*: No such file or directory|.*: Permission denied"),
-    ("http", r".*\(HTTP [45]\d\d\)"),
+# (kind, tier, pattern) over one line. Tier 1 names what failed (a test, a file and line, an
+# exception); 2 adds detail (an assertion's values); 3 counts or sums up ("1 failed in 0.2s",
+# "Found 3 errors"); 4 only says *that* something failed (an exit code, a traceback's head).
+SIGNATURES: tuple[tuple[str, int, str], ...] = (
+    ("exit", 4, r"(?:Exit code|exit code:?|Exit status:?|Process exited with code) [1-9]\d*"),
+    ("traceback", 4, r"Traceback \(most recent call last\):"),
+    ("exception", 1, r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Failure)(?:: .*)?"),
+    ("test", 1, r"(?:FAILED|ERROR) \S.*|--- FAIL: .*|panic: .*|not ok \d+.*"),
+    ("test", 2, r"E {2,}\S.*"),
+    ("test", 3, r"=+ .*\b[1-9]\d* (?:failed|errors?)\b.*|FAIL\b.*|\s*\d+ failing\b.*"),
+    ("test", 3, r"[1-9]\d* (?:failed|errors?)\b.* in [\d.]+m?s\b.*"),  # pytest -q's summary
+    ("compiler", 1, r"\S+?:\d+(?::\d+)?:? (?:fatal )?error\b.*|\S+\.go:\d+:\d+: .*"),
+    ("compiler", 1, r"error(?:\[E\d+\])?: .*|\S+\(\d+,\d+\): error .*|.*\berror TS\d+: .*"),
+    ("linter", 1, r"\S+?:\d+:\d+: [A-Z]{1,3}\d{3,4}\b.*|\s*\d+:\d+\s+error\s.*"),
+    ("linter", 3, r"Found [1-9]\d* errors?\b.*|[1-9]\d* issues?:.*|✖ [1-9]\d* problems?.*"),
+    ("git", 1, r"fatal: .*|CONFLICT \(.*| ! \[rejected\].*"),
+    ("git", 3, r"Automatic merge failed.*"),
+    ("package", 1, r"npm ERR! .*|npm error .*|ERROR: (?:Could not|No matching) .*"),
+    ("build", 3, r"make(?:\[\d+\])?: \*\*\* .*|\[[\w:.-]+\] ERROR .*"),
+    ("build", 1, r"(?:Error|ERROR|FATAL)\b[: ].*"),
+    ("tool", 1, r"<tool_use_error>.*"),
+    ("shell", 1, r".*: command not found|.*: No such file or directory|.*: Permission denied"),
+    ("http", 1, r".*\(HTTP [45]\d\d\)"),
 )
-NOT_NAMING = frozenset({"exit", "traceback"})
+_TIER = {f"{kind}{n}": tier for n, (kind, tier, _) in enumerate(SIGNATURES)}
 _QUIET = frozenset({"exit", "shell", "tool", "git"})  # what counts in a data command's output
 _LINE = re.compile("|".join(f"(?P<{kind}{n}>{pattern})"
-                            for n, (kind, pattern) in enumerate(SIGNATURES)), re.MULTILINE)
+                            for n, (kind, _, pattern) in enumerate(SIGNATURES)), re.MULTILINE)
 _WHOLE = re.compile(r"(?:" + _LINE.pattern + r")\s*$")
 # Every signature's line holds one of these: only lines they are found in are matched against
 # the table (a scan for a few literals is far quicker than trying the table at every line).
 _HINT = re.compile(r"rror|RROR|FAIL|fatal|xception|Traceback|panic|xit |exited|not found|denied|"
                    r"No such|CONFLICT|failed|issue|problem|npm |make|HTTP [45]|not ok|failing|"
-                   r"\.go:\d|E {2}|Exit|Failure")
+                   r"\.go:\d|E {2}|Exit|Failure|:\d+:\d+: [A-Z]")
 # Commands whose output is data (a file, a search, a diff): its words are not the command's own.
 DATA_COMMAND = re.compile(
     r"\s*(?:sudo\s+)?(?:grep|egrep|rg|ag|ack|cat|bat|head|tail|less|more|sed|awk|find|fd|ls|"
@@ -87,27 +92,39 @@ def failure(text: str, exit_code: int | None = None, status: str | None = None,
     if exit_code == 0 and "|" not in command and not failed:
         return None
     quiet = bool(command) and DATA_COMMAND.match(command) is not None
-    kind, naming, other = _signature_lines(_region(text), quiet)
-    if not naming and not other and not failed:
+    kind, lines = _signature_lines(_region(text), quiet)
+    if not lines and not failed:
         return None
     if exit_code not in (None, 0):
         kind = f"exit {exit_code}"
     elif status == "denied":
         kind = "denied"
-    # a bare "FAIL" names nothing: a line that says what failed is preferred
-    lines = [line for line in naming if len(line) >= 12] or naming or other
-    if not lines:
+    chosen = _chosen(lines)
+    if not chosen:
         last = [line for line in text[-2000:].splitlines() if line.strip()]
-        lines = last[-1:]
-    chosen = (lines[0],) if len(lines) == 1 or lines[0] == lines[-1] else (lines[0], lines[-1])
+        chosen = tuple(last[-1:])
     return Failure(kind or "failed", tuple(_cut(line) for line in chosen))
 
 
-def _signature_lines(region: str, quiet: bool) -> tuple[str, list[str], list[str]]:
-    """The first signature's kind, the lines that name the failure and those that only say
-    there was one. `quiet`: a data command's output, where only QUIET kinds count."""
-    naming: list[str] = []
-    other: list[str] = []
+def _chosen(lines: list[tuple[int, str]]) -> tuple[str, ...]:
+    """The first and the last line of the best tier (a bare "FAIL" names nothing: shorter
+    lines count one tier lower); with one such line, the last of the tiers below beside it
+    (a count, the summary)."""
+    ranked = [(tier + (len(line) < 12), line) for tier, line in lines]
+    if not ranked:
+        return ()
+    best = min(tier for tier, _ in ranked)
+    top = [line for tier, line in ranked if tier == best]
+    if len(top) > 1 and top[0] != top[-1]:
+        return top[0], top[-1]
+    below = [line for tier, line in ranked if best < tier < 4 and line != top[0]]
+    return (top[0], below[-1]) if below else (top[0],)
+
+
+def _signature_lines(region: str, quiet: bool) -> tuple[str, list[tuple[int, str]]]:
+    """The first signature's kind, and every line a signature matched with its tier.
+    `quiet`: a data command's output, where only QUIET kinds count."""
+    lines: list[tuple[int, str]] = []
     kind = ""
     end = -1
     for hint in _HINT.finditer(region):
@@ -119,13 +136,14 @@ def _signature_lines(region: str, quiet: bool) -> tuple[str, list[str], list[str
         match = _WHOLE.match(region, start, end)
         if match is None:
             continue
-        found = (match.lastgroup or "").rstrip("0123456789")
+        group = match.lastgroup or ""
+        found = group.rstrip("0123456789")
         line = match.group(0).strip()
         if (quiet and found not in _QUIET) or not line:
             continue
         kind = kind or (" ".join(["exit", line.split()[-1]]) if found == "exit" else found)
-        (other if found in NOT_NAMING else naming).append(line)
-    return kind, naming, other
+        lines.append((_TIER.get(group, 1), line))
+    return kind, lines
 
 
 def core_command(command: str) -> str:

@@ -16,7 +16,7 @@ from core.factory import build_engine
 from core.llm.tokens import TokenCounter
 from core.settings import LLMSettings
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError, ToolCalls
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
@@ -251,3 +251,52 @@ def test_the_window_and_the_engine_share_the_kept_compaction(project_dir: Path) 
         assert sent.messages[:len(shown.messages)] == shown.messages
         again = window.build(conv, history, settings, "agent", ask_servers=False)
         assert again.messages == sent.messages
+
+
+def test_the_digest_of_an_agent_session_names_a_failed_test_run_and_its_fix(
+        capsys, project_dir: Path, llm_server: FakeLLMServer, monkeypatch) -> None:
+    # A real agent session: pytest fails in the project, the model edits, pytest passes. When
+    # a small window leaves that work out, the digest says which command failed, with the
+    # lines pytest printed, what the model did next, and that a later run went well; and the
+    # rule the user stated, word for word.
+    import sys
+
+    project_dir.mkdir(parents=True, exist_ok=True)
+    (project_dir / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (project_dir / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    pytest_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+    llm_server.script(
+        ToolCalls([("c1", "run_shell", json.dumps({"command": pytest_cmd}))]),
+        ToolCalls([("c2", "edit_file", json.dumps({"path": "calc.py", "old": "return a - b",
+                                                   "new": "return a + b"}))]),
+        ToolCalls([("c3", "run_shell", json.dumps({"command": pytest_cmd}))]),
+        Answer("Fixed add; the test passes."))
+    code, out, err = cli(capsys, "send", project_dir, "--new", "--mode", "agent", "--model",
+                         MODEL, "--api-base", llm_server.url, "--approve", "always",
+                         "Never change the test file. Make the tests pass.")
+    assert code == 0, err
+    with Project.open(project_dir, read_only=True) as p:
+        conv = p.conversations.list()[0].id
+        history = p.conversations.load(conv).messages
+    first_run = next(m for m in history if m.role == "tool" and m.tool_call_id == "c1")
+    assert first_run.exit_code == 1 and "1 failed" in first_run.text()  # pytest really ran
+    # More work (long answers), then a window that only holds the latest of it.
+    for k in range(6):
+        llm_server.script(Answer(f"Step {k}: " + "reviewed the module and found nothing. " * 40))
+        code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                             "--api-base", llm_server.url, f"Review module {k}.")
+        assert code == 0, err
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "3000")
+    llm_server.script(Answer("The add test failed, I fixed calc.py, it passes now."))
+    code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--mode", "agent", "--model",
+                         MODEL, "--api-base", llm_server.url, "What went wrong earlier?")
+    assert code == 0, err
+    sent = llm_server.requests[-1].body["messages"]
+    digest = next(m["content"] for m in sent if str(m.get("content")).startswith(
+        "[Context digest"))
+    line = next(x for x in digest.splitlines() if "pytest" in x)
+    assert "(run 2 times) → ok (it had failed: " in line, digest
+    assert "FAILED test_calc.py::test_add - assert -1 == 5 … 1 failed in" in line
+    assert "then the model: edit_file calc.py" in line and line.endswith("resolved)")
+    assert "Rules you stated" in digest and "Never change the test file." in digest

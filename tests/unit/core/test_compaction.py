@@ -454,3 +454,162 @@ def test_a_paused_summary_plan_covers_the_same_entries_and_reads_the_same() -> N
     assert chunks(paused.entries, 4000, COUNTER, lambda: pauses.append(1)) == \
         chunks(plain.entries, 4000, COUNTER)
     assert len(pauses) > before
+
+
+# --- what the digest keeps of a working session: failures, the user's rules, the plan ---------
+
+
+def imported(raw: list[dict]) -> list[ConversationMessage]:
+    """An imported session: OpenAI messages, no exit codes, no tool names, no statuses."""
+    return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
+
+
+def bash(cid: str, command: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": cid, "type": "function",
+         "function": {"name": "Bash", "arguments": json.dumps({"command": command})}}]}
+
+
+def filler(rounds: int) -> list[dict]:
+    out: list[dict] = []
+    for r in range(rounds):
+        out.append({"role": "user", "content": f"Look at part {r} of the module."})
+        out.append(bash(f"f{r}", f"cat part_{r}.txt"))
+        out.append({"role": "tool", "tool_call_id": f"f{r}", "content": "line of text\n" * 300})
+        out.append({"role": "assistant", "content": f"Part {r} reads fine. " * 30})
+    return out
+
+
+def digest_of(built) -> str:
+    return next(m["content"] for m in built.messages
+                if str(m.get("content")).startswith("[Context digest"))
+
+
+def test_a_failed_command_of_an_imported_session_is_named_with_its_error_lines() -> None:
+    # No exit code anywhere: the failure is read from the output, in its middle.
+    mypy = ("Checking reproduce.py\n" + "note: module loaded\n" * 40
+            + 'reproduce.py:6: error: Name "UNDEFINED" is not defined  [name-defined]\n'
+            + "note: see docs\n" * 40 + "Found 1 error in 1 file (checked 1 source file)\n")
+    history = imported([
+        {"role": "user", "content": "Why does mypy complain?"},
+        bash("m1", "python3 -m mypy reproduce.py"),
+        {"role": "tool", "tool_call_id": "m1", "content": mypy},
+        {"role": "assistant", "content": "UNDEFINED is never defined; I will define it."},
+        *filler(30)])
+    built = build(history, full_size(history) // 8)
+    line = next(x for x in digest_of(built).splitlines() if "mypy reproduce.py" in x)
+    assert line == ('- python3 -m mypy reproduce.py → failed (compiler): reproduce.py:6: error: '
+                    'Name "UNDEFINED" is not defined [name-defined] … Found 1 error in 1 file '
+                    '(checked 1 source file) → then the model: UNDEFINED is never defined; I '
+                    'will define it.')
+    # the filler's reads went well: said so, not read for error words
+    assert any(x.endswith("cat part_0.txt → ok") for x in digest_of(built).splitlines())
+
+
+def test_a_failure_a_later_run_fixed_says_it_was_resolved() -> None:
+    history = imported([
+        {"role": "user", "content": "Make the build pass."},
+        bash("b1", "go build ./... 2>&1 | head -50"),
+        {"role": "tool", "tool_call_id": "b1", "content": "# x\ncmd/x.go:8:15: undefined: cpID\n"},
+        {"role": "assistant", "content": "cpID is gone; renaming."},
+        bash("b2", "go build ./..."),
+        {"role": "tool", "tool_call_id": "b2", "content": ""},
+        *filler(30)])
+    digest = digest_of(build(history, full_size(history) // 8))
+    line = next(x for x in digest.splitlines() if "head -50" in x)
+    assert line.startswith("- go build ./... 2>&1 | head -50 → failed (compiler): cmd/x.go:8:15: "
+                           "undefined: cpID → then the model: cpID is gone; renaming.")
+    assert line.endswith("→ resolved: a later `go build ./...` went well")
+
+
+def test_an_old_failed_output_shown_as_a_preview_keeps_the_lines_that_name_the_failure() -> None:
+    # The compiler's error sits past the preview's head and far before its tail.
+    log = ("".join(f"compiling package {k}\n" for k in range(80))
+           + "cmd/x.go:8:15: undefined: cpID\n"
+           + "".join(f"linking step {k}\n" for k in range(700)) + "done\n")
+    history = imported([{"role": "user", "content": "Build it."}, bash("p1", "go build ./..."),
+                        {"role": "tool", "tool_call_id": "p1", "content": log},
+                        {"role": "assistant", "content": "The build fails on cpID."},
+                        *filler(3)])
+    forms = {}
+    for share in range(90, 20, -2):
+        built = build(history, int(full_size(history) * share / 100))
+        sent = next(m["content"] for m in built.messages if m.get("tool_call_id") == "p1")
+        forms["preview" if "characters (" in sent else
+              "reference" if sent.startswith("[") else "whole"] = sent
+    assert {"preview", "reference"} <= set(forms)
+    assert "cmd/x.go:8:15" not in forms["preview"].split("[…")[0]  # not in the head shown ...
+    assert "left out to fit the context; it says: cmd/x.go:8:15: undefined: cpID; " \
+           "read_tool_result" in forms["preview"]  # ... but named where the rest is left out
+    assert forms["reference"].startswith(f"[tool output (failed, {len(log):,} characters: "
+                                         "cmd/x.go:8:15: undefined: cpID) left out")
+
+
+def test_the_users_rules_are_kept_word_for_word_newest_wording_first_to_stay() -> None:
+    long_request = ("Some background on the parser. " * 120
+                    + "You must keep line numbers in every error message. Thanks.")
+    history = imported([
+        {"role": "user", "content": long_request},
+        {"role": "assistant", "content": "Understood."},
+        {"role": "user", "content": "never change the public API."},
+        {"role": "assistant", "content": "Noted."},
+        *filler(20),
+        {"role": "user", "content": "Never change the public API!"},
+        {"role": "assistant", "content": "Still noted."},
+        *filler(20)])
+    for share in (8, 40):  # a digest with room, and one squeezed
+        built = build(history, full_size(history) // share)
+        digest = digest_of(built)
+        rules = digest.split("Rules you stated (the user's own words, newest wording):\n")[1]
+        # the rule deep in the long request, whose opening alone the digest keeps
+        assert rules.startswith("- You must keep line numbers in every error message.\n")
+        sent = json.dumps(built.messages, ensure_ascii=False)
+        assert "Never change the public API!" in sent  # the newest wording ...
+        rules = rules.split("The user's earlier messages")[0]
+        assert "never change the public API." not in rules  # ... not the older one again
+
+
+def test_the_plan_is_replayed_from_the_apps_own_todo_calls() -> None:
+    from core.context.compaction import Compaction, CompactionMemo, digest, fold_units
+    from core.context.units import group_units
+
+    def todo(cid: str, args: dict) -> list[dict]:
+        return [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function",
+             "function": {"name": "manage_todo_list", "arguments": json.dumps(args)}}]},
+                {"role": "tool", "tool_call_id": cid, "content": "Todo list ..."}]
+
+    history = imported([{"role": "user", "content": "Plan it."},
+                        *todo("t1", {"action": "set", "items": ["read", "fix", "test"]}),
+                        *todo("t2", {"action": "complete", "number": 1}),
+                        *todo("t3", {"action": "update", "number": 2,
+                                     "status": "in_progress"}),
+                        {"role": "assistant", "content": "Working on the fix."}])
+    cands = [(m, m.token_counts.get("o200k_base", 10)) for m in history]
+    units = group_units(cands)
+    plan = Compaction(cands, [u.tokens for u in units])
+    every = range(len(units))
+    text, _ = digest(fold_units(plan, units, every, CompactionMemo()), 2000, COUNTER,
+                     CompactionMemo())
+    assert ("The todo list (its latest change is left out here):\nTodo list (1 of 3 done):\n"
+            "1. [x] read\n2. [~] fix\n3. [ ] test") in text
+    # while its latest change is sent (its result shows the list), the digest leaves it out
+    older = [n for n in every if "t3" not in json.dumps(
+        [cands[i][0].model_dump(mode="json") for i in units[n].items])]
+    text, _ = digest(fold_units(plan, units, older, CompactionMemo()), 2000, COUNTER,
+                     CompactionMemo())
+    assert "todo list" not in text.lower()
+
+
+def test_paths_in_one_folder_name_it_once() -> None:
+    root = "/Users/someone/work/project"
+    history = imported([{"role": "user", "content": "Read the sources."}] + [
+        m for k in range(8) for m in (
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"r{k}", "type": "function", "function": {
+                    "name": "Read", "arguments": json.dumps(
+                        {"file_path": f"{root}/{'src' if k % 2 else 'lib'}/m{k}.py"})}}]},
+            {"role": "tool", "tool_call_id": f"r{k}", "content": "code\n" * 400})] + filler(25))
+    digest = digest_of(build(history, full_size(history) // 8))
+    assert f"Paths below are in {root}/ unless they start with /." in digest
+    assert "Files read: lib/m0.py, src/m1.py" in digest and f"{root}/src" not in digest

@@ -1,0 +1,110 @@
+"""Reading a command's failure from its output: what the table recognizes, what it leaves."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.context.failures import LINE_CHARS, core_command, failure
+
+PYTEST = """\
+F                                                                        [100%]
+=================================== FAILURES ===================================
+___________________________________ test_add ___________________________________
+
+    def test_add():
+>       assert add(2, 3) == 5
+E       assert -1 == 5
+
+test_calc.py:5: AssertionError
+=========================== short test summary info ============================
+FAILED test_calc.py::test_add - assert -1 == 5
+1 failed in 0.02s
+"""
+
+FAILING = [
+    ("python3 -m mypy reproduce.py",
+     'reproduce.py:6: error: Name "UNDEFINED" is not defined  [name-defined]\n'
+     "Found 1 error in 1 file (checked 1 source file)\n",
+     'reproduce.py:6: error: Name "UNDEFINED" is not defined [name-defined]'),
+    ("pytest -q", PYTEST, "FAILED test_calc.py::test_add - assert -1 == 5"),
+    ("go test ./...", "=== RUN   TestX\n--- FAIL: TestX (0.00s)\n    x_test.go:9: got 1\n"
+     "FAIL\nFAIL\texample.com/x\t0.01s\n", "--- FAIL: TestX (0.00s)"),
+    ("go build ./... 2>&1 | head -50", "# example.com/x\ncmd/x.go:8:15: undefined: cpID\n",
+     "cmd/x.go:8:15: undefined: cpID"),
+    ("cargo build", "   Compiling x v0.1.0\nerror[E0425]: cannot find value `y` in this scope\n"
+     "  --> src/main.rs:2:5\n", "error[E0425]: cannot find value `y` in this scope"),
+    ("npx tsc", "src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n",
+     "src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'."),
+    ("ruff check .", "x.py:1:8: F401 [*] `os` imported but unused\nFound 1 error.\n",
+     "x.py:1:8: F401 [*] `os` imported but unused"),
+    ("git log main..nope", "fatal: ambiguous argument 'main..nope': unknown revision or path\n",
+     "fatal: ambiguous argument 'main..nope': unknown revision or path"),
+    ("git merge feature", "Auto-merging a.py\nCONFLICT (content): Merge conflict in a.py\n"
+     "Automatic merge failed; fix conflicts and then commit the result.\n",
+     "CONFLICT (content): Merge conflict in a.py"),
+    ("npm test", "> x@1.0.0 test\nnpm ERR! Test failed.  See above for more details.\n",
+     "npm ERR! Test failed. See above for more details."),
+    ("make", "cc -o x x.c\nmake: *** [Makefile:2: x] Error 1\n", "make: *** [Makefile:2: x] Error 1"),
+    ("python3 tool.py", 'Traceback (most recent call last):\n  File "tool.py", line 3, in <module>\n'
+     "    main()\nKeyError: 'path'\n", "KeyError: 'path'"),
+    ("frobnicate --all", "bash: frobnicate: command not found\n",
+     "bash: frobnicate: command not found"),
+    # Claude Code's Bash tool puts the exit code in the output, and no field carries it
+    ("mise run test 2>&1 | tail -3", "Exit code 1\nok  \tx/a\t(cached)\nFAIL\n[test] ERROR task failed",
+     "[test] ERROR task failed"),
+]
+
+
+@pytest.mark.parametrize(("command", "output", "line"), FAILING,
+                         ids=[c.split()[0] + "-" + str(n) for n, (c, _, _) in enumerate(FAILING)])
+def test_a_failure_is_read_from_the_output_without_an_exit_code(command: str, output: str,
+                                                                 line: str) -> None:
+    found = failure(output, command=command)
+    assert found is not None, "a failure the output states"
+    assert line in found.lines
+    assert all(len(x) <= LINE_CHARS for x in found.lines)
+
+
+@pytest.mark.parametrize(("command", "output"), [
+    ("pytest -q", "....                                                 [100%]\n4 passed in 0.03s\n"),
+    ("go test ./...", "ok  \texample.com/x\t0.01s\n"),
+    ("ls", "error_handling.py\nREADME.md\n"),
+    # the output of a search or a file is data: its "error:" lines are not the command's
+    ("grep -rn 'error:' src", "src/log.py:3:    print('error: disk full')\n"
+     "src/run.py:9:ValueError: bad\n"),
+    ("cat trace.txt", "Traceback (most recent call last):\nValueError: old one\n"),
+    ("git diff", "-    raise RuntimeError('x')\n+    return None\n"),
+])
+def test_output_that_only_mentions_errors_is_not_a_failure(command: str, output: str) -> None:
+    assert failure(output, command=command) is None
+
+
+def test_an_exit_code_decides_unless_a_pipe_hides_it() -> None:
+    assert failure("anything", exit_code=0, command="pytest") is None  # believed
+    piped = failure(PYTEST, exit_code=0, command="pytest -q | tail -5")  # tail's exit code
+    assert piped is not None and "FAILED test_calc.py::test_add - assert -1 == 5" in piped.lines
+    quiet = failure("no such thing here\nlast words", exit_code=2, command="./check.sh")
+    assert quiet == ("exit 2", ("last words",))  # no signature: its last line
+    grep = failure("", exit_code=1, command="grep -q x file")
+    assert grep is not None and grep.kind == "exit 1"
+
+
+def test_the_first_and_last_naming_lines_are_kept_cut_to_length() -> None:
+    out = "\n".join(f"src/m{k}.go:{k}:1: undefined: name{k} " + "x" * 300 for k in range(50))
+    found = failure(out, command="go build ./...")
+    assert found is not None and len(found.lines) == 2
+    assert found.lines[0].startswith("src/m0.go:0:1: undefined: name0")
+    assert found.lines[1].startswith("src/m49.go:49:1: undefined: name49")
+    assert all(len(x) == LINE_CHARS and x.endswith("…") for x in found.lines)
+
+
+def test_a_huge_output_is_read_at_its_head_and_tail() -> None:
+    middle = "ok line\n" * 200_000
+    found = failure(middle + "FAILED tests/test_z.py::test_q - boom\n", command="pytest")
+    assert found is not None and found.lines == ("FAILED tests/test_z.py::test_q - boom",)
+
+
+def test_the_same_command_shaped_differently_has_one_core() -> None:
+    assert core_command("go build ./... 2>&1 | head -100") == "go build ./..."
+    assert core_command("go build ./...") == "go build ./..."
+    assert core_command("pytest -q  tests") == "pytest -q tests"
