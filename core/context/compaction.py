@@ -193,12 +193,19 @@ def tool_outputs(plan: Compaction, units: list[Unit], tail: int, over: int,
     eligible = [(n, i) for n in range(first, tail)
                 if len(units[n].items) > 1 and n not in protected for i in units[n].items]
     originals = {i: plan.cands[i] for _, i in eligible}
+    # When even a reference for every old output cannot save enough, each one ends up as its
+    # reference: making its preview first (a copy, counted) would be work thrown away. The
+    # first pass then only shortens long arguments, which references leave as they are.
+    units_in = {n for n, _ in eligible}
+    most = sum(max(0, plan.unit_tokens[n] - MIN_UNIT_TOKENS * len(units[n].items))
+               for n in units_in)
+    hopeless = over > most + 10 * len(eligible)
     for kind in ("preview", "reference"):
         for n, i in eligible:
             if over <= 0:
                 return over
             m, tokens = plan.cands[i]
-            if m.pinned:
+            if m.pinned or (hopeless and kind == "preview" and m.role == "tool"):
                 continue
             # a reference describes the logged output, not the preview that stood for it
             made = shorter(originals[i][0], tokens, kind, counter, memo,
@@ -271,7 +278,9 @@ def _result_failure(m: ConversationMessage, call: ConversationMessage | None,
     result; another tool's only when its status or exit code says it failed (a file's text
     is not read for error lines)."""
     command = ""
-    if call is not None and call.tool_calls:
+    if call is not None and call.tool_calls and any(
+            '"cmd"' in c.function.arguments or '"command"' in c.function.arguments
+            for c in call.tool_calls):  # a quick no before the arguments are parsed
         command = next((c for cid, c in _facts(call, memo).commands
                         if cid == m.tool_call_id), "")
     if not command and m.status not in ("error", "denied") and m.exit_code in (None, 0):
@@ -290,10 +299,11 @@ def _head_tail(m: ConversationMessage, failed: Failure | None = None) -> str:
     tail = tail[tail.find("\n") + 1:] if "\n" in tail[: TAIL_CHARS // 2] else tail
     omitted = len(text) - len(head) - len(tail)
     lines = text.count("\n", len(head), len(text) - len(tail))
-    shown = " ".join(head.split()) + " " + " ".join(tail.split())
-    # a failure named only in the part left out: its lines, word for word
-    named = [line for line in (failed.lines if failed else ()) if line not in shown]
-    says = ("; it says: " + " … ".join(named)) if named else ""
+    says = ""
+    if failed is not None:  # a failure named only in the part left out: its lines, verbatim
+        shown = " ".join(head.split()) + " " + " ".join(tail.split())
+        named = [line for line in failed.lines if line not in shown]
+        says = ("; it says: " + " … ".join(named)) if named else ""
     return (f"{head}\n[… {omitted:,} characters ({lines:,} lines) of this output left out to "
             f"fit the context{says}; read_tool_result(ref=\"{ref}\") shows all of it …]\n"
             f"{tail}")
@@ -586,25 +596,20 @@ class _Fold:
     def add(self, m: ConversationMessage, memo: CompactionMemo,
             logged: ConversationMessage | None = None) -> None:
         self.count += 1
-        f = _facts(m, memo)
         role = m.role
         if role == "tool":
-            if self.open_calls:
-                run = self.open_calls.pop(m.tool_call_id or "", None)
-                if run is not None:  # a command's result: its digest line says how it went
-                    self.runs[run] = self.runs[run]._replace(result=logged or m)
-                    self.awaiting.append(run)
-                    return
+            if self.open_calls and self._command_result(m, logged):
+                return
+            f = _facts(m, memo)
             if f is OK_RESULT:
                 return
-        elif (self.after_error or self.awaiting) and role in ("assistant", "user"):
-            if self.after_error:
-                who = "the user" if m.role == "user" else "the model"
-                self.errors[-1] += f" → then {who}: {_line(m)}"
-                self.after_error = False
-            for n in self.awaiting:
-                self.runs[n] = self.runs[n]._replace(followed=m)
-            self.awaiting.clear()
+        elif role == "assistant" and not m.tool_calls and m.kind != "error" and \
+                not self.after_error and not self.awaiting:
+            return  # an answer in plain text, the common case: nothing for the digest
+        else:
+            f = _facts(m, memo)
+        if (self.after_error or self.awaiting) and role in ("assistant", "user"):
+            self._followed_by(m)
         if f is NO_FACTS:
             return
         if f.user is not None:
@@ -628,6 +633,27 @@ class _Fold:
         if f.error is not None:
             self.errors.append(f.error)
             self.after_error = True
+
+
+    def _command_result(self, m: ConversationMessage,
+                        logged: ConversationMessage | None) -> bool:
+        """Whether `m` answers a command (its digest line then says how it went)."""
+        run = self.open_calls.pop(m.tool_call_id or "", None)
+        if run is None:
+            return False
+        self.runs[run] = self.runs[run]._replace(result=logged or m)
+        self.awaiting.append(run)
+        return True
+
+    def _followed_by(self, m: ConversationMessage) -> None:
+        """`m` is what the model or the user did after the last error and commands."""
+        if self.after_error:
+            who = "the user" if m.role == "user" else "the model"
+            self.errors[-1] += f" → then {who}: {_line(m)}"
+            self.after_error = False
+        for n in self.awaiting:
+            self.runs[n] = self.runs[n]._replace(followed=m)
+        self.awaiting.clear()
 
 
 @dataclass
