@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from core.context.failures import Failure, core_command, failure
-from core.context.rules import rule_key, rules_in
+from core.context.rules import CONSTRAINT, rule_key, rules_in
 from core.context.units import Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -75,9 +75,6 @@ DIGEST_MARK = "[Context digest"  # how a digest starts (the builder recognizes i
 # regex engine can skip ahead (a leading \b or lookbehind makes it try every position: five
 # times slower on a tool output). A path counts once from its first slash; a bare file name by
 # its extension.
-CONSTRAINT = re.compile(
-    r"\b(?:must|should|needs?|never|always|don't|do not|required?|important|only|avoid|"
-    r"make sure|ensure)\b|必须|需要|不要|务必|一定")
 PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml|yml|toml|txt|"
                   r"sh|sql|html|css)\b")
 NUMBER = re.compile(r"\d[\d,.:]*")

@@ -16,11 +16,14 @@ import re
 MIN_RULE_CHARS = 8
 MAX_RULE_CHARS = 300
 READ_CHARS = 50_000  # of a message: the rest of a huge paste is not searched
-RULE_WORDS = re.compile(
-    r"\b(?:must(?:n't)?|should(?:n't)?|never|always|don't|do not|doesn't|does not|can't|"
-    r"cannot|required?|important|only|avoid|make sure|ensure|needs?|need to|have to|has to|"
-    r"keep|not allowed|forbidden|prefer|instead of)\b|必须|需要|不要|务必|一定|禁止|不能|不得|请勿",
-    re.IGNORECASE)
+# The words of obligation and prohibition, one list for the rules and for the key-message
+# scorer's "constraints" (core/context/compaction.py).
+_WORDS = (r"must(?:n't)?|should(?:n't)?|never|always|don't|do not|doesn't|does not|can't|cannot|"
+          r"required?|important|only|avoid|make sure|ensure|needs?|need to|have to|has to|keep|"
+          r"not allowed|forbidden|prefer|instead of")
+_CJK = r"必须|需要|不要|务必|一定|禁止|不能|不得|请勿"
+CONSTRAINT = re.compile(rf"\b(?:{_WORDS})\b|{_CJK}")  # over lower-cased text
+RULE_WORDS = re.compile(CONSTRAINT.pattern, re.IGNORECASE)
 # The same words without the boundaries, over lower-cased text: a quick "no" for most messages
 # (a pattern that starts with \b is tried at every position, several times slower).
 _HINT = re.compile(r"must|should|never|always|n't|not|required|important|only|avoid|sure|"
