@@ -266,6 +266,9 @@ def test_the_digest_of_an_agent_session_names_a_failed_test_run_and_its_fix(
     (project_dir / "test_calc.py").write_text(
         "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
     pytest_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+    # The test's own interpreter runs pytest; wherever the checkout lives (a clone in /tmp is
+    # hidden by the sandbox's private /tmp), so this test, about the digest, runs it unsandboxed.
+    monkeypatch.setenv("WORKBENCH_SANDBOX", "none")
     llm_server.script(
         ToolCalls([("c1", "run_shell", json.dumps({"command": pytest_cmd}))]),
         ToolCalls([("c2", "edit_file", json.dumps({"path": "calc.py", "old": "return a - b",
