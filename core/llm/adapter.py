@@ -153,6 +153,13 @@ class LLMClient:
 
         provider_finish = getattr(response, "received_finish_reason", finish)
         provider_finish = provider_finish or getattr(response, "intermittent_finish_reason", None)
+        if not provider_finish and not received:
+            # Nothing at all (no text, no call, no finish): llama.cpp's server answers a streamed
+            # request it refuses (a prompt over its context, tools it cannot stream) with an
+            # empty 200. The same request once without streaming reads its real answer.
+            async for event in self._whole(litellm, kwargs, request, secrets):
+                yield event
+            return
         if not provider_finish:
             raise StreamInterrupted(
                 "The answer stopped before the model finished it (the connection ended without "
@@ -162,6 +169,35 @@ class LLMClient:
         if calls:
             yield ToolCallsReady(_assemble(calls))
         yield Finished(finish or provider_finish)
+
+    async def _whole(self, litellm: Any, kwargs: dict[str, Any], request: LLMRequest,
+                     secrets: list[Any]) -> AsyncIterator[StreamEvent]:
+        """The request asked once more without streaming: its refusal raised as ours (an
+        overflow with the limit it states, tools refused), or its answer as stream events."""
+        whole = {k: v for k, v in kwargs.items() if k != "stream_options"}
+        whole["stream"] = False
+        try:
+            response = await litellm.acompletion(**whole)
+        except Exception as e:
+            raise translate_error(e, request.model, secrets=secrets) from e
+        choice = response.choices[0] if response.choices else None
+        if choice is None or not choice.finish_reason:
+            raise StreamInterrupted(
+                "The server answered with nothing, streamed or not. Nothing arrived; you can "
+                "retry.", details="empty stream, then an answer without choices")
+        message = choice.message
+        if message.content:
+            yield TextDelta(message.content)
+        usage = getattr(response, "usage", None)
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+            yield Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0),
+                        _plain(usage))
+        if message.tool_calls:
+            yield ToolCallsReady([
+                ToolCall(id=c.id or f"call_{n}", function=FunctionCall(
+                    name=c.function.name or "", arguments=c.function.arguments or ""))
+                for n, c in enumerate(message.tool_calls)])
+        yield Finished(choice.finish_reason)
 
     def _kwargs(self, litellm: Any, request: LLMRequest) -> dict[str, Any]:
         provider = detect_provider(request.model, request.api_base)

@@ -107,6 +107,14 @@ class FakeLLMServer:
         self.requests: list[RecordedRequest] = []
         # Paths that answer with model information (GET, or POST for Ollama's /api/show).
         self.info: dict[str, Any] = {}
+        # Behave as llama-cpp-python's server does with `--n_ctx N`: a prompt longer than N
+        # tokens (estimated as the usage is) is refused before any scripted reply is used:
+        # streamed, with HTTP 200 and an empty body; not streamed, with the standard 400.
+        self.n_ctx: int | None = None
+        self.stream_usage = True  # False: no usage chunk in streams, as llama.cpp's server
+        # True: a streamed request with tools gets an empty 200 (llama-cpp-python: "Automatic
+        # streaming tool choice is not supported"); the same request not streamed is answered.
+        self.no_streamed_tools = False
         self.first_request = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -185,6 +193,23 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                                 time.time())
             )
             server.first_request.set()
+            prompt = _usage(body, "", None)["prompt_tokens"]
+            if server.n_ctx is not None and prompt + int(body.get("max_tokens") or 0) > server.n_ctx:
+                self.close_connection = True
+                if body.get("stream"):
+                    self._empty()
+                else:
+                    self._error(HttpError(
+                        400, f"This model's maximum context length is {server.n_ctx} tokens. "
+                        f"However, you requested {prompt + int(body.get('max_tokens') or 0)} "
+                        f"tokens ({prompt} in the messages, {body.get('max_tokens') or 0} in the "
+                        "completion). Please reduce the length of the messages or completion.",
+                        code="context_length_exceeded", type="invalid_request_error"))
+                return
+            if server.no_streamed_tools and body.get("stream") and body.get("tools"):
+                self.close_connection = True
+                self._empty()
+                return
             reply = server._next()
             self.close_connection = True
             if reply is None:
@@ -251,6 +276,14 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             self._end()
 
+        def _empty(self) -> None:
+            """HTTP 200, an event stream's headers and nothing else (llama.cpp's refusal)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
         def _error(self, err: HttpError) -> None:
             payload = json.dumps(
                 {"error": {"message": err.message, "type": err.type, "param": None,
@@ -296,7 +329,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Connection", "close")
             self.end_headers()
             model = body.get("model", "test-model")
-            want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            want_usage = bool((body.get("stream_options") or {}).get("include_usage")) \
+                and server.stream_usage
             try:
                 if isinstance(reply, Answer):
                     if reply.first_delay:

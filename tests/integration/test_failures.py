@@ -3,6 +3,8 @@ Continue (where it applies) resumes from the partial text, and nothing stored be
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.llm.runtime import load_litellm
@@ -77,3 +79,43 @@ def test_each_failure_is_kept_shown_and_resumable(
         run_until(qloop, lambda: not controller.busy())
         assert window.transcript_model.rows()[-1].text == "Retried fine."
     assert log_file.read_bytes().startswith(before)
+
+
+def test_a_streamed_overflow_answered_with_an_empty_200_is_read_and_the_window_learned(
+        capsys, project_dir, llm_server) -> None:
+    # llama-cpp-python's server with --n_ctx 2048: a streamed request over its context gets
+    # HTTP 200 and an empty body, no window on /v1/models, no usage in streams. The request is
+    # asked once without streaming (the standard 400 states the limit), rebuilt within it and
+    # answered; the next turn is built within the learned window from the start.
+    from app.cli import main
+    from tests.helpers.trajectories import make_conversation
+
+    def cli(*args: object) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    raw = make_conversation(40, seed=3, tool_output_chars=600)
+    src = project_dir.parent / "long.json"
+    project_dir.mkdir(parents=True, exist_ok=True)
+    src.write_text(json.dumps({"messages": raw}))
+    code, out, err = cli("import", project_dir, src)
+    assert code == 0, err
+    conv = out.strip().splitlines()[-1]
+    llm_server.n_ctx = 2048
+    llm_server.stream_usage = False
+    llm_server.script(Answer("Here is what you asked first."))
+    code, out, err = cli("send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+                         llm_server.url, "What did I ask first?")
+    assert code == 0 and out == "Here is what you asked first.\n", err
+    streamed = [bool(r.body.get("stream")) for r in llm_server.requests]
+    assert streamed == [True, False, True]  # refused (empty), read (400), rebuilt and answered
+    assert llm_server.requests[2].body["messages"] != llm_server.requests[0].body["messages"]
+    code, out, err = cli("context", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+                         llm_server.url)
+    assert code == 0 and "2,048" in out, out
+    llm_server.script(Answer("Still here."))
+    code, out, err = cli("send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
+                         llm_server.url, "And then?")
+    assert code == 0 and out == "Still here.\n", err
+    assert [bool(r.body.get("stream")) for r in llm_server.requests[3:]] == [True]

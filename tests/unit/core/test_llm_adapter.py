@@ -256,3 +256,27 @@ def test_a_runaway_answer_is_cut_at_the_limit_with_a_sentence(
         asyncio.run(run())
     assert info.value.type == "max_tokens" and "stopped at 50,000 characters" in info.value.message
     assert sum(len(e.text) for e in events if isinstance(e, TextDelta)) == 51_000  # kept
+
+
+def test_a_stream_refused_with_an_empty_200_is_asked_again_unstreamed(
+        llm_server: FakeLLMServer) -> None:
+    # llama-cpp-python cannot stream tool choice: an empty 200. The same request not streamed
+    # is answered, and its calls arrive as a stream's would.
+    llm_server.no_streamed_tools = True
+    llm_server.script(ToolCalls([("call_a", "read_file", '{"path": "a.py"}')]))
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}}}}]
+    events = collect(llm_server, tools=tools)
+    ready = [e for e in events if isinstance(e, ToolCallsReady)][0]
+    assert [(c.id, c.function.name, c.function.arguments) for c in ready.calls] == [
+        ("call_a", "read_file", '{"path": "a.py"}')]
+    assert events[-1] == Finished("tool_calls")
+    assert [bool(r.body.get("stream")) for r in llm_server.requests] == [True, False]
+
+
+def test_an_empty_stream_over_the_servers_context_is_an_overflow_with_its_limit(
+        llm_server: FakeLLMServer) -> None:
+    llm_server.n_ctx = 50
+    err = failure(llm_server, messages=[{"role": "user", "content": "word " * 200}])
+    assert isinstance(err, ContextOverflow) and err.limit == 50
+    assert [bool(r.body.get("stream")) for r in llm_server.requests] == [True, False]
