@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from dataclasses import replace
 
-from core.context.compaction import CompactionMemo
+from core.context.memo import CompactionMemo
 from core.context.projection import error_projection, summary_tokens
 from core.context.summary import active_summaries
 from core.context.units import ToolRounds, Unit, group_units

@@ -1,8 +1,8 @@
 """The stages of a build up to the compaction: candidates, the kept view, and the three no-LLM
 compaction stages (tool outputs, key messages, digest) that make a new one when the kept view
 cannot be reused. The contract they keep is `BuildStage.run` (core/context/stages.py); what
-each stage plans is in core/context/compaction.py, what is kept between builds in
-core/context/view.py.
+each stage plans is in core/context/compaction.py and core/context/digest.py, what is kept
+between builds in core/context/view.py.
 """
 
 from __future__ import annotations
@@ -10,18 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from core.context.compaction import (
-    Compaction,
-    CompactionMemo,
-    digest,
-    digest_caps,
-    fold_units,
-    horizon,
-    protected_units,
-    select,
-    tail_start,
-    tool_outputs,
-)
+from core.context.compaction import horizon, protected_units, select, tail_start, tool_outputs
+from core.context.digest import digest, digest_caps, fold_units
+from core.context.memo import Compaction, CompactionMemo
 from core.context.projection import ack_tokens
 from core.context.report import ms_since
 from core.context.stages import TARGET, TRIGGER, BuildStage, Compacting, Draft
@@ -133,7 +124,7 @@ class KeyMessageStage(BuildStage):
 
 
 class DigestStage(BuildStage):
-    """One message standing for what selection left out (`compaction.digest`), within what
+    """One message standing for what selection left out (`digest.digest`), within what
     the request has left; then the new compaction is the one in use, and is kept for the
     builds after this one (unless even it could not get under the trigger: then it may grow to
     the whole budget, so the request's prefix stays the same)."""

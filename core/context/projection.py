@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.context.compaction import DIGEST_MARK
+from core.context.digest import DIGEST_MARK
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 

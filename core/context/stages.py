@@ -24,7 +24,7 @@ from typing import Any
 
 from core.context.budget import Budget
 from core.context.candidates import BuildCache
-from core.context.compaction import Compaction, CompactionMemo
+from core.context.memo import Compaction, CompactionMemo
 from core.context.normalize import Note
 from core.context.report import DECISIONS, BuildReport, ms_since
 from core.context.units import Unit

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.context.compaction import Compaction, CompactionMemo, shorter
+from core.context.compaction import shorter
+from core.context.memo import Compaction, CompactionMemo
 from core.context.units import Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
