@@ -238,7 +238,9 @@ class Decisions:
             return
         message = self.counter.message
         if self.digest is not None:
-            yield ("", "user", "digest", "synthetic", self.digest[0], self.digest[1], "digest", 0)
+            # a synthetic entry was never logged: no size "as logged" (None), only its own
+            yield ("", "user", "digest", "synthetic", self.digest[0], self.digest[1], "digest",
+                   None)
         for m, why in self.excluded:
             yield (m.id, m.role, m.kind, _excluded_decision(why), why, 0, "", message(m))
         reason_of = {i: self.reasons.get(n, DEFAULT_DROP_REASON)

@@ -614,3 +614,13 @@ def test_paths_in_one_folder_name_it_once() -> None:
     digest = digest_of(build(history, full_size(history) // 8))
     assert f"Paths below are in {root}/ unless they start with /." in digest
     assert "Files read: lib/m0.py, src/m1.py" in digest and f"{root}/src" not in digest
+
+
+def test_workbench_context_gives_the_digests_size() -> None:
+    from core.context.report_text import cli_lines
+
+    history = session(40)
+    report = build(history, full_size(history) // 10).report
+    digest_line = next(x for x in cli_lines(report, {}, 0) if "(digest) synthetic" in x)
+    size = report.shown(report.totals["summary"])
+    assert f" {size:,} tok " in digest_line and size > 0, digest_line  # said "0 tok"
