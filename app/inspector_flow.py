@@ -14,6 +14,7 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 from app.meter import UsageMeter
 from app.notices import Notices
 from core.context.builder import BudgetError, BuiltRequest
+from core.context.digest import DIGEST_MARK
 from core.context.projection import summary_tokens
 from core.context.report import BuildReport
 from core.context.report_text import (
@@ -88,6 +89,7 @@ class InspectorFlow:
         self._shown_draft = ""  # the draft the decisions follow now ("" none)
         self._header: tuple[BuildReport, str] | None = None  # the live view's, without "since"
         self._shown = False  # the panel is open (read on the meter's thread)
+        self._sent: list[Any] = []  # the messages of the request shown (its digest, on a click)
         meter.preparers["inspector rows"] = self._prepare_rows
         meter.preparers["since last"] = self._prepare_since
         meter.preparers["summaries"] = lambda built, messages: (
@@ -149,10 +151,13 @@ class InspectorFlow:
             return
         report = self.meter.report
         project, conv = self.host.project, self.host.current_id
+        self._sent = []
         if report is None or project is None or conv is None:
             self.panel.clear("No request to show: open a conversation (or see the meter for "
                              "why the next request cannot be built).")
             return
+        if self.meter.built is not None and self.meter.built.report is report:
+            self._sent = self.meter.built.messages
         messages = project.conversations.load(conv).messages
         self._saved = saved_requests(project.state / "requests", conv)
         self.panel.set_saved([self._label(p) for p in self._saved])
@@ -179,6 +184,7 @@ class InspectorFlow:
                 return
             if built is not None:
                 report, preview, messages = built.report, usable, what_if
+                self._sent = built.messages
         rows = self._rows_of(report, messages)
         header = inspector_header(report)
         if preview is not None:
@@ -314,6 +320,7 @@ class InspectorFlow:
             self.panel.clear(f"The kept request {path.name} cannot be read.")
             return
         report = data["report"]
+        self._sent = data.get("messages") or []
         header, parts, rows = saved_view(report, self._positions_in(messages))
         self.panel.show_request(f"{self._label(path)} ({len(data.get('messages') or []):,} "
                                 f"messages, as kept in .workbench/requests)\n{header}",
@@ -355,7 +362,11 @@ class InspectorFlow:
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call
-        and its result)."""
+        and its result); a synthetic entry (the digest) is no row of the transcript: its text
+        as the request sends it opens instead."""
+        if not entry_id:
+            self._show_digest()
+            return
         model = self.window.transcript_model
         for i, row in enumerate(model.rows()):
             ids = {row.message.id if row.message is not None else "",
@@ -368,6 +379,17 @@ class InspectorFlow:
                 view.scrollTo(index)
                 return
 
+
+
+    def _show_digest(self) -> None:
+        text = next((m["content"] for m in self._sent if isinstance(m, dict)
+                     and isinstance(m.get("content"), str)
+                     and m["content"].startswith(DIGEST_MARK)), None)
+        if text is not None:
+            self.window.show_output(
+                "The context digest", "What this request sends in place of the entries it "
+                "leaves out, word for word as the model reads it (made without any LLM).",
+                text, wrap=True)
 
 
 def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:

@@ -304,8 +304,8 @@ class MainWindow(QMainWindow):
         text, ok = QInputDialog.getText(self, title, label)
         return text if ok else None
 
-    def show_output(self, title: str, note: str, text: str) -> OutputViewer:
-        viewer = OutputViewer(self, title, note, text)
+    def show_output(self, title: str, note: str, text: str, wrap: bool = False) -> OutputViewer:
+        viewer = OutputViewer(self, title, note, text, wrap)
         viewer.show()
         return viewer
 

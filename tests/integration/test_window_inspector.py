@@ -14,6 +14,7 @@ from core.store.project import Project
 from tests.helpers.fake_llm import FakeLLMServer
 from tests.helpers.gui import open_window, use_fake_provider
 from tests.helpers.trajectories import agent_session_project, make_agent_session
+from ui.output_viewer import OutputViewer
 
 pytestmark = pytest.mark.gui
 COUNTER = TokenCounter("o200k_base")
@@ -278,3 +279,21 @@ def test_a_pin_and_an_exclusion_show_in_the_model_view_as_the_request_has_them(
     card = next(r for r in model.rows() if r.kind is RowKind.TOOL and r.result is not None)
     assert delegate.dimmed(card) == "excluded"
     window.transcript.viewport().repaint()  # the label fits between the title and the meta
+
+
+def test_the_digest_row_opens_the_digest_as_the_request_sends_it(qtbot, qloop,
+                                                                  project_dir) -> None:
+    # The digest is no entry of the log: a click on its row opens its text (it used to select
+    # the transcript's first row, as if the digest were the first message).
+    conv = agent_session_project(project_dir, 12, 6, "long")
+    window, _controller, panel = inspect(qtbot, project_dir, conv)
+    before = window.transcript.currentIndex()
+    at = next(n for n, r in enumerate(panel.rows()) if r[2] == "synthetic" and not r[1])
+    panel.table.clicked.emit(panel.model.index(at, 1))
+    viewer = window.findChild(OutputViewer, "output_viewer")
+    assert viewer is not None and viewer.isVisible()
+    assert viewer.windowTitle() == "The context digest"
+    assert viewer.view.toPlainText().startswith("[Context digest: ")
+    assert "pytest tests/test_0.py → ok" in viewer.view.toPlainText()
+    assert window.transcript.currentIndex() == before
+    viewer.close()
