@@ -48,19 +48,7 @@ def normalize(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
 
         # An assistant message with tool calls, and the tool results that follow it.
         calls, renamed = _clean_calls(m["tool_calls"], i, used_ids, notes)
-        j = i + 1
-        results: dict[str, dict[str, Any]] = {}
-        while j < n and messages[j].get("role") == "tool":
-            r = messages[j]
-            call_id = renamed.get(str(r.get("tool_call_id")), str(r.get("tool_call_id")))
-            if call_id not in {c["id"] for c in calls}:
-                notes.append(Note(j, "dropped", f"result for unknown call {call_id!r}"))
-            elif call_id in results:
-                notes.append(Note(j, "dropped", f"second result for call {call_id!r}"))
-            else:
-                results[call_id] = r if r.get("tool_call_id") == call_id else \
-                    {**r, "tool_call_id": call_id}
-            j += 1
+        results, j = _results(messages, i + 1, calls, renamed, notes)
         if not calls:
             if _has_content(m):
                 out.append({k: v for k, v in m.items() if k != "tool_calls"})
@@ -81,6 +69,27 @@ def normalize(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
             out.append(found)
         i = j
     return out, notes
+
+
+def _results(messages: list[dict[str, Any]], j: int, calls: list[dict[str, Any]],
+             renamed: dict[str, str], notes: list[Note]) -> tuple[dict[str, dict[str, Any]], int]:
+    """The tool messages from `j` on that answer `calls` (by call id), and where they end."""
+    ids = [c["id"] for c in calls]
+    start, results = j, {}
+    while j < len(messages) and messages[j].get("role") == "tool":
+        r = messages[j]
+        call_id = renamed.get(str(r.get("tool_call_id")), str(r.get("tool_call_id")))
+        if call_id not in ids:
+            notes.append(Note(j, "dropped", f"result for unknown call {call_id!r}"))
+        elif call_id in results:
+            notes.append(Note(j, "dropped", f"second result for call {call_id!r}"))
+        else:
+            results[call_id] = r if r.get("tool_call_id") == call_id else \
+                {**r, "tool_call_id": call_id}
+        j += 1
+    if list(results) != [c for c in ids if c in results]:
+        notes.append(Note(start - 1, "repaired", "tool results put in the order of their calls"))
+    return results, j
 
 
 def protocol_errors(messages: list[dict[str, Any]]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.context.normalize import ABORTED_RESULT, normalize, protocol_errors
@@ -39,6 +39,12 @@ def messages(draw) -> list[dict]:
 
 @settings(max_examples=400, deadline=None)
 @given(messages())
+@example([  # found by a CI run: results answered out of call order
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": c, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        for c in ("a", "b")]},
+    {"role": "tool", "tool_call_id": "b", "content": "result"},
+    {"role": "tool", "tool_call_id": "a", "content": "result"}])
 def test_output_always_passes_the_protocol_rules(raw: list[dict]) -> None:
     fixed, notes = normalize(raw)
     assert protocol_errors(fixed) == []
@@ -70,6 +76,18 @@ def test_missing_result_gets_an_aborted_stand_in_and_orphans_go() -> None:
     assert [m.get("tool_call_id") for m in fixed[1:]] == ["c1", "c2"]
     assert fixed[1]["content"] == ABORTED_RESULT and fixed[2]["content"] == "second"
     assert {n.action for n in notes} == {"dropped", "synthetic"}
+
+
+def test_results_out_of_call_order_are_reordered_and_reported() -> None:
+    raw = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "b", "content": "second"},
+        {"role": "tool", "tool_call_id": "a", "content": "first"}]
+    fixed, notes = normalize(raw)
+    assert [m["content"] for m in fixed[1:]] == ["first", "second"]
+    assert [n.action for n in notes] == ["repaired"]
+    assert "order" in notes[0].reason
 
 
 def test_malformed_arguments_are_kept_as_text_not_lost() -> None:
