@@ -232,6 +232,8 @@ class Exchange:
                     elif isinstance(ev, Usage):
                         self.got.usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
                                                     "completion_tokens": ev.completion_tokens}
+                        if not ev.reported:  # litellm's own count: kept, but said to be one
+                            self.got.usage = {**self.got.usage, "estimated": True}
                     elif isinstance(ev, Finished):
                         self.got.finish = ev.reason
                 return
@@ -269,6 +271,8 @@ class Exchange:
         calibration = self.engine.context.calibration
         if e.limit and calibration is not None:
             calibration.remember_window(self.settings.model, e.limit)
+        if e.prompt_tokens and calibration is not None:  # the provider counted this request
+            calibration.observe(self.settings.model, self.built.report.used, e.prompt_tokens)
         try:
             smaller = self._rebuild(known_window=window)
         except BudgetError as budget:
@@ -300,7 +304,9 @@ class Exchange:
         got, settings = self.got, self.settings
         self.built.report.cached_tokens = cached_tokens(got.usage)
         calibration = self.engine.context.calibration
-        if calibration is not None and got.usage and got.usage.get("prompt_tokens"):
+        if calibration is not None and got.usage and got.usage.get("estimated"):
+            calibration.observe_unreported(settings.model)
+        elif calibration is not None and got.usage and got.usage.get("prompt_tokens"):
             calibration.observe(settings.model, self.built.report.used,
                                 int(got.usage["prompt_tokens"]))
         if got.finish == "length" and not got.calls:

@@ -1,8 +1,11 @@
 """Per-model calibration: our token count against what the provider reports it billed.
 
-After each call we know our count for the request and the provider's `usage.prompt_tokens`.
-Their ratio, smoothed, scales the budget for the next build, so the meter matches the provider
-even where tiktoken only estimates (non-OpenAI models). Kept in the config folder.
+After each call we know our count for the request and the provider's `usage.prompt_tokens`
+(or, for a refused request, the count its refusal states). Their ratio, smoothed, scales the
+budget for the next build, so the meter matches the provider even where tiktoken only estimates
+(non-OpenAI models). Only counts the provider itself reported are learnt from: a stream without
+usage, which litellm counts itself, is counted as such, and a ratio no tokenizer would give is
+set aside. Kept in the config folder.
 """
 
 from __future__ import annotations
@@ -87,21 +90,58 @@ class Calibration:
                 pass
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
-        """Fold one observation in; returns the new factor."""
+        """Fold one count the provider reported for a request of ours in; returns the factor.
+        A ratio outside LIMITS is a counting bug on one side (or a count that was not the
+        provider's), not a calibration: it is set aside and counted, never clamped in."""
         if ours < MIN_TOKENS or theirs <= 0:
             return self.factor(model)
-        ratio = min(max(theirs / ours, LIMITS[0]), LIMITS[1])
+        ratio = theirs / ours
         with self._lock:
             data = self._load()
-            entry = data.get(model)
-            if entry is None:
-                entry = {"factor": ratio, "samples": 1}
+            entry = dict(data.get(model) or {})
+            if not LIMITS[0] <= ratio <= LIMITS[1]:
+                entry["discarded"] = int(entry.get("discarded", 0)) + 1
+            elif "factor" not in entry:
+                entry.update(factor=ratio, samples=1)
             else:
-                entry = {"factor": (1 - SMOOTHING) * entry["factor"] + SMOOTHING * ratio,
-                         "samples": entry.get("samples", 0) + 1}
-            data[model] = entry
-            try:
-                atomic_write_json(self.path, data)
-            except OSError:
-                pass  # calibration is a nicety: never fail a turn over it
-            return float(entry["factor"])
+                entry.update(factor=(1 - SMOOTHING) * float(entry["factor"]) + SMOOTHING * ratio,
+                             samples=int(entry.get("samples", 0)) + 1)
+            self._save(data, model, entry)
+            return float(entry.get("factor", 1.0))
+
+    def observe_unreported(self, model: str) -> None:
+        """An answer came with no usage from the provider (counted, to say why the figures
+        are not calibrated)."""
+        with self._lock:
+            data = self._load()
+            entry = dict(data.get(model) or {})
+            entry["unreported"] = int(entry.get("unreported", 0)) + 1
+            self._save(data, model, entry)
+
+    def basis(self, model: str) -> str:
+        """What the figures shown for `model` rest on, in one line (the Inspector, the meter's
+        tooltip and `workbench context` say it)."""
+        with self._lock:
+            entry = self._load().get(model) or {}
+        samples, unreported = int(entry.get("samples", 0)), int(entry.get("unreported", 0))
+        discarded = int(entry.get("discarded", 0))
+        if samples:
+            line = (f"calibrated x{float(entry['factor']):.3f} from {samples:,} count"
+                    f"{'s' if samples != 1 else ''} the provider reported")
+        elif unreported:
+            line = ("our own count (tiktoken): the server reports no usage, so there is "
+                    "nothing to calibrate against")
+        else:
+            line = "our own count (tiktoken): no count from the provider yet"
+        if discarded:
+            line += (f"; {discarded:,} implausible ratio{'s' if discarded != 1 else ''} "
+                     "set aside")
+        return line
+
+    def _save(self, data: dict[str, dict[str, float]], model: str,
+              entry: dict[str, float]) -> None:
+        data[model] = entry
+        try:
+            atomic_write_json(self.path, data)
+        except OSError:
+            pass  # calibration is a nicety: never fail a turn over it

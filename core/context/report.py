@@ -60,6 +60,7 @@ class BuildReport:
     used: int = 0  # our count
     calibration: float = 1.0
     provider_estimate: int = 0  # used x calibration: what the provider is expected to count
+    calibration_basis: str = ""  # what `calibration` rests on, in words (Calibration.basis)
     totals: dict[str, int] = field(default_factory=dict)
     normalize_notes: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)

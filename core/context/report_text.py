@@ -52,7 +52,9 @@ def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
         f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
         f"({window_source(r.budget_source)})",
     ]
-    if r.calibration != 1.0:
+    if r.calibration_basis:
+        lines.append(f"  counts: {r.calibration_basis}")
+    elif r.calibration != 1.0:
         lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
     if r.budget_note:
         lines.append(r.budget_note)
@@ -101,7 +103,9 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
                  f"system {r.shown(r.totals['system']):,}, tools {r.shown(r.totals['tools']):,}, "
                  f"summary/digest {r.shown(r.totals.get('summary', 0)):,}, "
                  f"history {r.shown(r.totals['history']):,}")
-    if r.calibration != 1.0:
+    if r.calibration_basis:
+        lines.append(f"counts: {r.calibration_basis}")
+    elif r.calibration != 1.0:
         lines.append(f"(figures calibrated against the provider: x{r.calibration:.3f})")
     stages = stage_line(r)
     if stages:
@@ -161,6 +165,8 @@ def inspector_header(r: BuildReport) -> str:
     lines = [f"{r.provider_estimate:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
              f"{r.window:,} ({window_source(r.budget_source)}) · {r.model}, {r.mode} mode",
              "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
+    if r.calibration_basis:
+        lines.append(f"counts: {r.calibration_basis}")
     if stages:
         lines.append(stages)
     if r.compaction:

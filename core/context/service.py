@@ -206,7 +206,9 @@ class ProjectContext:
             if conv_id is not None and cache is not None and not what_if and \
                     cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
-            return built
+        if self.calibration is not None and usable_override is None:
+            built.report.calibration_basis = self.calibration.basis(settings.model)
+        return built
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None,
                      run: RunState | None = None) -> list[dict[str, Any]]:

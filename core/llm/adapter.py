@@ -72,6 +72,9 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     raw: dict[str, Any] = field(default_factory=dict)
+    # False when the provider sent no usage and litellm counted the stream itself (llama.cpp's
+    # server streams none): a guess of ours, never something to calibrate against.
+    reported: bool = True
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class LLMClient:
                         int(usage.prompt_tokens or 0),
                         int(usage.completion_tokens or 0),
                         _plain(usage),
+                        reported=_provider_sent_usage(response),
                     )
                 if not chunk.choices:
                     continue
@@ -329,7 +333,7 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
         return ContextOverflow(
             f"The conversation is longer than {model} accepts{said}. Shorten it or use a model "
             "with a larger context window.",
-            details=raw, limit=limit,
+            details=raw, limit=limit, prompt_tokens=_stated_prompt(raw),
         )
     if isinstance(e, litellm.AuthenticationError):
         return AuthError(
@@ -461,6 +465,17 @@ def _forget_chunks(response: Any) -> None:
         response.response_uptil_now = ""
 
 
+def _provider_sent_usage(response: Any) -> bool:
+    """Whether a chunk the provider sent carried usage. litellm hands usage on at the end of
+    every stream we ask it of; when the provider sent none it counts the stream itself, and
+    only the chunks it kept tell the two apart (the provider's usage chunk comes last, so it
+    outlives `_forget_chunks`)."""
+    kept = getattr(response, "chunks", None)
+    if not isinstance(kept, list):
+        return True  # not litellm's stream wrapper: take usage at its word
+    return any(getattr(c, "usage", None) is not None for c in kept)
+
+
 def _plain(usage: Any) -> dict[str, Any]:
     try:
         data = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
@@ -497,6 +512,13 @@ def _stated_limit(text: str) -> int | None:
     m = re.search(r"maximum context length is ([\d,]+)", text) or re.search(
         r"context (?:window|length)[^\d]{0,30}([\d,]{3,})", text
     )
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def _stated_prompt(text: str) -> int | None:
+    """The provider's count of a refused request's messages, where its refusal says it."""
+    m = re.search(r"\(([\d,]+) in the messages", text) or re.search(
+        r"messages resulted in ([\d,]+) tokens", text)
     return int(m.group(1).replace(",", "")) if m else None
 
 

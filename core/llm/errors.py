@@ -82,9 +82,13 @@ class ContextOverflow(LLMError):
 
     type = "context_overflow"
 
-    def __init__(self, message: str, *, details: str | None = None, limit: int | None = None):
+    def __init__(self, message: str, *, details: str | None = None, limit: int | None = None,
+                 prompt_tokens: int | None = None):
         super().__init__(message, details=details)
         self.limit = limit
+        # The provider's own count of the refused request's messages, where it said it (vLLM,
+        # llama.cpp: "(3060 in the messages, ...)"; OpenAI: "your messages resulted in N").
+        self.prompt_tokens = prompt_tokens
 
 
 class ProviderError(LLMError):

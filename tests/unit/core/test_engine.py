@@ -447,3 +447,51 @@ def test_the_answer_is_asked_for_the_room_the_budget_keeps_for_it(
     built = next(e for e in events if isinstance(e, RequestBuilt)).request
     assert built.report.window == 8192 and built.report.reserved_output == 2048
     assert llm_server.requests[-1].body["max_tokens"] == 2048
+
+
+def test_usage_the_server_did_not_send_is_not_learnt_from(project: Project, llm_server,
+                                                          tmp_path) -> None:
+    # llama.cpp's server streams no usage; litellm then counts the stream itself. That count
+    # is ours, not the provider's: the entry says it is an estimate and nothing is calibrated.
+    from core.context.calibration import Calibration
+
+    calibration = Calibration(tmp_path / "calibration.json")
+    engine = Engine(ProjectContext(project.conversations, calibration=calibration))
+    conv = project.conversations.create()
+    llm_server.stream_usage = False
+    llm_server.script(Answer("ok"), Answer("still ok"))
+
+    async def go(text: str) -> None:
+        async for _ in engine.send(conv.id, text, settings(llm_server)):
+            pass
+
+    asyncio.run(go("word " * 300))
+    asyncio.run(go("more " * 300))
+    answers = [m for m in project.conversations.load(conv.id).messages if m.role == "assistant"]
+    assert [m.content for m in answers] == ["ok", "still ok"]
+    assert all(m.usage and m.usage.get("estimated") for m in answers)
+    assert calibration.factor(MODEL) == 1.0
+    report = engine.context.preview(conv.id, settings(llm_server)).report
+    assert report.calibration == 1.0
+    assert "reports no usage" in report.calibration_basis
+
+
+def test_a_count_no_tokenizer_would_give_is_set_aside(project: Project, llm_server,
+                                                      tmp_path) -> None:
+    from core.context.calibration import Calibration
+
+    calibration = Calibration(tmp_path / "calibration.json")
+    engine = Engine(ProjectContext(project.conversations, calibration=calibration))
+    conv = project.conversations.create()
+    first = engine.context.build(None, [ConversationMessage(role="user", content="x " * 100)],
+                                 settings(llm_server)).report
+    llm_server.script(Answer("ok", usage=(first.used * 10, 1)))  # a counting bug somewhere
+
+    async def go() -> None:
+        async for _ in engine.send(conv.id, "x " * 100, settings(llm_server)):
+            pass
+
+    asyncio.run(go())
+    assert calibration.factor(MODEL) == 1.0  # was clamped to 2.0: every figure doubled
+    basis = engine.context.preview(conv.id, settings(llm_server)).report.calibration_basis
+    assert "1 implausible ratio set aside" in basis
