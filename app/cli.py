@@ -70,10 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    def window_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--context-window", type=int, metavar="N",
+                       help="the model's context window in tokens, where neither litellm nor "
+                            "the server says it (WORKBENCH_CONTEXT_WINDOW)")
+
     def model_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="litellm model string, e.g. gpt-4o-mini, ollama/llama3")
         p.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
         p.add_argument("--max-tokens", type=int, help="maximum output tokens for the answer")
+        window_flag(p)
         p.add_argument("--timeout", type=float, metavar="SECONDS",
                        help="give up on a request that has not answered in this many seconds "
                             "(default 600; WORKBENCH_REQUEST_TIMEOUT)")
@@ -148,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the model that writes the summary (default: settings' summary_model, "
                         "else --model)")
     p.add_argument("--max-tokens", type=int, help="maximum output tokens for the summary")
+    window_flag(p)
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="request timeout")
 
     for name, what in (("pin", "always send an entry (compaction keeps it verbatim)"),

@@ -40,6 +40,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             settings = resolve_llm_settings(
                 cli={"model": args.model, "api_base": args.api_base,
                      "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                     "context_window": args.context_window,
                      "summary_model": args.summary_model},
                 project=project.overrides, global_settings=SettingsStore().load())
         except SettingsError as e:

@@ -122,6 +122,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
     try:
         cli_values = {"model": args.model, "api_base": args.api_base,
                       "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                      "context_window": args.context_window,
                       "step_limit": args.step_limit}
         try:
             settings = resolve_llm_settings(cli=cli_values, project=project.overrides,

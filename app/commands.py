@@ -101,7 +101,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         try:
             settings = resolve_llm_settings(
                 cli={"model": args.model, "api_base": args.api_base,
-                     "max_output_tokens": args.max_tokens},
+                     "max_output_tokens": args.max_tokens,
+                     "context_window": args.context_window},
                 project=project.overrides, global_settings=SettingsStore().load())
         except SettingsError as e:
             raise CliError(str(e)) from None

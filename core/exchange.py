@@ -144,6 +144,8 @@ class Exchange:
                 yield event
             entry = self._answer()
         except LLMError as e:
+            # The server may have been restarted with another model or window: ask it again.
+            self.engine.context.forget_served_window(self.settings)
             entry = self._failed(e.info(partial=bool(self.got.parts)))
         except Exception as e:  # a bug of ours must not lose what was streamed
             entry = self._failed(ErrorInfo(

@@ -193,7 +193,7 @@ def resolve_llm_settings(
     g = global_settings or GlobalSettings()
     provider = g.provider(g.active_provider)
     layers = [
-        ("cli", dict(cli or {})),
+        ("command line", dict(cli or {})),
         ("environment", _env_layer(env)),
         ("project", dict(project or {})),
         ("global", _global_layer(g, provider)),

@@ -104,8 +104,11 @@ def resolve_budget(
             window, source = found, "litellm"
         else:
             window, source = DEFAULT_WINDOW, "default"
-            note = (f"litellm does not know {model!r}; assuming a {DEFAULT_WINDOW:,}-token window. "
-                    "Set context_window in the project settings if yours is larger.")
+            note = (f"neither litellm nor a server says how long a context {model!r} takes; "
+                    f"assuming {DEFAULT_WINDOW:,} tokens. If its window is smaller or larger, "
+                    "set it (Settings → Context window, --context-window, or "
+                    "WORKBENCH_CONTEXT_WINDOW); a server that refuses a longer request "
+                    "teaches it on its own.")
     # A guessed window keeps more of itself for the request: half of 8,192 reserved for an
     # answer left a whole agent session under 4,000 tokens.
     reserved = min(max_output_tokens, window // (4 if source == "default" else 2))

@@ -58,8 +58,11 @@ class Calibration:
         with self._lock:
             data = self._load()
             # what the provider said of the model goes together: its limit and its tools
+            probes = [k for k in data if k.startswith("probe:") and k.endswith(f"|{model}")]
             if (data.pop(f"window:{model}", None), data.pop(f"no_tools:{model}", None)) \
-                    != (None, None):
+                    != (None, None) or probes:
+                for key in probes:  # and what its servers said: asked again
+                    del data[key]
                 try:
                     atomic_write_json(self.path, data)
                 except OSError:
@@ -88,6 +91,33 @@ class Calibration:
                 atomic_write_json(self.path, data)
             except OSError:
                 pass
+
+    def probed(self, api_base: str, model: str) -> tuple[bool, int | None]:
+        """What the server at `api_base` said of `model`'s window when last asked: (asked,
+        tokens); tokens None when it did not say."""
+        with self._lock:
+            entry = self._load().get(_probe_key(api_base, model))
+        if not isinstance(entry, dict):
+            return False, None
+        return True, int(entry.get("tokens") or 0) or None
+
+    def remember_probe(self, api_base: str, model: str, tokens: int | None) -> None:
+        with self._lock:
+            data = self._load()
+            data[_probe_key(api_base, model)] = {"tokens": float(tokens or 0)}
+            try:
+                atomic_write_json(self.path, data)
+            except OSError:
+                pass
+
+    def forget_probe(self, api_base: str, model: str) -> None:
+        with self._lock:
+            data = self._load()
+            if data.pop(_probe_key(api_base, model), None) is not None:
+                try:
+                    atomic_write_json(self.path, data)
+                except OSError:
+                    pass
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
         """Fold one count the provider reported for a request of ours in; returns the factor.
@@ -145,3 +175,7 @@ class Calibration:
             atomic_write_json(self.path, data)
         except OSError:
             pass  # calibration is a nicety: never fail a turn over it
+
+
+def _probe_key(api_base: str, model: str) -> str:
+    return f"probe:{api_base.rstrip('/')}|{model}"

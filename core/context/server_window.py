@@ -2,8 +2,10 @@
 
 litellm's map knows hosted models; a model served by vLLM, llama.cpp, LM Studio or Ollama is
 unknown to it, yet the server says its context length. It is asked once per (address, model)
-and remembered for the process; a server that does not say (or does not answer within a
-second) is remembered as not saying, so nothing is asked twice.
+and remembered for the process (and, by the project's context, across runs: a CLI command
+asks nothing a previous one learnt); a server that does not say (or does not answer within a
+second) is remembered as not saying, so nothing is asked twice. A failed request to it makes
+it asked again.
 
     vLLM, and servers copying it   GET  <base>/models            data[].max_model_len
     LM Studio                      GET  <root>/api/v0/models/<m>  loaded_context_length
@@ -44,6 +46,13 @@ def server_window(api_base: str | None, model: str) -> int | None:
     with _lock:
         _known[key] = found
     return found
+
+
+def forget(api_base: str | None, model: str) -> None:
+    """Ask the server at `api_base` again next time (a request to it failed)."""
+    if api_base:
+        with _lock:
+            _known.pop((api_base.rstrip("/"), model), None)
 
 
 def forget_all() -> None:

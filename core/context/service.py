@@ -37,6 +37,7 @@ from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_re
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer, RunContext
 from core.context.server_window import cached_window, server_window
+from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
@@ -158,13 +159,37 @@ class ProjectContext:
             known_window = self.calibration.window(settings.model)
         served = None
         if usable_override is None:  # the smallest stated figure applies (see resolve_budget)
-            ask = server_window if ask_servers else cached_window
-            served = ask(settings.api_base, settings.model)
+            served = self.served_window(settings, ask_servers)
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0
         return resolve_budget(settings.model, settings.max_output_tokens,
                               window_override=window, known_window=known_window,
                               server_window=served, usable_override=usable_override,
                               calibration=factor)
+
+    def served_window(self, settings: LLMSettings, ask: bool = True) -> int | None:
+        """The window the model's server states (see server_window): asked once per server and
+        model and remembered beside the calibration, so neither a new window nor a CLI command
+        asks again; `forget_served_window` after a failed request makes it asked anew.
+        `ask=False`: what is known, without the network."""
+        base, model = settings.api_base, settings.model
+        if not base:
+            return None
+        if self.calibration is not None:
+            known, tokens = self.calibration.probed(base, model)
+            if known:
+                return tokens
+        if not ask:
+            return cached_window(base, model)
+        tokens = server_window(base, model)
+        if self.calibration is not None:
+            self.calibration.remember_probe(base, model, tokens)
+        return tokens
+
+    def forget_served_window(self, settings: LLMSettings) -> None:
+        if settings.api_base:
+            forget_server(settings.api_base, settings.model)
+            if self.calibration is not None:
+                self.calibration.forget_probe(settings.api_base, settings.model)
 
     def build(
         self, conv_id: str | None, history: list[ConversationMessage], settings: LLMSettings,

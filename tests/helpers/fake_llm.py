@@ -107,6 +107,7 @@ class FakeLLMServer:
         self.requests: list[RecordedRequest] = []
         # Paths that answer with model information (GET, or POST for Ollama's /api/show).
         self.info: dict[str, Any] = {}
+        self.probes: list[str] = []  # the paths asked for model information, in order
         # Behave as llama-cpp-python's server does with `--n_ctx N`: a prompt longer than N
         # tokens (estimated as the usage is) is refused before any scripted reply is used:
         # streamed, with HTTP 200 and an empty body; not streamed, with the standard 400.
@@ -165,6 +166,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self._info()
 
         def _info(self) -> None:
+            server.probes.append(self.path.split("?")[0])
             info = server.info.get(self.path.split("?")[0])
             payload = json.dumps(info if info is not None else {"error": "not found"}).encode()
             self.send_response(200 if info is not None else 404)

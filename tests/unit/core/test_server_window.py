@@ -73,3 +73,65 @@ def test_an_unknown_model_keeps_most_of_a_guessed_window_for_the_request(project
         conv.id, LLMSettings(model="openai/never-heard-of-it", max_output_tokens=4096))
     assert budget.source == "default" and budget.reserved_output == 2048
     assert budget.usable > 5500
+
+
+def test_what_a_server_said_is_remembered_across_runs_until_a_request_fails(
+        capsys, project_dir, llm_server) -> None:
+    # Every CLI command used to ask the server's four information routes again (a process
+    # each); now what it said (or that it said nothing) is kept beside the calibration, and a
+    # failed request makes it asked anew (the server may have been restarted otherwise).
+    import json
+
+    from app.cli import main
+    from tests.helpers.fake_llm import Answer, HttpError
+
+    def cli(*args: object) -> tuple[int, str]:
+        server_window.forget_all()  # each command is a new process
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        assert code in (0, 2), err
+        return code, out
+
+    src = project_dir.parent / "c.json"
+    project_dir.mkdir(parents=True, exist_ok=True)
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    _, out = cli("import", project_dir, src)
+    conv = out.strip().splitlines()[-1]
+    flags = ("-c", conv, "--model", MODEL, "--api-base", llm_server.url)
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 2048}}
+    _, out = cli("context", project_dir, *flags)
+    assert "window 2,048 (server)" in out, out
+    asked = len(llm_server.probes)
+    assert asked >= 1
+    llm_server.script(Answer("fine"))
+    assert cli("send", project_dir, *flags, "hello")[0] == 0
+    _, out = cli("context", project_dir, *flags)
+    assert "window 2,048 (server)" in out and len(llm_server.probes) == asked  # not asked
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 4096}}  # restarted
+    llm_server.script(HttpError(500, "model reloading"))
+    assert cli("send", project_dir, *flags, "again")[0] == 2
+    _, out = cli("context", project_dir, *flags)
+    assert "window 4,096 (server)" in out and len(llm_server.probes) > asked, out
+
+
+def test_the_window_is_given_on_the_command_line(capsys, project_dir, llm_server) -> None:
+    import json
+
+    from app.cli import main
+
+    src = project_dir.parent / "c.json"
+    project_dir.mkdir(parents=True, exist_ok=True)
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    assert main(["import", str(project_dir), str(src)]) == 0
+    conv = capsys.readouterr().out.strip().splitlines()[-1]
+    flags = ["-c", conv, "--model", "openai/unknown-local", "--api-base", llm_server.url]
+    assert main(["context", str(project_dir), *flags]) == 0
+    out = capsys.readouterr().out
+    assert "window 8,192 (default)" in out and "smaller or larger" in out \
+        and "--context-window" in out, out
+    assert main(["context", str(project_dir), *flags, "--context-window", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "window 3,000 (override)" in out and "assuming" not in out, out
+    assert main(["context", str(project_dir), *flags, "--context-window", "-5"]) != 0
+    err = capsys.readouterr().err
+    assert "context window from the command line must be a positive whole number" in err

@@ -26,7 +26,7 @@ def test_precedence_cli_env_project_global_default() -> None:
                              global_settings=g)
     assert (s.model, s.sources["model"]) == ("gpt-4.1", "environment")
     s = resolve_llm_settings(cli={"model": "claude"}, env={"WORKBENCH_MODEL": "gpt-4.1"})
-    assert (s.model, s.sources["model"]) == ("claude", "cli")
+    assert (s.model, s.sources["model"]) == ("claude", "command line")
     d = resolve_llm_settings(env={})
     assert d.sources == {"model": "default", "api_base": "default", "max_output_tokens": "default",
                          "context_window": "default", "auto_retries": "default",
@@ -114,7 +114,7 @@ def test_the_request_timeout_comes_from_every_layer_and_must_be_positive() -> No
     assert resolve_llm_settings(env={}, global_settings=g).request_timeout == 120.0
     s = resolve_llm_settings(cli={"request_timeout": 2.5},
                              env={"WORKBENCH_REQUEST_TIMEOUT": "30"})
-    assert (s.request_timeout, s.sources["request_timeout"]) == (2.5, "cli")
+    assert (s.request_timeout, s.sources["request_timeout"]) == (2.5, "command line")
     for bad in ("0", "-3", "soon", "inf", "nan"):
         with pytest.raises(SettingsError, match="request timeout from the project must be a "
                                                 "positive number of seconds"):
