@@ -14,9 +14,12 @@ from collections.abc import AsyncIterator
 from core.context.projection import summary_tokens
 from core.context.service import ProjectContext
 from core.context.summary import (
+    MIN_SECTIONS,
+    SECTIONS,
     NothingToSummarize,
     chunks,
     messages_for,
+    missing_sections,
     plan_summary,
     summary_words,
 )
@@ -65,13 +68,11 @@ async def summarize(
     previous = plan.previous.text() if plan.previous is not None else ""
     # What one call may read: its window, less the instructions, the running summary
     # (as long as the answer may be) and the focus.
-    room = budget.usable_ours - 600 - sum_counter.text(previous) - max_out - \
-        sum_counter.text(focus or "")
+    # (The answer's own room is already kept out of `usable`.)
+    room = budget.usable_ours - 600 - sum_counter.text(previous) - sum_counter.text(focus or "")
     if room < 500:
-        yield CompactionFinished(
-            "failed", f"{model}'s window ({budget.window:,} tokens) leaves no room to read "
-            "the conversation for a summary; choose a summary model with a larger window. "
-            "Nothing was changed.", automatic=automatic)
+        yield CompactionFinished("failed", _no_room(model, budget.window, budget.reserved_output,
+                                                    room), automatic=automatic)
         return
     parts = chunks(plan.entries, room, sum_counter, give_way)
     yield CompactionStarted(len(plan.entries), model, automatic, len(parts))
@@ -134,6 +135,18 @@ async def summarize(
         entry, covered, before, now, cost, automatic)
 
 
+def _no_room(model: str, window: int, reserved: int, room: int) -> str:
+    """Why no summary can be read at this window, and the fix that fits: a smaller answer
+    where the answer's room is what crowds the window out, else a larger window."""
+    head = (f"{model}'s window ({window:,} tokens) leaves no room to read the conversation "
+            f"for a summary ({reserved:,} are kept for the summary itself)")
+    if reserved + room >= 500 + 256:  # a smaller answer would make room
+        return (f"{head}; lower the summary's output limit (--max-tokens, or Settings → Max "
+                "output tokens) or choose a summary model with a larger window. Nothing was "
+                "changed.")
+    return f"{head}; choose a summary model with a larger window. Nothing was changed."
+
+
 async def _read_summary(client: LLMClient, request: LLMRequest, part: tuple[int, int],
                         usage_total: dict[str, int], answers: list[str]
                         ) -> AsyncIterator[EngineEvent]:
@@ -165,4 +178,11 @@ async def _read_summary(client: LLMClient, request: LLMRequest, part: tuple[int,
             "cut off")
     if not answer:
         raise _SummaryRejected("the model returned an empty summary")
+    missing = missing_sections(answer)
+    if len(SECTIONS) - len(missing) < MIN_SECTIONS:
+        raise _SummaryRejected(
+            f"the model's answer is not a summary: it has {len(SECTIONS) - len(missing)} of "
+            f"the {len(SECTIONS)} sections asked for (missing: {', '.join(missing)}); it "
+            f"began: {answer[:120]!r}. A model that follows instructions better can write it "
+            "(Settings → Summary model, or --summary-model)")
     answers.append(answer)

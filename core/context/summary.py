@@ -15,6 +15,7 @@ undoing the new summary restores the previous one.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -54,6 +55,20 @@ What remains, as the user asked for it.
 
 Keep exact file paths, commands, identifiers, numbers and error messages. Do not invent \
 anything; write "unknown" rather than guess. Be concise: {words} words at most."""
+
+SECTIONS = ("User intent", "Progress", "Decisions and findings", "Errors and resolutions",
+            "Current state", "Files", "Next steps")
+MIN_SECTIONS = 4  # fewer of SECTIONS than this: not a summary (an error text, a chat answer)
+
+
+def missing_sections(text: str) -> list[str]:
+    """The sections of SECTIONS that `text` has no heading for (any heading level, or a bold
+    line; any case)."""
+    found = {m.group(1).lower() for m in re.finditer(
+        r"^[ \t]*(?:#{1,6}[ \t]*|\*\*)?([A-Za-z][A-Za-z &]+?)[ \t]*(?:\*\*)?:?[ \t]*$",
+        text, re.MULTILINE)}
+    return [name for name in SECTIONS if name.lower() not in found]
+
 
 SUMMARY_USER = """{previous}The entries to fold into the summary, oldest first:
 

@@ -449,3 +449,11 @@ def _serve(conn: Any, replies: list[Reply]) -> None:
         server.script(*replies)
         conn.send(server.url)
         conn.recv()  # until told to stop
+
+
+def summary_text(lead: str) -> str:
+    """A summary as the summarizer is asked to write it (its seven sections), led by `lead`
+    (a marker a test looks for)."""
+    return (f"## User intent\n{lead}\n## Progress\nThe parsers were reviewed.\n"
+            "## Decisions and findings\nKeep line numbers.\n## Errors and resolutions\nNone.\n"
+            "## Current state\nReviewed.\n## Files\npkg/mod_0.py\n## Next steps\nNone.")

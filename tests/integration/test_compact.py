@@ -16,12 +16,21 @@ from core.factory import build_engine
 from core.llm.tokens import TokenCounter
 from core.settings import LLMSettings
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError, ToolCalls
+from tests.helpers.fake_llm import (
+    MODEL,
+    Answer,
+    Cut,
+    FakeLLMServer,
+    HttpError,
+    ToolCalls,
+    summary_text,
+)
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
 SUMMARY = ("## User intent\nParsers that keep line numbers; never change the public API.\n"
-           "## Progress\nTasks 0-9 done.\n## Files\npkg/mod_0.py … pkg/mod_9.py")
+           "## Progress\nTasks 0-9 done.\n## Current state\nAll parsers reviewed.\n"
+           "## Files\npkg/mod_0.py … pkg/mod_9.py")
 
 
 @pytest.fixture
@@ -59,7 +68,7 @@ def context_json(capsys, project: Path, conv: str, *extra: object) -> dict:
 def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_covers(
         capsys, project_dir, llm_server) -> None:
     conv = session_project(project_dir)
-    before = context_json(capsys, project_dir, conv)
+    before = context_json(capsys, project_dir, conv, "--model", MODEL)
     llm_server.script(Answer(SUMMARY, usage=(3000, 120)))
     code, out, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
                          "--api-base", llm_server.url, "--focus", "the parser rules")
@@ -71,7 +80,7 @@ def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_cov
     assert "Task 0: the parser in pkg/mod_0.py" in sent[1]["content"]
     assert "focus on: the parser rules" in sent[1]["content"]
     assert "Task 11:" not in sent[1]["content"]  # the recent rounds stay verbatim
-    after = context_json(capsys, project_dir, conv)
+    after = context_json(capsys, project_dir, conv, "--model", MODEL)  # counted alike
     # one size for the summary: what the notice said is what the request counts for it
     size = int(out.split("-token summary")[0].rsplit("a ", 1)[1].replace(",", ""))
     entry = next(e for e in after["report"]["entries"] if e["kind"] == "summary")
@@ -108,11 +117,42 @@ def test_a_summary_larger_than_what_it_covers_is_rejected(capsys, project_dir,
                                            for m in make_agent_session(4, seed=1,
                                                                        output_chars=60)])
     before = log_bytes(project_dir, conv)
-    llm_server.script(Answer("word " * 3000))
+    llm_server.script(Answer(SUMMARY + "\n" + "word " * 3000))
     code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
                        "--api-base", llm_server.url, "--max-tokens", "20000")
     assert code == 2 and "larger" in err
     assert log_bytes(project_dir, conv) == before
+
+
+def test_an_answer_that_is_not_a_summary_is_refused(capsys, project_dir, llm_server) -> None:
+    # SmolLM2-135M answered the summarizer with its own cut-off error text: 223 tokens of
+    # history were "summarized" into 84 tokens that said nothing of them.
+    conv = session_project(project_dir)
+    before = log_bytes(project_dir, conv)
+    llm_server.script(Answer("I'm sorry, but the conversation is too long for me to read."))
+    code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url)
+    assert code == 2 and "not a summary" in err and "0 of the 7 sections" in err, err
+    assert "Nothing was changed" in err and "--summary-model" in err
+    assert log_bytes(project_dir, conv) == before
+
+
+def test_compact_on_a_small_window_keeps_room_for_the_answer_once(capsys, project_dir,
+                                                                  llm_server) -> None:
+    # A 2,048-token window with the default output limit leaves nothing to read: the fix is
+    # a smaller summary, which --max-tokens gives (the answer's room was taken twice, so
+    # even 512 left nothing).
+    conv = session_project(project_dir)
+    before = log_bytes(project_dir, conv)
+    flags = ("-c", conv, "--model", MODEL, "--api-base", llm_server.url,
+             "--context-window", "2048")
+    code, _, err = cli(capsys, "compact", project_dir, *flags)
+    assert code == 2 and "leaves no room" in err and "--max-tokens" in err, err
+    assert log_bytes(project_dir, conv) == before and llm_server.requests == []
+    llm_server.script(*[Answer(summary_text(f"PART {k}")) for k in range(1, 40)])
+    code, out, err = cli(capsys, "compact", project_dir, *flags, "--max-tokens", "512")
+    assert code == 0 and "-token summary" in out, err
+    assert all(r.body["max_tokens"] == 512 for r in llm_server.requests)
 
 
 def test_nothing_to_summarize_says_so(capsys, project_dir, llm_server) -> None:
@@ -139,7 +179,7 @@ def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
 
     with Project.open(project_dir) as p:
         engine = build_engine(p)
-        llm_server.script(Answer("FIRST SUMMARY of tasks 0-5"))
+        llm_server.script(Answer(summary_text("FIRST SUMMARY of tasks 0-5")))
         events = summarize(engine)
         started = next(e for e in events if isinstance(e, CompactionStarted))
         first = events[-1]
@@ -150,7 +190,7 @@ def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
         later = [m.model_copy(update={"content": "Later " + m.text()}) if m.role == "user"
                  else m for m in make_agent_session(4, seed=9)]
         p.conversations.append_many(conv, [COUNTER.with_count(m) for m in later])
-        llm_server.script(Answer("SECOND SUMMARY of tasks 0-9"))
+        llm_server.script(Answer(summary_text("SECOND SUMMARY of tasks 0-9")))
         second = summarize(engine)[-1]
         assert isinstance(second, CompactionFinished) and second.status == "ok", second
         read = llm_server.requests[-1].body["messages"][1]["content"]
@@ -187,7 +227,7 @@ def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_
     conv = session_project(project_dir, rounds=10)
     settings = LLMSettings(model=MODEL, api_base=llm_server.url, context_window=9000,
                            max_output_tokens=1024)
-    llm_server.script(*[Answer(f"RUNNING SUMMARY {k}") for k in range(1, 30)])
+    llm_server.script(*[Answer(summary_text(f"RUNNING SUMMARY {k}")) for k in range(1, 30)])
 
     async def run() -> list[object]:
         with Project.open(project_dir) as p:
@@ -202,7 +242,7 @@ def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_
         body = request.body
         assert f"RUNNING SUMMARY {k}" in body["messages"][1]["content"]  # merged, in order
         assert body["max_tokens"] <= 1024
-    assert done.entry is not None and done.entry.text() == f"RUNNING SUMMARY {started.calls}"
+    assert done.entry is not None and done.entry.text() == summary_text(f"RUNNING SUMMARY {started.calls}")
 
 
 def test_a_long_imported_conversation_keeps_working_at_a_small_window(

@@ -12,7 +12,7 @@ from app.cli import main
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, annotation, fold_annotations
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer
+from tests.helpers.fake_llm import MODEL, Answer, summary_text
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
@@ -114,7 +114,7 @@ def test_excluding_a_summary_undoes_it_and_including_it_redoes_it(capsys, projec
                                                                    llm_server) -> None:
     llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
     conv, msgs = session(project_dir)
-    llm_server.script(Answer("THE SUMMARY"))
+    llm_server.script(Answer(summary_text("THE SUMMARY")))
     code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
                        "--api-base", llm_server.url)
     assert code == 0, err
@@ -162,7 +162,7 @@ def test_a_pin_keeps_its_whole_tool_round_through_a_summary(
     target = call if which == "call" else result
 
     def compact() -> None:
-        llm_server.script(Answer("THE SUMMARY"))
+        llm_server.script(Answer(summary_text("THE SUMMARY")))
         code, _, err = cli(capsys, "compact", project_dir, "-c", conv, "--model", MODEL,
                            "--api-base", llm_server.url)
         assert code == 0, err

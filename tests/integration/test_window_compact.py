@@ -10,7 +10,7 @@ from core.engine import CompactionFinished
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
-from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
+from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError, summary_text
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import agent_session_project
 from ui.transcript_model import Row, RowKind
@@ -18,7 +18,7 @@ from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
 COUNTER = TokenCounter("o200k_base")
-SUMMARY = "## User intent\nParsers keep line numbers.\n## Files\npkg/mod_0.py"
+SUMMARY = summary_text("Parsers keep line numbers.")
 
 
 @pytest.fixture(autouse=True)
