@@ -93,6 +93,17 @@ def protected_units(plan: Compaction, units: list[Unit]) -> set[int]:
     return out
 
 
+TAIL_MARGIN = 200  # of the history's room, left beside an oversized tail (for the digest)
+
+
+def tail_excess(unit_tokens: list[int], tail: int, room: int) -> int:
+    """How far the recent tail exceeds `room`, all the history may take: a single round can
+    (one file read whole, a command that printed a megabyte). Its tool outputs are then
+    shortened too, as old ones are (the full output stays on disk), rather than the round
+    dropped whole by the trim."""
+    return sum(unit_tokens[tail:]) - (room - TAIL_MARGIN)
+
+
 def tail_start(units: list[Unit], unit_tokens: list[int], recent_rounds: int,
                room: int) -> int:
     """The first unit of the recent tail the stages leave untouched: the last
@@ -115,9 +126,10 @@ def tail_start(units: list[Unit], unit_tokens: list[int], recent_rounds: int,
 
 def tool_outputs(plan: Compaction, units: list[Unit], tail: int, over: int,
                  counter: TokenCounter, memo: CompactionMemo, first: int = 0,
-                 protected: set[int] | None = None) -> int:
+                 protected: set[int] | None = None, recent: bool = False) -> int:
     """Shorten old tool results (and long arguments of old calls) from unit `first` on until
-    `over` tokens are saved; returns what is still over (<= 0 when enough)."""
+    `over` tokens are saved; returns what is still over (<= 0 when enough). `recent`: the
+    units are the recent tail's (which alone exceeds its room), said so in the reasons."""
     protected = protected or set()
     eligible = [(n, i) for n in range(first, tail)
                 if len(units[n].items) > 1 and n not in protected for i in units[n].items]
@@ -155,6 +167,9 @@ def tool_outputs(plan: Compaction, units: list[Unit], tail: int, over: int,
                    else "old tool output replaced by a reference read_tool_result can open")
             if m.role == "assistant":
                 why = "long arguments of an old tool call shortened"
+            if recent:
+                why = why.replace("old tool", "recent tool") + \
+                    ": the latest rounds alone exceed the budget"
             plan.staged[m.id] = (decision, why, "tool outputs", original)
     return over
 

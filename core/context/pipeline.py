@@ -10,7 +10,14 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from core.context.compaction import horizon, protected_units, select, tail_start, tool_outputs
+from core.context.compaction import (
+    horizon,
+    protected_units,
+    select,
+    tail_excess,
+    tail_start,
+    tool_outputs,
+)
 from core.context.digest import digest, digest_caps, fold_units
 from core.context.memo import Compaction, CompactionMemo
 from core.context.projection import ack_tokens
@@ -77,7 +84,8 @@ class KeptViewStage(BuildStage):
 class ToolOutputStage(BuildStage):
     """A new compaction's first stage: old tool outputs (and long arguments of old calls)
     become previews, then one-line references, oldest first, until the history reaches the
-    target (`compaction.tool_outputs`). The recent tail and protected units stay as they are."""
+    target (`compaction.tool_outputs`). The recent tail and protected units stay as they are,
+unless the tail alone exceeds its share of the target: then its outputs are shortened too."""
 
     name = "tool outputs"
 
@@ -94,6 +102,12 @@ class ToolOutputStage(BuildStage):
         over = sum(plan.unit_tokens) - target
         work.over = tool_outputs(plan, units, work.tail, over, draft.counter, draft.memo(),
                                  work.first, work.protected)
+        need = min(work.over, tail_excess(plan.unit_tokens, work.tail,
+                                          draft.usable - draft.prefix_tokens))
+        if need > 0:  # previews first: they save enough more often than not
+            work.over -= need - tool_outputs(plan, units, len(units), need, draft.counter,
+                                             draft.memo(), work.tail, work.protected,
+                                             recent=True)
         draft.report.stages.append({"name": self.name, "ms": ms_since(t),
                                     "changed": len(plan.staged)})
 

@@ -180,6 +180,11 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if self.path.endswith("/v1/messages"):  # Anthropic's protocol (a Claude model)
                 self._anthropic()
                 return
+            if self.path.endswith("/chat/completions") and not self.path.startswith("/v1/"):
+                # as llama-cpp-python's server (FastAPI) answers a base URL without /v1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._error(HttpError(404, "Not Found"))
+                return
             if not self.path.endswith("/chat/completions"):  # e.g. Ollama's POST /api/show
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self._info()
@@ -411,7 +416,9 @@ def _usage_chunk(model: str, usage: dict[str, Any]) -> dict[str, Any]:
 def _usage(body: dict[str, Any], text: str, given: tuple[int, int] | None,
            cached: int | None = None) -> dict[str, Any]:
     if given is None:
-        given = (max(1, len(json.dumps(body.get("messages", []))) // 4), max(1, len(text) // 4))
+        # as a server counts a prompt: the messages and the tools it offers
+        prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("tools") or [])
+        given = (max(1, len(prompt) // 4), max(1, len(text) // 4))
     usage: dict[str, Any] = {"prompt_tokens": given[0], "completion_tokens": given[1],
                              "total_tokens": given[0] + given[1]}
     if cached is not None:  # as OpenAI reports a prompt-cache hit

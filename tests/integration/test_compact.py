@@ -330,7 +330,7 @@ def test_the_digest_of_an_agent_session_names_a_failed_test_run_and_its_fix(
         code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
                              "--api-base", llm_server.url, f"Review module {k}.")
         assert code == 0, err
-    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "3000")
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "5000")
     llm_server.script(Answer("The add test failed, I fixed calc.py, it passes now."))
     code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--mode", "agent", "--model",
                          MODEL, "--api-base", llm_server.url, "What went wrong earlier?")

@@ -68,6 +68,26 @@ def test_old_tool_outputs_become_previews_that_name_their_ref_and_recent_ones_st
     assert {e.decision for e in built.report.entries} <= {"kept", "previewed", "referenced"}
 
 
+def test_a_latest_round_too_big_for_the_budget_keeps_its_call_and_a_shortened_result() -> None:
+    # An agent's command printed a megabyte in the turn now running: the round was dropped
+    # whole ("even the latest rounds exceed the budget"), so the model was sent the user's
+    # request again without its own calls and results, and started over.
+    history = session(6)
+    history.append(COUNTER.with_count(ConversationMessage(
+        role="assistant", content=None, tool_calls=[{"id": "big", "type": "function",
+            "function": {"name": "run_shell", "arguments": '{"command": "yes y"}'}}])))
+    history.append(COUNTER.with_count(ConversationMessage(
+        role="tool", tool_call_id="big", content="y\n" * 30_000)))
+    built = build(history, full_size(history[:-2]) + 3000)
+    sent = built.messages[-1]
+    assert sent["role"] == "tool" and sent["tool_call_id"] == "big"
+    assert built.messages[-2]["tool_calls"][0]["id"] == "big"
+    assert 'read_tool_result(ref="big")' in sent["content"]
+    entry = decisions(built)[history[-1].id]
+    assert entry.decision in ("previewed", "referenced") and "latest rounds" in entry.reason
+    assert built.report.used <= built.report.usable
+
+
 def test_tighter_budgets_turn_previews_into_one_line_references() -> None:
     history = session(20)
     full = full_size(history)
