@@ -67,7 +67,7 @@ COLORS = {
     RowKind.SYSTEM: "#f7f3e8",
 }
 BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
-SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow"}
+SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow", "network"}
 
 
 @dataclass

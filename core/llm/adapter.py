@@ -110,7 +110,8 @@ class LLMClient:
         try:
             response = await litellm.acompletion(**kwargs)
         except Exception as e:  # every provider failure is translated here
-            raise translate_error(e, request.model, secrets=secrets) from e
+            raise translate_error(e, request.model, secrets=secrets,
+                                  api_base=kwargs.get("api_base")) from e
 
         calls: dict[int, _Call] = {}
         finish: str | None = None
@@ -153,7 +154,8 @@ class LLMClient:
         except LLMError:
             raise
         except Exception as e:
-            raise translate_error(e, request.model, mid_stream=True, secrets=secrets) from e
+            raise translate_error(e, request.model, mid_stream=True, secrets=secrets,
+                                  api_base=kwargs.get("api_base")) from e
 
         provider_finish = getattr(response, "received_finish_reason", finish)
         provider_finish = provider_finish or getattr(response, "intermittent_finish_reason", None)
@@ -183,7 +185,8 @@ class LLMClient:
         try:
             response = await litellm.acompletion(**whole)
         except Exception as e:
-            raise translate_error(e, request.model, secrets=secrets) from e
+            raise translate_error(e, request.model, secrets=secrets,
+                                  api_base=kwargs.get("api_base")) from e
         choice = response.choices[0] if response.choices else None
         if choice is None or not choice.finish_reason:
             raise StreamInterrupted(
@@ -315,13 +318,49 @@ def is_own_address(provider: str, url: str) -> bool:
 
 
 def translate_error(e: BaseException, model: str, mid_stream: bool = False,
-                    secrets: Sequence[str | None] = ()) -> LLMError:
+                    secrets: Sequence[str | None] = (), api_base: str | None = None
+                    ) -> LLMError:
     """Map a litellm (or transport) exception to our own type, in plain words. The provider's
-    text is kept in `details` with every key-shaped string and each of `secrets` redacted."""
-    error = _translate(e, model, mid_stream, redact(str(e), secrets))
+    text is kept in `details` with every key-shaped string and each of `secrets` redacted.
+    `api_base`: the address the request went to (a local server's mistakes are named)."""
+    error = _address_error(e, api_base, redact(str(e), secrets)) or \
+        _translate(e, model, mid_stream, redact(str(e), secrets))
     error.message = redact(error.message, secrets)
     error.args = (error.message,)
     return error
+
+
+def _address_error(e: BaseException, api_base: str | None, raw: str) -> LLMError | None:
+    """The two mistakes made with a local server's address, in its words: a base URL without
+    the /v1 its chat route lives under (the server answers 404 for the path, which litellm
+    calls an unknown model), and an address where nothing listens (refused at once: retrying
+    it cannot help)."""
+    if not api_base:
+        return None
+    litellm = load_litellm()
+    base = api_base.rstrip("/")
+    if isinstance(e, litellm.NotFoundError) and "model" not in raw.lower().replace(
+            "openaiexception", "").replace("litellm.notfounderror", ""):
+        hint = (f" OpenAI-compatible servers (llama.cpp, vLLM, LM Studio, Ollama) serve it "
+                f"under /v1: try {base}/v1." if not base.endswith("/v1") else
+                " Check the address in Settings.")
+        return UnknownModel(f"The server at {base} answered 404 (not found) for "
+                            f"{base}/chat/completions: it has no chat route there.{hint}",
+                            details=raw)
+    host = (urlsplit(base).hostname or "").lower()
+    if host in ("localhost", "127.0.0.1", "::1") or host.startswith("127."):
+        x: BaseException | None = e
+        for _ in range(8):
+            if x is None:
+                break
+            if isinstance(x, ConnectionRefusedError):
+                refused = NetworkError(
+                    f"Nothing is listening at {base} (connection refused). Start the server, "
+                    "or check the address and port in Settings.", details=raw)
+                refused.retryable = False  # at once, every time: waiting cannot help
+                return refused
+            x = x.__cause__ or x.__context__
+    return None
 
 
 def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLMError:
