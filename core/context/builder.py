@@ -75,6 +75,7 @@ def build_request(
     compact: bool = True,
     keep_view: bool = True,
     kept: dict[str, Any] | None = None,
+    count_tools: bool = True,
 ) -> BuiltRequest:
     """The request for `history` (see the module's doc).
 
@@ -86,6 +87,8 @@ def build_request(
             core.context.view).
         kept: the compaction kept on disk for the conversation, for a cache that has none
             yet (a new process).
+        count_tools: False when the server leaves the tools out of the prompt (they are
+            sent, and cost nothing).
 
     Raises:
         BudgetError: even the system prefix and the latest user message do not fit.
@@ -96,7 +99,7 @@ def build_request(
                          budget.safety, budget.source, budget.note, calibration=budget.calibration)
     system_msg = {"role": "system", "content": composer.compose(mode, run_context, persona)}
     system_tokens = counter.openai_message(system_msg)
-    tools_tokens = counter.text(json.dumps(tools)) if tools else 0
+    tools_tokens = counter.text(json.dumps(tools)) if tools and count_tools else 0
     draft = Draft(history, budget, counter, report, cache or BuildCache(),
                   system_tokens + tools_tokens + REPLY_PRIMER, user_cap, recent_rounds,
                   compact, keep_view, kept)

@@ -101,10 +101,23 @@ class Calibration:
             return False, None
         return True, int(entry.get("tokens") or 0) or None
 
-    def remember_probe(self, api_base: str, model: str, tokens: int | None) -> None:
+    def tools_counted(self, api_base: str | None, model: str) -> bool:
+        """False when the server's own counts showed it leaves the tools out of the prompt
+        (llama-cpp-python with a chat template that has no place for them)."""
+        if not api_base:
+            return True
+        with self._lock:
+            entry = self._load().get(_probe_key(api_base, model))
+        return not isinstance(entry, dict) or entry.get("tools_counted", 1.0) != 0.0
+
+    def remember_probe(self, api_base: str, model: str, tokens: int | None,
+                       tools_counted: bool | None = None) -> None:
         with self._lock:
             data = self._load()
-            data[_probe_key(api_base, model)] = {"tokens": float(tokens or 0)}
+            entry = {"tokens": float(tokens or 0)}
+            if tools_counted is not None:
+                entry["tools_counted"] = float(tools_counted)
+            data[_probe_key(api_base, model)] = entry
             try:
                 atomic_write_json(self.path, data)
             except OSError:
@@ -158,6 +171,8 @@ class Calibration:
         if samples:
             line = (f"calibrated x{float(entry['factor']):.3f} from {samples:,} count"
                     f"{'s' if samples != 1 else ''} the provider reported")
+            if unreported:
+                line += " (its answers bring no usage)"
         elif unreported:
             line = ("our own count (tiktoken): the server reports no usage, so there is "
                     "nothing to calibrate against")

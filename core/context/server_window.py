@@ -15,13 +15,26 @@ it asked again.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 TIMEOUT_S = 1.0
+COUNT_TIMEOUT_S = 20.0  # a count asks for one output token: a CPU server still reads the prompt
+PROBE_MARK = "[workbench: counting tokens]"  # leads the counting request's user message
+# What a counting request offers as tools: small, so a large local model reads it quickly.
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "read_file", "description": "Read a text file of the project and return its lines "
+    "with their numbers, from an offset, up to a limit.",
+    "parameters": {"type": "object", "properties": {
+        "path": {"type": "string", "description": "the file, relative to the project"},
+        "offset": {"type": "integer", "description": "the first line to return"},
+        "limit": {"type": "integer", "description": "how many lines to return"}},
+        "required": ["path"]}}}
 _lock = threading.Lock()
 _known: dict[tuple[str, str], int | None] = {}
 
@@ -46,6 +59,35 @@ def server_window(api_base: str | None, model: str) -> int | None:
     with _lock:
         _known[key] = found
     return found
+
+
+def is_local(api_base: str) -> bool:
+    """A server on this machine or the local network (asking it costs nobody anything)."""
+    host = (urlsplit(api_base).hostname or "").lower()
+    if host == "localhost" or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def count_prompt(api_base: str, model: str, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None = None) -> int | None:
+    """The server's own count of a prompt: `messages` (and `tools`) sent unstreamed for one
+    output token, its `usage.prompt_tokens` read. None when it does not say."""
+    name = model.split("/", 1)[1] if "/" in model else model
+    body: dict[str, Any] = {"model": name, "messages": messages, "max_tokens": 1,
+                            "stream": False}
+    if tools:
+        body["tools"] = tools
+    try:
+        data = _post(f"{api_base.rstrip('/')}/chat/completions", body, COUNT_TIMEOUT_S)
+        value = (data.get("usage") or {}).get("prompt_tokens")
+        return int(value) if value else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def forget(api_base: str | None, model: str) -> None:
@@ -111,9 +153,10 @@ def _get(url: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+def _post(url: str, body: dict[str, Any], timeout: float = TIMEOUT_S) -> dict[str, Any]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": "Bearer sk-no-key-needed"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         data = json.loads(response.read(1_000_000))
     return data if isinstance(data, dict) else {}

@@ -23,6 +23,7 @@ Inspector and what is sent, because every build has the same fixed prefix and to
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,10 +37,17 @@ from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
 from core.context.prompts import PromptComposer, RunContext
-from core.context.server_window import cached_window, server_window
+from core.context.server_window import (
+    PROBE_MARK,
+    PROBE_TOOL,
+    cached_window,
+    count_prompt,
+    is_local,
+    server_window,
+)
 from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
-from core.llm.tokens import TokenCounter, encoding_for_model
+from core.llm.tokens import REPLY_PRIMER, TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, config_dir
@@ -83,6 +91,18 @@ class BuildCaches:
                 gone, _ = self._caches.popitem(last=False)
                 self._locks.pop(gone, None)
             return cache, lock
+
+
+# The counting probe's sample (see ProjectContext._count_probe): prose, a path, code and
+# numbers, as requests carry them.
+PROBE_SYSTEM = ("You are a careful assistant working in the user's project. Answer briefly and "
+                "quote file paths exactly.")
+PROBE_TEXT = (
+    "Please review src/parser/lexer.py: the tokenizer drops the column of an error after a "
+    "tab, so `pytest tests/test_lexer.py -k tabs` fails with AssertionError: 17 != 13. "
+    "Here is the function:\n\ndef column(line: str, index: int) -> int:\n    return "
+    "len(line[:index].expandtabs(4)) + 1\n\nKeep the public API unchanged, and tell me "
+    "which of the 3 call sites in src/parser/errors.py need the new width (8, not 4).")
 
 
 class ProjectContext:
@@ -182,8 +202,33 @@ class ProjectContext:
             return cached_window(base, model)
         tokens = server_window(base, model)
         if self.calibration is not None:
-            self.calibration.remember_probe(base, model, tokens)
+            counted = self._count_probe(base, model) if is_local(base) else None
+            self.calibration.remember_probe(base, model, tokens, counted)
         return tokens
+
+    def _count_probe(self, base: str, model: str) -> bool | None:
+        """A local server's own count of a sample request, once: a count to calibrate
+        against from the start (llama.cpp's server streams no usage, so no answer brings
+        one), and whether it counts the tools at all (a chat template with no place for them
+        leaves them out: they then cost nothing, and the model never sees them). Returns
+        whether tools are counted, None when the server would not say."""
+        messages = [{"role": "system", "content": PROBE_SYSTEM},
+                    {"role": "user", "content": f"{PROBE_MARK} {PROBE_TEXT}"}]
+        plain = count_prompt(base, model, messages)
+        if plain is None:
+            return None
+        counter = self.counter(model)
+        ours = sum(counter.openai_message(m) for m in messages) + REPLY_PRIMER
+        if self.calibration is not None:
+            self.calibration.observe(model, ours, plain)
+        offered = count_prompt(base, model, messages, [PROBE_TOOL])
+        if offered is None:
+            return None
+        return offered - plain >= counter.text(json.dumps(PROBE_TOOL)) // 4
+
+    def tools_counted(self, settings: LLMSettings) -> bool:
+        return self.calibration is None or \
+            self.calibration.tools_counted(settings.api_base, settings.model)
 
     def forget_served_window(self, settings: LLMSettings) -> None:
         if settings.api_base:
@@ -224,16 +269,28 @@ class ProjectContext:
                     cache.view is None and not cache.history:
                 kept = self.store.read_view(conv_id)  # a new process: the compaction kept
             before = cache.view if cache is not None else None
+            counted = self.tools_counted(settings)
             built = build_request(history, mode, model=settings.model, budget=budget,
                                   counter=self.counter(settings.model), composer=self.composer,
                                   cache=cache, run_context=run_context, tools=tools,
-                                  persona=persona, keep_view=not what_if, kept=kept)
+                                  persona=persona, keep_view=not what_if, kept=kept,
+                                  count_tools=counted)
             if conv_id is not None and cache is not None and not what_if and \
                     cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
-        if self.calibration is not None and usable_override is None:
-            built.report.calibration_basis = self.calibration.basis(settings.model)
+        self._say_counts(built, settings, usable_override is None, bool(tools) and not counted)
         return built
+
+    def _say_counts(self, built: BuiltRequest, settings: LLMSettings, calibrated: bool,
+                    tools_left_out: bool) -> None:
+        """What the report's figures rest on, and tools the server does not read."""
+        if self.calibration is not None and calibrated:
+            built.report.calibration_basis = self.calibration.basis(settings.model)
+        if tools_left_out:
+            said = built.report.budget_note
+            left_out = ("The server leaves the tools out of the prompt (its chat template has no "
+                        "place for them): they cost nothing here, and the model cannot call them.")
+            built.report.budget_note = f"{said.rstrip('.')}. {left_out}" if said else left_out
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None,
                      run: RunState | None = None) -> list[dict[str, Any]]:

@@ -108,6 +108,11 @@ class FakeLLMServer:
         # Paths that answer with model information (GET, or POST for Ollama's /api/show).
         self.info: dict[str, Any] = {}
         self.probes: list[str] = []  # the paths asked for model information, in order
+        # The product's counting requests (their user message starts with PROBE_MARK) are
+        # answered with their count, as a server answers any request, but kept apart from
+        # `requests`. False: tools are left out of the count, as llama-cpp-python does with a
+        # chat template that has no place for them.
+        self.count_tools = True
         # Behave as llama-cpp-python's server does with `--n_ctx N`: a prompt longer than N
         # tokens (estimated as the usage is) is refused before any scripted reply is used:
         # streamed, with HTTP 200 and an empty body; not streamed, with the standard 400.
@@ -195,6 +200,12 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
+            if _is_count(body):
+                server.probes.append("count" + ("+tools" if body.get("tools") else ""))
+                counted = body if server.count_tools else {**body, "tools": None}
+                self.close_connection = True
+                self._complete(counted, Answer("x"))
+                return
             server.requests.append(
                 RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()},
                                 time.time())
@@ -395,6 +406,14 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+def _is_count(body: dict[str, Any]) -> bool:
+    from core.context.server_window import PROBE_MARK
+
+    messages = body.get("messages") or []
+    return any(isinstance(m, dict) and str(m.get("content") or "").startswith(PROBE_MARK)
+               for m in messages)
 
 
 def _split(text: str, size: int = 4) -> list[str]:

@@ -458,6 +458,8 @@ def test_usage_the_server_did_not_send_is_not_learnt_from(project: Project, llm_
     calibration = Calibration(tmp_path / "calibration.json")
     engine = Engine(ProjectContext(project.conversations, calibration=calibration))
     conv = project.conversations.create()
+    engine.context.budget(conv.id, settings(llm_server))  # the server's sample count, once
+    before = calibration.factor(MODEL)
     llm_server.stream_usage = False
     llm_server.script(Answer("ok"), Answer("still ok"))
 
@@ -470,10 +472,10 @@ def test_usage_the_server_did_not_send_is_not_learnt_from(project: Project, llm_
     answers = [m for m in project.conversations.load(conv.id).messages if m.role == "assistant"]
     assert [m.content for m in answers] == ["ok", "still ok"]
     assert all(m.usage and m.usage.get("estimated") for m in answers)
-    assert calibration.factor(MODEL) == 1.0
+    assert calibration.factor(MODEL) == before
     report = engine.context.preview(conv.id, settings(llm_server)).report
-    assert report.calibration == 1.0
-    assert "reports no usage" in report.calibration_basis
+    assert report.calibration == before
+    assert "no usage" in report.calibration_basis
 
 
 def test_a_count_no_tokenizer_would_give_is_set_aside(project: Project, llm_server,
@@ -485,6 +487,7 @@ def test_a_count_no_tokenizer_would_give_is_set_aside(project: Project, llm_serv
     conv = project.conversations.create()
     first = engine.context.build(None, [ConversationMessage(role="user", content="x " * 100)],
                                  settings(llm_server)).report
+    before = calibration.factor(MODEL)  # from the server's sample count
     llm_server.script(Answer("ok", usage=(first.used * 10, 1)))  # a counting bug somewhere
 
     async def go() -> None:
@@ -492,6 +495,6 @@ def test_a_count_no_tokenizer_would_give_is_set_aside(project: Project, llm_serv
             pass
 
     asyncio.run(go())
-    assert calibration.factor(MODEL) == 1.0  # was clamped to 2.0: every figure doubled
+    assert calibration.factor(MODEL) == before  # was clamped to 2.0: every figure doubled
     basis = engine.context.preview(conv.id, settings(llm_server)).report.calibration_basis
     assert "1 implausible ratio set aside" in basis

@@ -135,3 +135,34 @@ def test_the_window_is_given_on_the_command_line(capsys, project_dir, llm_server
     assert main(["context", str(project_dir), *flags, "--context-window", "-5"]) != 0
     err = capsys.readouterr().err
     assert "context window from the command line must be a positive whole number" in err
+
+
+def test_a_local_server_is_asked_once_to_count_a_sample_and_whether_it_counts_tools(
+        capsys, project_dir, llm_server) -> None:
+    # llama-cpp-python streams no usage, so no answer ever brings a count to calibrate
+    # against, and its chat template may leave the tools out of the prompt: the meter counted
+    # 514 tokens of tools the server never read (+26% against its own count). A local server
+    # is asked once to count a small sample, with and without a tool offered.
+    import json
+
+    from app.cli import main
+    from tests.helpers.fake_llm import Answer
+
+    src = project_dir.parent / "c.json"
+    project_dir.mkdir(parents=True, exist_ok=True)
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    assert main(["import", str(project_dir), str(src)]) == 0
+    conv = capsys.readouterr().out.strip().splitlines()[-1]
+    flags = ["-c", conv, "--model", MODEL, "--api-base", llm_server.url]
+    llm_server.count_tools = False
+    assert main(["context", str(project_dir), *flags, "--mode", "agent"]) == 0
+    out = capsys.readouterr().out
+    assert llm_server.probes.count("count") == 1 and llm_server.probes.count("count+tools") == 1
+    assert "tools 0," in out and "leaves the tools out of the prompt" in out, out
+    assert "calibrated x" in out and "from 1 count the provider reported" in out, out
+    assert llm_server.requests == []  # counting is not a chat request
+    server_window.forget_all()  # a new process: nothing is asked again
+    llm_server.script(Answer("ok"))
+    assert main(["send", str(project_dir), *flags, "hello"]) == 0
+    capsys.readouterr()
+    assert llm_server.probes.count("count") == 1 and len(llm_server.requests) == 1
