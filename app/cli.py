@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary-model", metavar="M",
                    help="the model that writes the summary (default: settings' summary_model, "
                         "else --model)")
-    p.add_argument("--max-tokens", type=int, help="maximum output tokens for the summary")
+    p.add_argument("--max-tokens", type=int,
+                   help="maximum output tokens for the summary (512 at least)")
     window_flag(p)
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="request timeout")
 

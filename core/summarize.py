@@ -36,6 +36,8 @@ from core.turn_events import (
     EngineEvent,
 )
 
+MIN_SUMMARY_OUTPUT = 512  # tokens a summary may always take, whatever the answers' limit
+
 
 class _SummaryRejected(Exception):
     """A summarizer's answer that may not stand in for the entries."""
@@ -59,7 +61,9 @@ async def summarize(
         return
     model = settings.summary_model or settings.model
     words = summary_words(plan.covered_tokens)
-    max_out = min(settings.max_output_tokens, max(512, words * 2))
+    # Never under 512: an answer limit set low for chat (64 on a small local model) would cut
+    # every summary; the window check below says when even 512 leaves no room.
+    max_out = min(max(settings.max_output_tokens, MIN_SUMMARY_OUTPUT), max(512, words * 2))
     own = settings.model_copy(update={
         "model": model, "max_output_tokens": max_out,
         "context_window": settings.context_window if model == settings.model else None})

@@ -29,7 +29,8 @@ def window_applied(window: int, source: str, note: str | None) -> str:
     """The sentence beside Settings' context window: which window requests are built for."""
     if source == "default":  # the note would say it at length
         return (f"Requests are built for {window:,} tokens: a guess, as the model is unknown "
-                "to litellm and its server has not said. Set the window here if it is larger.")
+                "to litellm and its server has not said. Set the window here if it is "
+                "smaller or larger; a server that refuses a longer request teaches it.")
     text = f"Requests are built for {window:,} tokens: {window_source(source)}."
     return f"{text} {note[0].upper()}{note[1:].rstrip('.')}." if note else text
 

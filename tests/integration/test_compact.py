@@ -157,6 +157,22 @@ def test_compact_on_a_small_window_keeps_room_for_the_answer_once(capsys, projec
     assert all(r.body["max_tokens"] == 512 for r in llm_server.requests)
 
 
+def test_a_low_answer_limit_does_not_cut_every_summary(project_dir, llm_server) -> None:
+    # A small local model set to answer in 64 tokens: the automatic summary was asked for 64
+    # tokens too, cut every time, and refused ("reached its output limit (64 tokens)").
+    conv = session_project(project_dir)
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=64)
+    llm_server.script(Answer(SUMMARY))
+
+    async def run() -> list[object]:
+        with Project.open(project_dir) as p:
+            return [e async for e in build_engine(p).summarize(conv, settings)]
+
+    done = asyncio.run(run())[-1]
+    assert isinstance(done, CompactionFinished) and done.status == "ok", done
+    assert [r.body["max_tokens"] for r in llm_server.requests] == [512]
+
+
 def test_nothing_to_summarize_says_so(capsys, project_dir, llm_server) -> None:
     llm_server.script(Answer("hello"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
