@@ -51,15 +51,12 @@ class Budget:
 
 
 def model_window(model: str) -> int | None:
-    """litellm's `max_input_tokens` for the model, or None when it does not know it."""
-    from core.llm.runtime import load_litellm
+    """litellm's `max_input_tokens` for the model, or None when it does not know it (read
+    from its model map without importing litellm: see core.llm.model_map)."""
+    from core.llm.model_map import model_info
 
-    litellm = load_litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:  # litellm raises for unmapped models
-        return None
-    value = info.get("max_input_tokens") or info.get("max_tokens")
+    info = model_info(model)
+    value = (info.get("max_input_tokens") or info.get("max_tokens")) if info else None
     return int(value) if value else None
 
 

@@ -32,6 +32,24 @@ def run() -> None:
         report("`workbench send` cold start to first request on the wire", median(firsts), "s",
                "< 3.5 s")
 
+        # `workbench context --json` on a 10,000-message conversation: the whole command.
+        from tests.helpers.trajectories import make_conversation
+
+        src = Path(tmp) / "long.json"
+        src.write_text(json.dumps({"messages": make_conversation(2500, seed=5,
+                                                                 tool_output_chars=400)}))
+        imp = subprocess.run([exe, "import", f"{tmp}/long", str(src)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        conv = imp.stdout.strip().splitlines()[-1]
+        took = []
+        for _ in range(3):
+            start = time.time()
+            subprocess.run([exe, "context", f"{tmp}/long", "-c", conv, "--model", "gpt-4o",
+                            "--json"], env=env, cwd=ROOT, capture_output=True, check=True)
+            took.append(time.time() - start)
+        report("`workbench context --json`, ~10,000 messages, whole command", median(took), "s",
+               "< 1.5 s")
+
         if not SHARED_TRAJECTORIES.is_dir():
             print("  (../shared/data/trajectories not present: round trip skipped)")
             return
