@@ -92,6 +92,10 @@ def stage_line(r: BuildReport) -> str | None:
     return "compaction " + "; ".join(parts) if parts else None
 
 
+def _reused(r: BuildReport) -> bool:
+    return any(s["name"] == "reused" for s in r.stages)
+
+
 def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> list[str]:
     """`workbench context`: the budget, the totals, and every entry that was not kept as is."""
     lines = [
@@ -111,7 +115,7 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     stages = stage_line(r)
     if stages:
         lines.append(stages)
-    if r.compaction:
+    if r.compaction and not _reused(r):  # the stage line says a reuse, with its figures
         lines.append(f"compaction: {r.compaction}")
     counts = decision_counts(r)
     lines.append("entries: " + ", ".join(f"{n} {d}" for d, n in sorted(counts.items())))
@@ -170,7 +174,7 @@ def inspector_header(r: BuildReport) -> str:
         lines.append(f"counts: {r.calibration_basis}")
     if stages:
         lines.append(stages)
-    if r.compaction:
+    if r.compaction and not _reused(r):  # the stage line says a reuse, with its figures
         lines.append(f"compaction: {r.compaction}")
     return "\n".join(lines)
 

@@ -311,6 +311,22 @@ def test_after_a_compaction_each_request_extends_the_previous_one_until_the_trig
     assert built.messages == build(history, budget).messages
 
 
+def test_a_reused_compaction_is_said_once_in_the_header() -> None:
+    # The Inspector said it twice: "compaction the compaction of 2 requests ago, reused (...)"
+    # and "compaction: the kept compaction, reused (2 since it was made)".
+    from core.context.report_text import cli_lines, inspector_header
+
+    history = session(40)
+    budget = full_size(history) // 4
+    cache = BuildCache()
+    build(history, budget, cache)
+    history = history + [COUNTER.with_count(ConversationMessage(role="user", content="Next."))]
+    built = build(history, budget, cache)
+    assert "reused" in stage_names(built)
+    for text in (inspector_header(built.report), "\n".join(cli_lines(built.report, {}, 0))):
+        assert text.count("reused") == 1, text
+
+
 def test_a_what_if_build_and_a_budget_change_leave_or_renew_the_kept_compaction() -> None:
     history = session(40)
     budget = full_size(history) // 3
