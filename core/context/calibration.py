@@ -63,10 +63,7 @@ class Calibration:
                     != (None, None) or probes:
                 for key in probes:  # and what its servers said: asked again
                     del data[key]
-                try:
-                    atomic_write_json(self.path, data)
-                except OSError:
-                    pass
+                self._write(data)
 
     def refuses_tools(self, model: str) -> bool:
         """The model's server refused a request that offered tools (remembered, so every
@@ -78,19 +75,13 @@ class Calibration:
         with self._lock:
             data = self._load()
             data[f"no_tools:{model}"] = {"refused": 1.0}
-            try:
-                atomic_write_json(self.path, data)
-            except OSError:
-                pass
+            self._write(data)
 
     def remember_window(self, model: str, tokens: int) -> None:
         with self._lock:
             data = self._load()
             data[f"window:{model}"] = {"tokens": tokens}
-            try:
-                atomic_write_json(self.path, data)
-            except OSError:
-                pass
+            self._write(data)
 
     def probed(self, api_base: str, model: str) -> tuple[bool, int | None]:
         """What the server at `api_base` said of `model`'s window when last asked: (asked,
@@ -118,19 +109,13 @@ class Calibration:
             if tools_counted is not None:
                 entry["tools_counted"] = float(tools_counted)
             data[_probe_key(api_base, model)] = entry
-            try:
-                atomic_write_json(self.path, data)
-            except OSError:
-                pass
+            self._write(data)
 
     def forget_probe(self, api_base: str, model: str) -> None:
         with self._lock:
             data = self._load()
             if data.pop(_probe_key(api_base, model), None) is not None:
-                try:
-                    atomic_write_json(self.path, data)
-                except OSError:
-                    pass
+                self._write(data)
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
         """Fold one count the provider reported for a request of ours in; returns the factor.
@@ -186,6 +171,9 @@ class Calibration:
     def _save(self, data: dict[str, dict[str, float]], model: str,
               entry: dict[str, float]) -> None:
         data[model] = entry
+        self._write(data)
+
+    def _write(self, data: dict[str, dict[str, float]]) -> None:
         try:
             atomic_write_json(self.path, data)
         except OSError:
