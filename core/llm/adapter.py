@@ -323,8 +323,8 @@ def translate_error(e: BaseException, model: str, mid_stream: bool = False,
     """Map a litellm (or transport) exception to our own type, in plain words. The provider's
     text is kept in `details` with every key-shaped string and each of `secrets` redacted.
     `api_base`: the address the request went to (a local server's mistakes are named)."""
-    error = _address_error(e, api_base, redact(str(e), secrets)) or \
-        _translate(e, model, mid_stream, redact(str(e), secrets))
+    raw = redact(str(e), secrets)
+    error = _address_error(e, api_base, raw) or _translate(e, model, mid_stream, raw)
     error.message = redact(error.message, secrets)
     error.args = (error.message,)
     return error
