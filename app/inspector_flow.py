@@ -160,7 +160,7 @@ class InspectorFlow:
             self._sent = self.meter.built.messages
         messages = project.conversations.load(conv).messages
         self._saved = saved_requests(project.state / "requests", conv)
-        self.panel.set_saved([self._label(p) for p in self._saved])
+        self.panel.set_saved([_label(p) for p in self._saved])
         picked = self.panel.picker.currentIndex()
         if picked > 0 and picked <= len(self._saved):
             self._show_saved(self._saved[picked - 1], messages)
@@ -284,10 +284,7 @@ class InspectorFlow:
                     return None
                 previous = self._previous = (found[0], sent_before(found[1]))
             path, before = previous
-        try:
-            when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
-        except OSError:
-            when = "earlier"
+        when = _sent_at(path, "earlier")
         report = built.report
         answer = next((m for m in reversed(project.conversations.load(conv).messages)
                        if m.role == "assistant" and m.usage), None)  # to the last request
@@ -306,14 +303,6 @@ class InspectorFlow:
             if self._draft_text() != self._shown_draft:  # else the decisions shown hold
                 self.draft_timer.start()
 
-    @staticmethod
-    def _label(path: Path) -> str:
-        try:
-            when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
-        except OSError:
-            when = path.stem
-        return f"Sent at {when}"
-
     def _show_saved(self, path: Path, messages: list[ConversationMessage]) -> None:
         data = read_request(path)
         if data is None:
@@ -322,7 +311,7 @@ class InspectorFlow:
         report = data["report"]
         self._sent = data.get("messages") or []
         header, parts, rows = saved_view(report, self._positions_in(messages))
-        self.panel.show_request(f"{self._label(path)} ({len(data.get('messages') or []):,} "
+        self.panel.show_request(f"{_label(path)} ({len(data.get('messages') or []):,} "
                                 f"messages, as kept in .workbench/requests)\n{header}",
                                 parts, rows)
         if self.panel.model_view.isChecked():
@@ -353,7 +342,7 @@ class InspectorFlow:
         on the meter's thread and the window's: the dict is only ever added to, with the
         numbers it would have anyway; a log with another start gets a new one."""
         length, last, positions = self._positions
-        if not (len(messages) >= length and (length == 0 or messages[length - 1].id == last)):
+        if not _same_start(messages, length, last):
             length, positions = 0, {}
         for n in range(length, len(messages)):
             positions[messages[n].id] = n + 1
@@ -379,8 +368,6 @@ class InspectorFlow:
                 view.scrollTo(index)
                 return
 
-
-
     def _show_digest(self) -> None:
         text = next((m["content"] for m in self._sent if isinstance(m, dict)
                      and isinstance(m.get("content"), str)
@@ -392,14 +379,28 @@ class InspectorFlow:
                 text, wrap=True)
 
 
+def _sent_at(path: Path, unknown: str) -> str:
+    """When the kept request at `path` was sent (its file's time), else `unknown`."""
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
+    except OSError:
+        return unknown
+
+
+def _label(path: Path) -> str:
+    return f"Sent at {_sent_at(path, path.stem)}"
+
+
 def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
     """The rows were numbered against the start of this log (see KeptRows)."""
-    _, length, last, _ = kept
+    return _same_start(messages, kept[1], kept[2])
+
+
+def _same_start(messages: list[ConversationMessage], length: int, last: str) -> bool:
+    """The log still starts with the `length` entries it had, `last` the last of them."""
     return len(messages) >= length and (length == 0 or messages[length - 1].id == last)
 
 
-
-
-def _left_out(rows: list[tuple[int, str, str, str, int, int, str, str]]) -> dict[str, str]:
+def _left_out(rows: Rows) -> dict[str, str]:
     """Entry id -> why the request leaves it out (the model view's dimmed rows)."""
     return {r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"}
