@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -18,6 +17,7 @@ from app.agent_flow import AgentFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
+from app.layout_state import restore_layout, save_layout
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.run_flow import RunFlow
@@ -124,12 +124,7 @@ class Controller(QObject):
         window.closing.connect(self.shutdown)
 
         g = settings_store.load()
-        window.restore_geometry_state(getattr(g, "window_geometry", None),
-                                      getattr(g, "window_splitter", None))
-        if getattr(g, "inspector_open", False) is True:
-            window.inspector.show()
-        if getattr(g, "run_panel_open", False) is True:
-            window.run_panel.show()
+        restore_layout(window, g)
         window.set_recent_projects(g.recent_projects)
         self._refresh_status()
         if not runtime.is_loaded():
@@ -218,13 +213,7 @@ class Controller(QObject):
         close the project whatever failed before."""
         try:
             self.turns.worker.shutdown()
-            geometry, splitter = self.window.geometry_state()
-            with self.notices.saving("The window's layout could not be saved"):
-                g = self.settings_store.load()
-                extra: dict[str, Any] = {"window_geometry": geometry, "window_splitter": splitter,
-                                         "inspector_open": self.window.inspector.isVisible(),
-                                         "run_panel_open": self.window.run_panel.isVisible()}
-                self.settings_store.save(g.model_copy(update=extra))
+            save_layout(self.window, self.settings_store, self.notices)
         finally:
             self._close_project()
 

@@ -5,12 +5,12 @@ build a turn runs), every entry's decision, and a click that shows the entry in 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
+from app.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
 from app.meter import UsageMeter
 from app.notices import Notices
 from core.context.builder import BudgetError, BuiltRequest
@@ -18,7 +18,6 @@ from core.context.digest import DIGEST_MARK
 from core.context.projection import summary_tokens
 from core.context.report import BuildReport
 from core.context.report_text import (
-    LEFT_OUT,
     budget_parts,
     cached_tokens,
     inspector_header,
@@ -38,11 +37,6 @@ from ui.main_window import MainWindow
 SLIDER_DEBOUNCE_MS = 60
 DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow the draft
 
-Rows = list[tuple[int, str, str, str, int, int, str, str]]
-# A report's rows with the log they were numbered against: (report, its length, the id of its
-# last entry, rows). The log only grows at its end, so they hold for a longer log with the same
-# start (an entry keeps its number; the report has no row for an entry appended after it).
-KeptRows = tuple[BuildReport, int, str, Rows]
 
 
 class InspectorHost(Protocol):
@@ -160,7 +154,7 @@ class InspectorFlow:
             self._sent = self.meter.built.messages
         messages = project.conversations.load(conv).messages
         self._saved = saved_requests(project.state / "requests", conv)
-        self.panel.set_saved([_label(p) for p in self._saved])
+        self.panel.set_saved([label(p) for p in self._saved])
         picked = self.panel.picker.currentIndex()
         if picked > 0 and picked <= len(self._saved):
             self._show_saved(self._saved[picked - 1], messages)
@@ -199,7 +193,7 @@ class InspectorFlow:
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report, draft_tokens), rows)
         if self.panel.model_view.isChecked():
-            self._dim(_left_out(rows))
+            self._dim(left_out(rows))
         prepared = self.meter.prepared.get("summaries")
         self.panel.show_summaries(prepared[1] if prepared is not None and prepared[0] is report
                                   else self._summaries(messages, report))
@@ -215,9 +209,9 @@ class InspectorFlow:
         switching the model view or an entry appended by a running turn does not redo 10,000
         of them on the window's thread)."""
         prepared = self.meter.prepared.get("inspector rows")
-        if prepared is not None and prepared[0] is report and _holds(prepared, messages):
+        if prepared is not None and prepared[0] is report and holds(prepared, messages):
             self._rows = prepared
-        if self._rows is not None and self._rows[0] is report and _holds(self._rows, messages):
+        if self._rows is not None and self._rows[0] is report and holds(self._rows, messages):
             return self._rows[3]
         self._rows = self._kept_rows(report, messages)
         return self._rows[3]
@@ -284,7 +278,7 @@ class InspectorFlow:
                     return None
                 previous = self._previous = (found[0], sent_before(found[1]))
             path, before = previous
-        when = _sent_at(path, "earlier")
+        when = sent_at(path, "earlier")
         report = built.report
         answer = next((m for m in reversed(project.conversations.load(conv).messages)
                        if m.role == "assistant" and m.usage), None)  # to the last request
@@ -311,11 +305,11 @@ class InspectorFlow:
         report = data["report"]
         self._sent = data.get("messages") or []
         header, parts, rows = saved_view(report, self._positions_in(messages))
-        self.panel.show_request(f"{_label(path)} ({len(data.get('messages') or []):,} "
+        self.panel.show_request(f"{label(path)} ({len(data.get('messages') or []):,} "
                                 f"messages, as kept in .workbench/requests)\n{header}",
                                 parts, rows)
         if self.panel.model_view.isChecked():
-            self._dim(_left_out(rows))
+            self._dim(left_out(rows))
 
     def _summaries(self, messages: list[ConversationMessage], report: BuildReport
                    ) -> list[tuple[str, str, bool]]:
@@ -342,7 +336,7 @@ class InspectorFlow:
         on the meter's thread and the window's: the dict is only ever added to, with the
         numbers it would have anyway; a log with another start gets a new one."""
         length, last, positions = self._positions
-        if not _same_start(messages, length, last):
+        if not same_start(messages, length, last):
             length, positions = 0, {}
         for n in range(length, len(messages)):
             positions[messages[n].id] = n + 1
@@ -377,30 +371,3 @@ class InspectorFlow:
                 "The context digest", "What this request sends in place of the entries it "
                 "leaves out, word for word as the model reads it (made without any LLM).",
                 text, wrap=True)
-
-
-def _sent_at(path: Path, unknown: str) -> str:
-    """When the kept request at `path` was sent (its file's time), else `unknown`."""
-    try:
-        return datetime.fromtimestamp(path.stat().st_mtime).strftime("%H:%M:%S")
-    except OSError:
-        return unknown
-
-
-def _label(path: Path) -> str:
-    return f"Sent at {_sent_at(path, path.stem)}"
-
-
-def _holds(kept: KeptRows, messages: list[ConversationMessage]) -> bool:
-    """The rows were numbered against the start of this log (see KeptRows)."""
-    return _same_start(messages, kept[1], kept[2])
-
-
-def _same_start(messages: list[ConversationMessage], length: int, last: str) -> bool:
-    """The log still starts with the `length` entries it had, `last` the last of them."""
-    return len(messages) >= length and (length == 0 or messages[length - 1].id == last)
-
-
-def _left_out(rows: Rows) -> dict[str, str]:
-    """Entry id -> why the request leaves it out (the model view's dimmed rows)."""
-    return {r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"}
