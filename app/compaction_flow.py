@@ -112,8 +112,8 @@ class CompactionFlow(QObject):
         self._conv, self._automatic = host.current_id, automatic
         events = host.engine.summarize(host.current_id, settings, focus=focus,
                                        automatic=automatic)
-        self._handle = self.worker.submit(events, self.bridge.engine_event.emit,
-                                          self.bridge.finished.emit)
+        self._handle = self.worker.submit(events, self.bridge.post,
+                                          self.bridge.done)
         self.window.inspector.set_compacting(True)  # however it was started
         return True
 

@@ -198,8 +198,8 @@ class TurnRunner(QObject):
         self._turn_started = time.monotonic()
         self.window.transcript.delegate.turn_running = True
         self.window.composer.set_busy(True)
-        self._turn = self.worker.submit(events, self.bridge.engine_event.emit,
-                                        self.bridge.finished.emit)
+        self._turn = self.worker.submit(events, self.bridge.post,
+                                        self.bridge.done)
 
     def _on_bridge_engine_event(self, event: object) -> None:
         if isinstance(event, RequestBuilt):

@@ -4,26 +4,81 @@ litellm and the provider SDK spend a few milliseconds of Python on every streame
 at the end of a stream; on the window's thread that adds up to visible stalls. Here they run on a
 worker loop, and every engine event crosses to the window's thread through a Qt signal (queued,
 so in order). Stop cancels the worker task; the engine then persists the partial answer.
+
+The window takes those events in slices of a few milliseconds: an agent's answer that calls forty
+tools brings eighty events at once, and handling them in one go (each lays out a card) froze the
+window for a fifth of a second. Between slices it paints and its other timers run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+SLICE_S = 0.008  # the longest the window spends on engine events before it paints again
+
+
+class _Finished:
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
 
 
 class EventBridge(QObject):
-    """Signals (emitted from the worker thread, delivered on the window's thread):
+    """From the worker thread to the window's: `post` and `done` may be called from any
+    thread; the signals are emitted on the window's thread, in the order posted, a slice of
+    at most `SLICE_S` at a time.
+
+    Signals:
         engine_event(object): an engine event (entries arrive as EntryAppended, like the rest).
-        finished(str): the turn is over: "done", "cancelled" or "failed".
+        finished(str): the turn is over: "done", "cancelled" or "failed" (after its events).
     """
 
     engine_event = Signal(object)
     finished = Signal(str)
+    _wake = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._queue: deque[object] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
+
+    def post(self, event: object) -> None:
+        self._put(event)
+
+    def done(self, outcome: str) -> None:
+        self._put(_Finished(outcome))
+
+    def _put(self, item: object) -> None:
+        with self._lock:
+            self._queue.append(item)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._wake.emit()
+
+    def _drain(self) -> None:
+        deadline = time.perf_counter() + SLICE_S
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._scheduled = False
+                    return
+                item = self._queue.popleft()
+            if isinstance(item, _Finished):
+                self.finished.emit(item.outcome)
+            else:
+                self.engine_event.emit(item)
+            if time.perf_counter() >= deadline:
+                break
+        QTimer.singleShot(0, self._drain)  # the rest after the window has painted
 
 
 class TurnHandle:

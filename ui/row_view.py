@@ -13,6 +13,7 @@ while the thumb is held, heights wait for its release.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from PySide6.QtCore import (
@@ -29,8 +30,8 @@ from PySide6.QtGui import QPainter, QPaintEvent, QRegion, QResizeEvent, QWheelEv
 from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyleOptionViewItem, QWidget
 
 from ui.row_geometry import RowGeometry
-from ui.transcript_delegate import TranscriptDelegate
-from ui.transcript_model import TranscriptModel
+from ui.transcript_delegate import PAINT_SLICE_S, TranscriptDelegate
+from ui.transcript_model import TICK_ROLE, TranscriptModel
 
 _Index = QModelIndex | QPersistentModelIndex
 _Cursor = QAbstractItemView.CursorAction
@@ -55,7 +56,7 @@ class RowView(QAbstractItemView):
         self.verticalScrollBar().setSingleStep(24)
         self.delegate = TranscriptDelegate(self)
         self.setItemDelegate(self.delegate)
-        self.delegate.sizeHintChanged.connect(self._on_size_hint_changed)
+        self.delegate.heights_changed.connect(self._on_heights_changed)
         self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
         self.verticalScrollBar().actionTriggered.connect(self._on_user_scrolled)
         self.verticalScrollBar().sliderReleased.connect(self._on_slider_released)
@@ -78,32 +79,42 @@ class RowView(QAbstractItemView):
         self.updateGeometries()
 
     def _set_height(self, row: int, height: int) -> None:
-        """A row's height changed. A row that starts above the top of the window takes the
-        scroll position with it (unless the user is dragging the thumb), so the rows on screen
-        stay where they are."""
+        self._set_heights({row: height})
+
+    def _set_heights(self, heights: dict[int, int]) -> None:
+        """Rows' heights changed (at once: one relayout for them all). A row that starts above
+        the top of the window takes the scroll position with it (unless the user is dragging
+        the thumb), so the rows on screen stay where they are."""
         bar = self.verticalScrollBar()
         if bar.isSliderDown():
             # The thumb follows the mouse; moving rows under it would make dragging go back
             # and forth. Rows keep their place until the thumb is let go.
-            self._deferred[row] = height
+            self._deferred.update(heights)
             return
         value = bar.value()
-        above = self.placement.top(row) < value
-        delta = self.placement.set_height(row, height)
-        if not delta:
+        above = {row: self.placement.top(row) < value for row in heights}
+        shift = 0
+        changed = []
+        for row, height in heights.items():
+            delta = self.placement.set_height(row, height)
+            if delta:
+                changed.append(row)
+                shift += delta if above[row] else 0
+        if not changed:
             return
         self.updateGeometries()
         if self._follow:
             bar.setValue(self._bottom(bar.maximum()))
-        elif above:
-            bar.setValue(value + delta)
-        self.viewport().update()
+        elif shift:
+            bar.setValue(value + shift)
+            self.viewport().update()  # the scroll moved pixels that were to stay still
+            return
+        self._update_from(min(changed))
 
     def _on_slider_released(self) -> None:
         deferred, self._deferred = self._deferred, {}
-        for row, height in sorted(deferred.items()):
-            if row < len(self.placement):
-                self._set_height(row, height)
+        self._set_heights({row: height for row, height in deferred.items()
+                           if row < len(self.placement)})
 
     def updateGeometries(self) -> None:
         bar = self.verticalScrollBar()
@@ -126,7 +137,15 @@ class RowView(QAbstractItemView):
         self.updateGeometries()
         super().rowsInserted(parent, first, last)
         self._follow_if_needed()
-        self.viewport().update()
+        self._update_from(first)
+
+    def _update_from(self, row: int) -> None:
+        """Repaint what lies from `row` down; what is above it has not moved, or moved with
+        the scroll, which copies it (see scrollContentsBy)."""
+        viewport = self.viewport()
+        top = self.placement.top(row) - self.verticalOffset() if row < len(self.placement) else 0
+        top = max(0, min(top, viewport.height()))
+        viewport.update(0, top, viewport.width(), viewport.height() - top)
 
     def rowsAboutToBeRemoved(self, parent: _Index, first: int, last: int) -> None:
         super().rowsAboutToBeRemoved(parent, first, last)
@@ -134,10 +153,9 @@ class RowView(QAbstractItemView):
         QTimer.singleShot(0, self.updateGeometries)  # once the model has really removed them
         self.viewport().update()
 
-    def _on_size_hint_changed(self, index: _Index) -> None:
-        r = index.row()
-        if 0 <= r < len(self.placement):
-            self._set_height(r, self._measure(r, r)[0])
+    def _on_heights_changed(self, rows: list[int]) -> None:
+        rows = [r for r in rows if 0 <= r < len(self.placement)]
+        self._set_heights({r: self._measure(r, r)[0] for r in rows})
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -272,6 +290,8 @@ class RowView(QAbstractItemView):
         selection = self.selectionModel()
         current = self.currentIndex()
         clip = event.rect()
+        self.delegate.paint_deadline = time.perf_counter() + PAINT_SLICE_S
+        self.delegate.deferred = False
         first, last = self._visible_rows()
         for r in range(first, last + 1):
             index = model.index(r, 0)
@@ -289,9 +309,14 @@ class RowView(QAbstractItemView):
             painter.setClipRect(rect)  # a height measured during a drag waits for the release
             self.delegate.paint(painter, option, index)
         painter.end()
+        self.delegate.paint_deadline = None
+        if self.delegate.deferred:  # rows left as plain bubbles: drawn in the next paint
+            QTimer.singleShot(0, self.viewport().update)
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:
-        self.viewport().update()
+        # Qt copies what stays on screen and repaints only the strip the scroll uncovers:
+        # following a tool storm or a stream moves a few lines at a time.
+        self.viewport().scroll(dx, dy)
 
     # --- following the stream --------------------------------------------------------------------
 
@@ -303,11 +328,19 @@ class RowView(QAbstractItemView):
         model = self.model()
         if not isinstance(model, TranscriptModel):
             return
+        if list(roles) == [TICK_ROLE]:  # spinners: their rows repaint, nothing moves
+            first, last = self._visible_rows()
+            top, bottom = max(first, top_left.row()), min(last, bottom_right.row())
+            if top <= bottom:
+                region = self.visualRect(model.index(top, 0)).united(
+                    self.visualRect(model.index(bottom, 0)))
+                self.viewport().update(region.intersected(self.viewport().rect()))
+            return
         stream = model.streaming_row() is not None
         last_row = model.rowCount() - 1
-        for r in range(top_left.row(), min(bottom_right.row(), len(self.placement) - 1) + 1):
-            if not (stream and r == last_row):
-                self._set_height(r, self._measure(r, r)[0])
+        self._set_heights({r: self._measure(r, r)[0] for r in range(
+            top_left.row(), min(bottom_right.row(), len(self.placement) - 1) + 1)
+            if not (stream and r == last_row)})
         first, last = self._visible_rows()
         if top_left.row() <= last and bottom_right.row() >= first:
             region = self.visualRect(top_left).united(self.visualRect(bottom_right))

@@ -4,11 +4,16 @@ Heights of rows never shown are estimated from their text (cheap); a row's exact
 when it is painted, kept in a small LRU cache keyed by (row key, row version, width), and if it
 differs from the estimate the view is told once. So opening a 10,000-message conversation costs
 a pass of arithmetic, and scrolling costs only the rows on screen.
+
+A painted row (other than the streaming one, and one taller than the window) is kept as a pixmap,
+keyed by everything its look depends on, in a cache of bounded size: following an agent that runs
+forty tools repaints the screen many times over while only a card or two changes.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -34,6 +39,7 @@ from PySide6.QtGui import (
     QMouseEvent,
     QPainter,
     QPalette,
+    QPixmap,
     QTextDocument,
 )
 from PySide6.QtWidgets import (
@@ -56,6 +62,10 @@ from ui.transcript_text import (
 )
 
 CACHE_SIZE = 300
+PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a wide window
+# A paint lays out new rows for at most this long; the rest show as plain bubbles and are drawn
+# in the next paint, a moment later (forty new tool cards at once took a tenth of a second).
+PAINT_SLICE_S = 0.012
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
 COLORS = {
@@ -96,13 +106,19 @@ def label_span(header_w: int, title_w: int, meta_w: int) -> tuple[int, int] | No
 class TranscriptDelegate(QStyledItemDelegate):
     """Signals:
         action_clicked(int, str): row, action id ("retry", "settings", "toggle").
+        heights_changed(list): rows whose painted height differs from what the view was told.
     """
 
     action_clicked = Signal(int, str)
+    heights_changed = Signal(list)  # rows whose painted height differs from what the view has
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
+        self._pixmaps: OrderedDict[tuple[object, ...], QPixmap] = OrderedDict()
+        self._pixmap_bytes = 0
+        self.paint_deadline: float | None = None  # set by the view around a paint
+        self.deferred = False  # a row was left as a plain bubble: paint again
         self._stream_keys: list[tuple[str, int, int]] = []  # the streaming row's, in _cache
         self.sizes = RowHeights()
         self._pending: set[int] = set()
@@ -235,6 +251,66 @@ class TranscriptDelegate(QStyledItemDelegate):
               index: QModelIndex | QPersistentModelIndex) -> None:
         row = self._row(index)
         rect = option.rect
+        if row.kind is RowKind.STREAMING or rect.isEmpty():
+            self._paint_row(painter, option, index, row)
+            return
+        key = (row.key, row.version, rect.width(),
+               bool(option.state & QStyle.StateFlag.State_Selected), self.dimmed(row),
+               self.turn_running, option.font.key())
+        pixmap = self._pixmaps.get(key)
+        if pixmap is None and self.paint_deadline is not None \
+                and time.perf_counter() > self.paint_deadline \
+                and (row.key, row.version, rect.width()) not in self._cache:
+            self._placeholder(painter, rect, row)
+            self.deferred = True
+            return
+        if row.running_since is not None:  # its spinner moves on: painted afresh each time
+            self._paint_row(painter, option, index, row)
+            return
+        # What the row looks like depends on its layout, not on the height the view gives it
+        # (an estimate until its first paint): the pixmap is the layout's height, and clipped.
+        height = self.layout(row, rect.width(), option.font).height
+        if height > self._view_height():
+            self._paint_row(painter, option, index, row)
+            return
+        if pixmap is None:
+            ratio = painter.device().devicePixelRatioF() if painter.device() else 1.0
+            pixmap = QPixmap(QSize(rect.width(), height) * ratio)
+            pixmap.setDevicePixelRatio(ratio)
+            pixmap.fill(Qt.GlobalColor.transparent)
+            into = QPainter(pixmap)
+            local = QStyleOptionViewItem(option)
+            local.rect = QRect(0, 0, rect.width(), height)
+            self._paint_row(into, local, index, row)
+            into.end()
+            self._keep_pixmap(key, pixmap)
+        else:
+            self._pixmaps.move_to_end(key)
+            if self.sizes.note(row, rect.width(), height):  # as _paint_row does
+                self._pending.add(index.row())
+                self._timer.start(0)
+        painter.drawPixmap(rect.topLeft(), pixmap)
+
+    def _placeholder(self, painter: QPainter, rect: QRect, row: Row) -> None:
+        """The row's bubble without its text, until the next paint draws it."""
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
+        painter.setBrush(QColor(COLORS[row.kind]))
+        painter.drawRoundedRect(QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE,
+                                      max(1, rect.height() - GAP)), 8, 8)
+        painter.restore()
+
+    def _keep_pixmap(self, key: tuple[object, ...], pixmap: QPixmap) -> None:
+        self._pixmaps[key] = pixmap
+        self._pixmap_bytes += _bytes(pixmap)
+        while self._pixmap_bytes > PIXMAP_BYTES and len(self._pixmaps) > 1:
+            _, old = self._pixmaps.popitem(last=False)
+            self._pixmap_bytes -= _bytes(old)
+
+    def _paint_row(self, painter: QPainter, option: QStyleOptionViewItem,
+                   index: QModelIndex | QPersistentModelIndex, row: Row) -> None:
+        rect = option.rect
         if row.kind is RowKind.STREAMING:
             self.stream_rect = QRect(rect)
             self.stream_text_height = self.layout(row, rect.width(), option.font).height
@@ -275,11 +351,14 @@ class TranscriptDelegate(QStyledItemDelegate):
         painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR and not stopped
                               else "#18181b"))
         header_w = bubble.width() - 2 * PAD
-        title = fm.elidedText(lay.header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
+        # a running card's spinner and elapsed time move on without a new layout
+        header, meta = header_line(row) if row.running_since is not None else (lay.header,
+                                                                               lay.meta)
+        title = fm.elidedText(header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
                          title)
         span = label_span(header_w, QFontMetrics(bold).horizontalAdvance(title),
-                          fm.horizontalAdvance(lay.meta)) if why_not else None
+                          fm.horizontalAdvance(meta)) if why_not else None
         if why_not and span is not None:
             painter.setOpacity(1.0)
             painter.setPen(QColor("#b45309"))
@@ -290,7 +369,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         painter.setFont(option.font)
         painter.setPen(QColor("#71717a"))
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignRight,
-                         lay.meta)
+                         meta)
         y += fm.lineSpacing() + 4
 
         painter.translate(x, y)
@@ -318,11 +397,10 @@ class TranscriptDelegate(QStyledItemDelegate):
         if not isinstance(view, QAbstractItemView) or view.model() is None:
             self._pending.clear()
             return
-        model = view.model()
-        for r in sorted(self._pending):
-            if r < model.rowCount():
-                self.sizeHintChanged.emit(model.index(r, 0))
+        rows = sorted(r for r in self._pending if r < view.model().rowCount())
         self._pending.clear()
+        if rows:
+            self.heights_changed.emit(rows)
 
     # --- clicks ----------------------------------------------------------------------------------
 
@@ -359,8 +437,10 @@ class TranscriptDelegate(QStyledItemDelegate):
         return super().editorEvent(event, model, option, index)
 
     def forget(self) -> None:
-        """Drop every cached layout (a new conversation was loaded)."""
+        """Drop every cached layout and painted row (a new conversation was loaded)."""
         self._cache.clear()
+        self._pixmaps.clear()
+        self._pixmap_bytes = 0
         self._stream_keys = []
         self.sizes.forget()
         self._stream_height = 0
@@ -378,6 +458,10 @@ class TranscriptDelegate(QStyledItemDelegate):
         for key in self._stream_keys:
             self._cache.pop(key, None)
         self._stream_keys = []
+
+
+def _bytes(pixmap: QPixmap) -> int:
+    return pixmap.width() * pixmap.height() * 4
 
 
 def _stopped(row: Row) -> bool:

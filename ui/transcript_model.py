@@ -20,6 +20,8 @@ from core.model import ConversationMessage, ToolCall
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1
 KIND_ROLE = Qt.ItemDataRole.UserRole + 2
 EXPANDED_ROLE = Qt.ItemDataRole.UserRole + 3
+# A running card's spinner and elapsed time moved on: a repaint, not a new layout.
+TICK_ROLE = Qt.ItemDataRole.UserRole + 4
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -305,8 +307,8 @@ class TranscriptModel(QAbstractListModel):
     def tick_running(self) -> bool:
         """Advance the running cards' spinners; False when none is running."""
         running = [i for i, r in enumerate(self._rows) if r.running_since is not None]
-        for i in running:
-            self._changed(i)
+        if running:
+            self.dataChanged.emit(self.index(running[0]), self.index(running[-1]), [TICK_ROLE])
         return bool(running)
 
     def stop_running(self) -> None:

@@ -1,0 +1,101 @@
+"""What the transcript paints while an agent runs many tools: cards that changed are drawn anew
+(a kept picture of a row is never shown stale), spinners move without laying cards out again, and
+every card is drawn in the end even when a paint runs out of time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtGui import QImage
+
+from core.model import ConversationMessage, FunctionCall, ToolCall
+from ui import row_view
+from ui.transcript_model import TranscriptModel
+from ui.transcript_view import TranscriptView
+
+pytestmark = pytest.mark.gui
+
+
+def _call(n: int) -> ToolCall:
+    return ToolCall(id=f"c{n}", function=FunctionCall(name="read_file",
+                                                      arguments=f'{{"path": "f{n}.txt"}}'))
+
+
+def _view(qtbot, calls: int = 6) -> tuple[TranscriptView, TranscriptModel]:
+    model = TranscriptModel()
+    model.set_messages([
+        ConversationMessage(role="user", content="read them all"),
+        ConversationMessage(role="assistant", content="", tool_calls=[_call(n)
+                                                                      for n in range(calls)]),
+    ])
+    view = TranscriptView()
+    view.set_transcript_model(model)
+    view.resize(700, 600)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitExposed(view)
+    return view, model
+
+
+def _shot(view: TranscriptView) -> QImage:
+    return view.viewport().grab().toImage()
+
+
+def _settled(qtbot, view: TranscriptView) -> QImage:
+    """The viewport once a paint leaves nothing for later (heights learnt, no placeholders)."""
+    def drawn() -> bool:
+        view.viewport().repaint()
+        return not view.delegate.deferred
+    qtbot.waitUntil(drawn, timeout=5000)
+    qtbot.wait(20)
+    return _shot(view)
+
+
+def test_a_card_whose_result_arrives_is_drawn_anew(qtbot) -> None:
+    view, model = _view(qtbot)
+    before = _settled(qtbot, view)
+    again = _settled(qtbot, view)
+    assert before == again  # nothing changed: the same picture
+    model.append_message(ConversationMessage(role="tool", tool_call_id="c0",
+                                             content="the contents of f0"))
+    assert _settled(qtbot, view) != before
+
+
+def test_a_selected_row_looks_selected(qtbot) -> None:
+    view, _ = _view(qtbot)
+    before = _settled(qtbot, view)
+    view.selectionModel().select(view.model().index(0, 0),
+                                 view.selectionModel().SelectionFlag.Select)
+    assert _settled(qtbot, view) != before
+
+
+def test_a_running_cards_spinner_moves_without_a_new_layout(qtbot) -> None:
+    view, model = _view(qtbot)
+    started = time.time() - 3
+    for n in range(6):
+        model.tool_started(f"c{n}", started)
+    before = _settled(qtbot, view)
+    row = model.rows()[1]
+    version = row.version
+    layout = view.delegate.layout(row, view.viewport().width(), view.font())
+    for n in range(6):  # two seconds later
+        model.rows()[1 + n].running_since = started - 2
+    assert model.tick_running()
+    after = _settled(qtbot, view)
+    assert after != before  # "running 3 s" became "running 5 s"
+    assert row.version == version
+    assert view.delegate.layout(row, view.viewport().width(), view.font()) is layout
+
+
+def test_cards_left_for_the_next_paint_are_all_drawn(qtbot, monkeypatch) -> None:
+    view, model = _view(qtbot, calls=12)
+    full = _settled(qtbot, view)
+    view.delegate.forget()  # as if these cards had just arrived
+    monkeypatch.setattr(row_view, "PAINT_SLICE_S", -1.0)  # a paint out of time at once
+    view.viewport().repaint()
+    assert view.delegate.deferred  # the cards were left as plain bubbles
+    partial = _shot(view)
+    assert partial != full
+    monkeypatch.undo()
+    assert _settled(qtbot, view) == full
