@@ -37,6 +37,9 @@ def load_litellm() -> Any:
             # (a long rule of "=", a table border) for a model stuck in a loop. The output
             # token limit already bounds a real loop, and the user can Stop.
             setattr(litellm, "REPEATED_STREAMING_CHUNK_LIMIT", 10**9)  # noqa: B010 - untyped
+            from core.llm import sdk_shims
+
+            sdk_shims.install()  # messages through the openai SDK as they are (see there)
             _module = litellm
     return _module
 
