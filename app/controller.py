@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app import memory
 from app.agent_flow import AgentFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
@@ -207,6 +208,7 @@ class Controller(QObject):
                 self.project.close()
             self.project = None
             self.current_id = None
+            memory.settle()
 
     def shutdown(self) -> None:
         """The window is closing: stop a running turn (its partial answer is kept), save state,
@@ -249,9 +251,7 @@ class Controller(QObject):
                                         "It becomes an entry when the project is opened for "
                                         "writing."))]
         self.window.transcript_model.set_messages(shown)
-        # A long conversation is hundreds of thousands of long-lived objects; without this a
-        # full collection rescans them all, a quarter-second stall in the middle of a stream.
-        gc.freeze()
+        memory.settle()  # the previous conversation's garbage collected; this one frozen
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
         self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,

@@ -8,10 +8,16 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core import give_way
 from core.llm import runtime
 from core.settings import SettingsStore, data_dir
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QWidget
+
+    from app.controller import Controller
 
 DEFAULT_PROJECT_NAME = "Default project"
 
@@ -123,18 +129,9 @@ def run_gui(project_dir: str | None) -> int:
         if not controller.open_project(data_dir() / DEFAULT_PROJECT_NAME):
             return 1
     QTimer.singleShot(0, warm_up_library)
-    if os.environ.get("WORKBENCH_EXIT_AFTER_SHOW"):  # start-up benchmark: show, then leave
-
-        def leave() -> None:
-            print(f"window-shown {time.time():.6f}", file=sys.stderr, flush=True)
-            status = Path("/proc/self/status")
-            if status.exists():
-                rss = next((ln.split()[1] for ln in status.read_text().splitlines()
-                            if ln.startswith("VmRSS:")), "0")
-                print(f"rss-kb {rss}", file=sys.stderr, flush=True)
-            window.close()
-
-        QTimer.singleShot(0, leave)
+    if os.environ.get("WORKBENCH_EXIT_AFTER_SHOW"):  # benchmarks: show (and visit), then leave
+        QTimer.singleShot(0, lambda: _bench_and_leave(
+            controller, window, os.environ["WORKBENCH_EXIT_AFTER_SHOW"] == "visit-all"))
 
     # SIGTERM (logout, `kill`): close as if the user did, so a running answer is persisted and
     # state saved. Python only runs signal handlers when it gets control, hence the idle timer.
@@ -149,3 +146,30 @@ def run_gui(project_dir: str | None) -> int:
     with loop:
         loop.run_until_complete(closed.wait())
     return 0
+
+
+def _bench_and_leave(controller: Controller, window: QWidget, visit_all: bool) -> None:
+    """`make bench`: say when the window was shown and the process's size; with `visit_all`,
+    also its size after showing every conversation of the project in turn, and after closing
+    the project (an empty one in a fresh folder takes its place). Then close the window."""
+    def rss(label: str) -> None:
+        status = Path("/proc/self/status")
+        if status.exists():
+            kb = next((ln.split()[1] for ln in status.read_text().splitlines()
+                       if ln.startswith("VmRSS:")), "0")
+            print(f"{label} {kb}", file=sys.stderr, flush=True)
+
+    from PySide6.QtWidgets import QApplication
+
+    print(f"window-shown {time.time():.6f}", file=sys.stderr, flush=True)
+    rss("rss-kb")
+    if visit_all and controller.project is not None:
+        root = controller.project.root
+        for summary in controller.project.conversations.list():
+            controller.show_conversation(summary.id)
+            QApplication.processEvents()
+        rss("rss-kb-visited")
+        controller.open_project(root / ".bench-empty")
+        QApplication.processEvents()
+        rss("rss-kb-closed")
+    window.close()
