@@ -381,10 +381,11 @@ class Controller(QObject):
     # --- status ----------------------------------------------------------------------------------
 
     def _poll_library(self) -> None:
+        """litellm imports in the background; the meter does not wait for it, a message sent
+        before it is in leaves as soon as it is."""
         if runtime.is_loaded():
             self._import_timer.stop()
             gc.freeze()  # litellm's many long-lived objects: never rescan them
-            self.refresh_usage()
         self._refresh_status()
 
     def _refresh_status(self) -> None:
@@ -394,5 +395,6 @@ class Controller(QObject):
         if problem:
             self.notices.state("settings problem", f"{problem}. Open Settings (Ctrl+,).")
             return
-        state = "Ready" if runtime.is_loaded() else "Loading the model library…"
+        state = "Ready" if runtime.is_loaded() else (
+            "Loading the model library… a message sent now leaves as soon as it is in")
         self.notices.state(self.settings_flow.model_label(), state)

@@ -20,7 +20,7 @@ from core.context.builder import BudgetError, BuiltRequest
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_lines, usage_state
 from core.context.service import ProjectContext
-from core.llm import runtime
+from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
 from core.store.errors import StoreError
@@ -85,7 +85,7 @@ class UsageMeter:
             BudgetError: not even the system prompt and the latest message fit.
         """
         context = self.context
-        if context is None or self._counting or not runtime.is_loaded():
+        if context is None or self._counting:
             return None
         try:
             settings = self.settings.llm_settings()
@@ -94,6 +94,8 @@ class UsageMeter:
         agent = self.agent()
         if agent is not None and agent.model:
             settings = settings.model_copy(update={"model": agent.model})
+        if not tokenizer_ready(settings.model):
+            return None
         return context.build(conv_id, messages, settings, self.mode(), usable_override=usable,
                              agent=agent, what_if=True, ask_servers=False)
 
@@ -109,9 +111,6 @@ class UsageMeter:
         self.report, self._problem, self.built = None, None, None
         context = self.context
         if conv_id is None or context is None:
-            return
-        if not runtime.is_loaded():
-            self.window.usage.set_pending("context: waiting for the model library…")
             return
         try:
             settings = self.settings.llm_settings()
@@ -142,7 +141,10 @@ class UsageMeter:
             return lambda: self._apply(built.report, None, built, prepared)
 
         uncounted = context.uncounted(conv_id, messages, settings.model)
-        if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE:
+        # A tokenizer not in yet is half a second of loading: aside too (litellm is not
+        # needed: the meter counts while it still imports).
+        ready = tokenizer_ready(settings.model)
+        if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE and ready:
             build()()
             return
         def aside() -> None:
@@ -157,6 +159,8 @@ class UsageMeter:
         if uncounted > COUNT_ASIDE or context.cold(conv_id, messages):
             # long enough to notice; otherwise the last figure stays until the new one
             self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
+        elif not ready:
+            self.window.usage.set_pending("context: loading the tokenizer…")
         self._aside.submit(aside)
 
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None,
@@ -222,3 +226,9 @@ class UsageMeter:
             f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "
             "larger context window in Settings.")
         return False
+
+
+def tokenizer_ready(model: str) -> bool:
+    """Counting for `model` can start without loading a BPE file on the window's thread (the
+    background import loads them before litellm, which the meter does not need)."""
+    return encoding_loaded(encoding_for_model(model))

@@ -39,6 +39,7 @@ from core.engine import (
     TurnFinished,
     TurnOptions,
 )
+from core.llm import runtime
 from core.model import ConversationMessage, Mode
 from core.questions import Question
 from core.runs.driver import RunDriver
@@ -223,7 +224,8 @@ class TurnRunner(QObject):
             self._turn_model = event.model
             model.begin_streaming()
             self._flush_timer.start()
-            self.notices.state(event.model, "Waiting for the model…")
+            self.notices.state(event.model, "Waiting for the model…" if runtime.is_loaded()
+                               else "Loading the model library; the message leaves then…")
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
             self._show_entry(event.message)

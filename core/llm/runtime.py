@@ -61,6 +61,13 @@ def start_background_import(warm_up: bool = False) -> threading.Thread:
 
 
 def _load_and_warm() -> None:
+    # The tokenizers first (half a second): the window's meter counts with them and does not
+    # need litellm, whose import takes seconds.
+    try:
+        get_encoding("o200k_base")
+        get_encoding("cl100k_base")
+    except Exception:  # counting will load it later and report then
+        pass
     litellm = load_litellm()
     try:
         import asyncio
@@ -76,11 +83,6 @@ def _load_and_warm() -> None:
 
         asyncio.run(first_call())
     except Exception:  # the refusal is the expected outcome
-        pass
-    try:
-        get_encoding("o200k_base")
-        get_encoding("cl100k_base")
-    except Exception:  # counting will load it later and report then
         pass
 
 

@@ -38,6 +38,11 @@ _shared: dict[str, TokenCounter] = {}  # see TokenCounter.for_model
 _shared_lock = threading.Lock()
 
 
+def encoding_loaded(name: str) -> bool:
+    """Whether counting in `name` can start without loading its BPE file first."""
+    return name in _encodings
+
+
 def get_encoding(name: str) -> Any:
     enc = _encodings.get(name)
     if enc is None:

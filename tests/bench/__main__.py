@@ -9,6 +9,7 @@ from tests.bench import (
     bench_cli,
     bench_compaction,
     bench_context,
+    bench_first_send,
     bench_gui,
     bench_huge,
     bench_inspector,
@@ -18,7 +19,8 @@ from tests.bench import (
 )
 
 BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_cli.run,
-           "gui": bench_gui.run, "tools": bench_tools.run,
+           "gui": bench_gui.run, "first_send": bench_first_send.run,
+           "tools": bench_tools.run,
            "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
            "cache": bench_cache.run, "huge": bench_huge.run}
 

@@ -130,3 +130,21 @@ def test_a_conversation_removed_by_another_process_is_said_by_the_meter(
     controller.refresh_usage()
     qtbot.waitUntil(lambda: "not readable" in meter.text(), timeout=3000)
     assert conv in meter.toolTip()
+
+
+def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_dir,
+                                                          monkeypatch) -> None:
+    """litellm takes seconds to import; the meter needs only the tokenizer (loaded first), so
+    it shows the figures at once, and the status says a message sent now leaves when the
+    library is in."""
+    from core.llm import runtime
+    from core.llm.tokens import get_encoding
+
+    get_encoding("cl100k_base")  # the background import's first step
+    monkeypatch.setattr(runtime, "_module", None)  # still importing litellm
+    monkeypatch.setattr(runtime, "_thread", object())  # (and not started again)
+    window, controller = open_window(qtbot, project_dir)
+    meter = window.usage
+    qtbot.waitUntil(lambda: "tokens" in meter.text(), timeout=5000)
+    assert meter.state == "normal"
+    assert "a message sent now leaves as soon as it is in" in window.state_label.text()

@@ -1,0 +1,46 @@
+"""The window's first message: sent 3 s after launch, when does it leave, and how long after the
+model library is ready (litellm takes seconds to import; the window does not wait for it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.common import ROOT, median, report
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
+
+
+def run() -> None:
+    print("first send")
+    with tempfile.TemporaryDirectory() as tmpdir, FakeLLMServer() as server:
+        tmp = Path(tmpdir)
+        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp / "cfg"),
+               "XDG_DATA_HOME": str(tmp / "data"), "WORKBENCH_MODEL": MODEL,
+               "WORKBENCH_API_BASE": server.url,
+               "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", "PYTHONPATH": str(ROOT)}
+        leaves, after_ready, ready = [], [], []
+        for i in range(3):
+            server.script(Answer("hi"))
+            before = len(server.requests)
+            launched = time.time()
+            proc = subprocess.run([sys.executable, "-m", "tests.bench.first_send_app",
+                                   str(tmp / f"p{i}"), f"{launched:.6f}", "3"], env=env, cwd=ROOT,
+                                  capture_output=True, text=True, timeout=180)
+            moments = {ln.split()[0]: float(ln.split()[1]) - launched
+                       for ln in proc.stderr.splitlines()
+                       if ln.split()[:1] and ln.split()[0] in ("sent", "library-ready", "done")}
+            if len(server.requests) == before or "library-ready" not in moments:
+                print("  the run failed:", proc.stderr[-800:])
+                return
+            wire = server.requests[before].arrived - launched
+            leaves.append(wire)
+            ready.append(moments["library-ready"])
+            after_ready.append(wire - max(moments["library-ready"], moments["sent"]))
+        report("window: the model library ready after launch", median(ready), "s")
+        report("window: a message sent 3 s after launch leaves at", median(leaves), "s")
+        report("  after the library was ready (or the message sent, if later)",
+               median(after_ready), "s", "< 1 s")
