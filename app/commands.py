@@ -87,8 +87,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    import json
-
     from core.context.builder import BudgetError
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
@@ -120,9 +118,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     finally:
         project.close()
     if args.json:
-        sys.stdout.write(json.dumps({"messages": built.messages, "tools": built.tools,
-                                     "report": built.report.to_json()},
-                                    indent=2, ensure_ascii=False) + "\n")
+        from core.json_text import document
+
+        sys.stdout.write(document({"messages": built.messages, "tools": built.tools,
+                                   "report": built.report.to_json()}) + "\n")
         return EXIT_OK
     from core.context.report_text import cli_lines
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from core.json_text import document
 from core.model import (
     ContentPart,
     ConversationMessage,
@@ -190,7 +191,7 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
     if pending:
         out.append({"role": "assistant", "content": pending})
     body["messages"] = out
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    return document(body) + "\n"
 
 
 def export_jsonl(messages: Iterable[ConversationMessage], pending: str | None = None) -> str:

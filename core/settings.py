@@ -114,6 +114,11 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def cache_dir() -> Path:
+    """What can be made again from what ships with the app (the tokenizers' tables)."""
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
 def state_dir() -> Path:
     """Where the app keeps what is neither settings nor data: the crash log."""
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))

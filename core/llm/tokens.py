@@ -50,9 +50,9 @@ def get_encoding(name: str) -> Any:
             enc = _encodings.get(name)
             if enc is None:
                 configure_offline_environment()
-                import tiktoken
+                from core.llm import bpe_cache
 
-                enc = tiktoken.get_encoding(name)
+                enc = bpe_cache.load(name)
                 _encodings[name] = enc
     return enc
 
