@@ -1,3 +1,3 @@
-from app.cli import main
+from app.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())

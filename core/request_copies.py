@@ -48,6 +48,11 @@ def cache_breakpoints(previous: list[dict[str, Any]] | None,
 _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-copies")
 
 
+def finish_writes(timeout: float = 30.0) -> None:
+    """Wait until every copy asked for so far is written (a process about to end at once)."""
+    _WRITER.submit(lambda: None).result(timeout)  # one thread, in order: the last one done
+
+
 class RequestCopies:
     """The copies of a turn's requests for `.workbench/requests/`: written on the copies'
     thread once the request is on its way (never between Send and the wire), and settled

@@ -188,6 +188,22 @@ def test_send_as_a_real_process_runs_a_tool_call_and_sends_its_result(project_di
     assert answer.text() == "It frobs."
     sent = llm_server.requests[1].body["messages"]
     assert sent[-1]["role"] == "tool" and "The widget frobs." in sent[-1]["content"]
+    # the process ends at once after its work (no second of teardown), its copies all written
+    copies = sorted((project_dir / ".workbench" / "requests" / conv).glob("*.json"))
+    assert [json.loads(c.read_text())["messages"][-1]["role"] for c in copies] == ["user",
+                                                                                  "tool"]
+
+
+def test_a_failed_send_as_a_real_process_says_so_and_exits_2(project_dir, llm_server) -> None:
+    llm_server.script(HttpError(500, "the server broke"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_AUTO_RETRIES": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "send", str(project_dir), "--new", "--model", MODEL,
+         "--api-base", llm_server.url, "--timeout", "20", "hello"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "500" in proc.stderr or "server" in proc.stderr.lower()
 
 
 def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project_dir) -> None:
