@@ -256,7 +256,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             return
         key = (row.key, row.version, rect.width(),
                bool(option.state & QStyle.StateFlag.State_Selected), self.dimmed(row),
-               self.turn_running, option.font.key())
+               self.turn_running, option.font.key(), row.running_since is not None)
         pixmap = self._pixmaps.get(key)
         if pixmap is None and self.paint_deadline is not None \
                 and time.perf_counter() > self.paint_deadline \
@@ -264,9 +264,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._placeholder(painter, rect, row)
             self.deferred = True
             return
-        if row.running_since is not None:  # its spinner moves on: painted afresh each time
-            self._paint_row(painter, option, index, row)
-            return
+        running = row.running_since is not None
         # What the row looks like depends on its layout, not on the height the view gives it
         # (an estimate until its first paint): the pixmap is the layout's height, and clipped.
         height = self.layout(row, rect.width(), option.font).height
@@ -281,7 +279,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             into = QPainter(pixmap)
             local = QStyleOptionViewItem(option)
             local.rect = QRect(0, 0, rect.width(), height)
-            self._paint_row(into, local, index, row)
+            self._paint_row(into, local, index, row, live_meta=running)
             into.end()
             self._keep_pixmap(key, pixmap)
         else:
@@ -290,6 +288,22 @@ class TranscriptDelegate(QStyledItemDelegate):
                 self._pending.add(index.row())
                 self._timer.start(0)
         painter.drawPixmap(rect.topLeft(), pixmap)
+        if running:  # the spinner and the elapsed time, over the kept picture
+            self._paint_meta(painter, rect, option, header_line(row)[1], bool(self.dimmed(row)))
+
+    def _paint_meta(self, painter: QPainter, rect: QRect, option: QStyleOptionViewItem,
+                    meta: str, dimmed: bool) -> None:
+        """A row's right-aligned details in its header line."""
+        fm = QFontMetrics(option.font)
+        painter.save()
+        if dimmed:
+            painter.setOpacity(0.45)
+        painter.setFont(option.font)
+        painter.setPen(QColor("#71717a"))
+        painter.drawText(QRect(rect.left() + SIDE + PAD, rect.top() + PAD,
+                               rect.width() - 2 * SIDE - 2 * PAD, fm.lineSpacing()),
+                         Qt.AlignmentFlag.AlignRight, meta)
+        painter.restore()
 
     def _placeholder(self, painter: QPainter, rect: QRect, row: Row) -> None:
         """The row's bubble without its text, until the next paint draws it."""
@@ -309,7 +323,10 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._pixmap_bytes -= _bytes(old)
 
     def _paint_row(self, painter: QPainter, option: QStyleOptionViewItem,
-                   index: QModelIndex | QPersistentModelIndex, row: Row) -> None:
+                   index: QModelIndex | QPersistentModelIndex, row: Row,
+                   live_meta: bool = False) -> None:
+        """The row in `option.rect`; with `live_meta`, without the header's details (a
+        running card's: painted over its kept picture, see paint)."""
         rect = option.rect
         if row.kind is RowKind.STREAMING:
             self.stream_rect = QRect(rect)
@@ -367,9 +384,10 @@ class TranscriptDelegate(QStyledItemDelegate):
                              Qt.AlignmentFlag.AlignLeft, label)
             painter.setOpacity(0.45)
         painter.setFont(option.font)
-        painter.setPen(QColor("#71717a"))
-        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignRight,
-                         meta)
+        if not live_meta:
+            painter.setPen(QColor("#71717a"))
+            painter.drawText(QRect(x, y, header_w, fm.lineSpacing()),
+                             Qt.AlignmentFlag.AlignRight, meta)
         y += fm.lineSpacing() + 4
 
         painter.translate(x, y)

@@ -38,6 +38,12 @@ DENY = "Deny"
 APPROVAL_CHOICES = (ALLOW_ONCE, ALLOW_CONVERSATION, DENY)
 
 
+# Read-only calls of one answer run together, this many at a time: each runs on a thread of its
+# own, and forty threads at once (an agent reading a folder) only fought over the interpreter,
+# the window's thread among them (a fifth of a second without a paint).
+PARALLEL_READS = 4
+
+
 @dataclass(frozen=True)
 class ToolStarted:
     """A tool call began running (the card shows a spinner and the elapsed time)."""
@@ -162,8 +168,10 @@ class ToolRunner:
                 plans = [self._plan(c) for c in group]
                 for c, plan in zip(group, plans, strict=True):
                     yield ToolStarted(c.id, c.function.name, plan.key)
+                gate = asyncio.Semaphore(PARALLEL_READS)
                 entries = await asyncio.gather(*(
-                    self._execute(c, plan, self._context(conv_id, c, history, board, shared), None)
+                    self._execute(c, plan, self._context(conv_id, c, history, board, shared),
+                                  None, gate)
                     for c, plan in zip(group, plans, strict=True)))
                 for entry in entries:
                     yield ToolResult(entry)
@@ -270,7 +278,12 @@ class ToolRunner:
         return unified_diff(self.root, *plan.change)
 
     async def _execute(self, call: ToolCall, plan: _Plan, ctx: ToolContext,
-                       approval: str | None) -> ConversationMessage:
+                       approval: str | None,
+                       gate: asyncio.Semaphore | None = None) -> ConversationMessage:
+        """Run the call (once `gate` lets it: read-only calls run a few at a time)."""
+        if gate is not None:
+            async with gate:
+                return await self._execute(call, plan, ctx, approval)
         started = time.monotonic()
         if plan.problem is not None or plan.tool is None or plan.args is None:
             return self._entry(call, ToolOutput(plan.problem or "", "error"), 0, "error",

@@ -338,3 +338,36 @@ def test_a_workflow_step_may_list_every_tool_the_agent_has_and_no_other() -> Non
     assert set(ok.steps[0].tools or ()) == BUILTIN_TOOL_NAMES | {COMPLETE_STEP}
     with pytest.raises(WorkflowError, match="unknown tool"):
         validate_workflow({"name": "w", "steps": [{**step, "tools": ["rm_rf"]}]}, "w")
+
+
+def test_many_reads_in_one_answer_run_a_few_at_a_time_and_answer_in_order(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent reading a folder calls forty tools at once: each runs on a thread, and forty
+    threads only fight over the interpreter (the window's thread among them)."""
+    import threading
+
+    from core.tools import files
+    from core.tools.runner import PARALLEL_READS
+
+    for n in range(12):
+        (root / f"part{n}.txt").write_text(f"part number {n}\n")
+    real, lock = files._read_page, threading.Lock()
+    running, most = [0], [0]
+
+    def counting(*args: object) -> str:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.05)  # a read that takes a moment, so that reads overlap
+            return real(*args)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(files, "_read_page", counting)
+    results = run(root, *(call("read_file", {"path": f"part{n}.txt"}, f"c{n}")
+                          for n in range(12)))
+    assert [r.tool_call_id for r in results] == [f"c{n}" for n in range(12)]
+    assert all(f"part number {n}" in r.text() for n, r in enumerate(results))
+    assert 1 < most[0] <= PARALLEL_READS
