@@ -163,13 +163,20 @@ def _bench_and_leave(controller: Controller, window: QWidget, visit_all: bool) -
 
     print(f"window-shown {time.time():.6f}", file=sys.stderr, flush=True)
     rss("rss-kb")
+    def settled() -> None:  # the meter's count of what is shown is done, as a user would see
+        deadline = time.monotonic() + 120
+        while controller.meter.counting and time.monotonic() < deadline:
+            QApplication.processEvents()
+            time.sleep(0.01)
+
     if visit_all and controller.project is not None:
         root = controller.project.root
         for summary in controller.project.conversations.list():
             controller.show_conversation(summary.id)
             QApplication.processEvents()
+        settled()
         rss("rss-kb-visited")
         controller.open_project(root / ".bench-empty")
-        QApplication.processEvents()
+        settled()
         rss("rss-kb-closed")
     window.close()

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
+from app import memory
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
@@ -176,6 +177,13 @@ class UsageMeter:
             again, self._again = self._again, None
             if again is not None:
                 self.refresh(*again)
+            else:  # a long build's garbage (its thread's heap) back to the system
+                memory.release()
+
+    @property
+    def counting(self) -> bool:
+        """A build runs on the meter's thread (the figure shown may be an older one)."""
+        return self._counting
 
     def aside(self, work: Callable[[], T], then: Callable[[T | None], None]) -> None:
         """Run `work` on the meter's thread (after the builds queued there) and `then` with
