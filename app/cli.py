@@ -186,17 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run() -> int:
-    """The `workbench` command: `main`, then out. A process that imported litellm spends a
-    second or more tearing its hundreds of modules down after the work is done (1.3 s here);
-    everything of ours is written and closed by then, so once the output is flushed the process
-    ends at once."""
+def run() -> NoReturn:
+    """The `workbench` command: `main`, then out at once. A process that imported litellm spent
+    a second or more tearing its hundreds of modules down after the work was done (1.3 s here),
+    and the window's background threads (the meter's count) would be waited for; everything of
+    ours is written and closed by then, so once the request copies are written and the output
+    flushed, the process ends."""
     code = main()
-    if "litellm" not in sys.modules:
-        return code
-    from core.request_copies import finish_writes
+    if "core.request_copies" in sys.modules:
+        from core.request_copies import finish_writes
 
-    finish_writes()  # a Stop leaves its request's copy to be written in the background
+        finish_writes()  # a Stop leaves its request's copy to be written in the background
     try:
         sys.stdout.flush()
         sys.stderr.flush()
