@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from PySide6.QtCore import (
     QAbstractItemModel,
@@ -24,21 +23,17 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPoint,
     QRect,
-    QRectF,
     QSize,
     Qt,
     QTimer,
     Signal,
 )
 from PySide6.QtGui import (
-    QAbstractTextDocumentLayout,
-    QColor,
     QFont,
     QFontDatabase,
     QFontMetrics,
     QMouseEvent,
     QPainter,
-    QPalette,
     QPixmap,
     QTextDocument,
 )
@@ -53,6 +48,13 @@ from PySide6.QtWidgets import (
 from core.model import continuable
 from ui.highlight import highlight_code_blocks
 from ui.row_heights import GAP, PAD, SIDE, RowHeights
+from ui.row_paint import (
+    Layout,
+    PixmapCache,
+    draw_meta,
+    draw_placeholder,
+    draw_row,
+)
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     body_text,
@@ -68,39 +70,7 @@ PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a 
 PAINT_SLICE_S = 0.012
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
-COLORS = {
-    RowKind.USER: "#e8f0fe",
-    RowKind.ASSISTANT: "#ffffff",
-    RowKind.STREAMING: "#ffffff",
-    RowKind.TOOL: "#f4f4f5",
-    RowKind.ERROR: "#fdecea",
-    RowKind.SYSTEM: "#f7f3e8",
-}
-BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
 SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow", "network"}
-
-
-@dataclass
-class Layout:
-    doc: QTextDocument
-    height: int
-    header: str
-    meta: str
-    footer: str  # "show more" hint, or empty
-    actions: list[tuple[str, str]]  # (action id, label) shown as links under the body
-
-
-LABEL_GAP = 12  # pixels between the header's title, the model view's label and the meta
-MIN_LABEL = 48  # narrower than this, the label is left out (the meta's "⊘ not sent" stays)
-
-
-def label_span(header_w: int, title_w: int, meta_w: int) -> tuple[int, int] | None:
-    """Where the model view's "not sent · why" label goes in a row's header line: (left, width)
-    between the title on the left and the meta on the right, never over either; None when
-    there is no room for it."""
-    left = title_w + LABEL_GAP
-    width = header_w - meta_w - LABEL_GAP - left
-    return (left, width) if width >= MIN_LABEL else None
 
 
 class TranscriptDelegate(QStyledItemDelegate):
@@ -115,8 +85,7 @@ class TranscriptDelegate(QStyledItemDelegate):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._cache: OrderedDict[tuple[str, int, int], Layout] = OrderedDict()
-        self._pixmaps: OrderedDict[tuple[object, ...], QPixmap] = OrderedDict()
-        self._pixmap_bytes = 0
+        self._pixmaps = PixmapCache(PIXMAP_BYTES)
         self.paint_deadline: float | None = None  # set by the view around a paint
         self.deferred = False  # a row was left as a plain bubble: paint again
         self._stream_keys: list[tuple[str, int, int]] = []  # the streaming row's, in _cache
@@ -261,7 +230,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         if pixmap is None and self.paint_deadline is not None \
                 and time.perf_counter() > self.paint_deadline \
                 and (row.key, row.version, rect.width()) not in self._cache:
-            self._placeholder(painter, rect, row)
+            draw_placeholder(painter, rect, row)
             self.deferred = True
             return
         running = row.running_since is not None
@@ -281,46 +250,13 @@ class TranscriptDelegate(QStyledItemDelegate):
             local.rect = QRect(0, 0, rect.width(), height)
             self._paint_row(into, local, index, row, live_meta=running)
             into.end()
-            self._keep_pixmap(key, pixmap)
-        else:
-            self._pixmaps.move_to_end(key)
-            if self.sizes.note(row, rect.width(), height):  # as _paint_row does
-                self._pending.add(index.row())
-                self._timer.start(0)
+            self._pixmaps.keep(key, pixmap)
+        elif self.sizes.note(row, rect.width(), height):  # as _paint_row does
+            self._pending.add(index.row())
+            self._timer.start(0)
         painter.drawPixmap(rect.topLeft(), pixmap)
         if running:  # the spinner and the elapsed time, over the kept picture
-            self._paint_meta(painter, rect, option, header_line(row)[1], bool(self.dimmed(row)))
-
-    def _paint_meta(self, painter: QPainter, rect: QRect, option: QStyleOptionViewItem,
-                    meta: str, dimmed: bool) -> None:
-        """A row's right-aligned details in its header line."""
-        fm = QFontMetrics(option.font)
-        painter.save()
-        if dimmed:
-            painter.setOpacity(0.45)
-        painter.setFont(option.font)
-        painter.setPen(QColor("#71717a"))
-        painter.drawText(QRect(rect.left() + SIDE + PAD, rect.top() + PAD,
-                               rect.width() - 2 * SIDE - 2 * PAD, fm.lineSpacing()),
-                         Qt.AlignmentFlag.AlignRight, meta)
-        painter.restore()
-
-    def _placeholder(self, painter: QPainter, rect: QRect, row: Row) -> None:
-        """The row's bubble without its text, until the next paint draws it."""
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
-        painter.setBrush(QColor(COLORS[row.kind]))
-        painter.drawRoundedRect(QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE,
-                                      max(1, rect.height() - GAP)), 8, 8)
-        painter.restore()
-
-    def _keep_pixmap(self, key: tuple[object, ...], pixmap: QPixmap) -> None:
-        self._pixmaps[key] = pixmap
-        self._pixmap_bytes += _bytes(pixmap)
-        while self._pixmap_bytes > PIXMAP_BYTES and len(self._pixmaps) > 1:
-            _, old = self._pixmaps.popitem(last=False)
-            self._pixmap_bytes -= _bytes(old)
+            draw_meta(painter, rect, option.font, header_line(row)[1], bool(self.dimmed(row)))
 
     def _paint_row(self, painter: QPainter, option: QStyleOptionViewItem,
                    index: QModelIndex | QPersistentModelIndex, row: Row,
@@ -345,70 +281,8 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._pending.add(index.row())
             self._timer.start(0)
 
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        why_not = self.dimmed(row)
-        if why_not:
-            painter.setOpacity(0.45)
-        bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
-        stopped = _stopped(row)  # the user's own Stop is not a failure: no red
-        painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7") if not stopped else "#d4d4d8"))
-        painter.setBrush(QColor(COLORS[row.kind] if not stopped else "#f4f4f5"))
-        painter.drawRoundedRect(bubble, 8, 8)
-        if option.state & QStyle.StateFlag.State_Selected:
-            painter.setPen(option.palette.color(QPalette.ColorRole.Highlight))
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(bubble.adjusted(1, 1, -1, -1), 8, 8)
-
-        fm = QFontMetrics(option.font)
-        x, y = bubble.left() + PAD, bubble.top() + PAD
-        bold = QFont(option.font)
-        bold.setBold(True)
-        painter.setFont(bold)
-        painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR and not stopped
-                              else "#18181b"))
-        header_w = bubble.width() - 2 * PAD
-        # a running card's spinner and elapsed time move on without a new layout
-        header, meta = header_line(row) if row.running_since is not None else (lay.header,
-                                                                               lay.meta)
-        title = fm.elidedText(header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
-        painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
-                         title)
-        span = label_span(header_w, QFontMetrics(bold).horizontalAdvance(title),
-                          fm.horizontalAdvance(meta)) if why_not else None
-        if why_not and span is not None:
-            painter.setOpacity(1.0)
-            painter.setPen(QColor("#b45309"))
-            label = fm.elidedText(f"not sent · {why_not}", Qt.TextElideMode.ElideRight, span[1])
-            painter.drawText(QRect(x + span[0], y, span[1], fm.lineSpacing()),
-                             Qt.AlignmentFlag.AlignLeft, label)
-            painter.setOpacity(0.45)
-        painter.setFont(option.font)
-        if not live_meta:
-            painter.setPen(QColor("#71717a"))
-            painter.drawText(QRect(x, y, header_w, fm.lineSpacing()),
-                             Qt.AlignmentFlag.AlignRight, meta)
-        y += fm.lineSpacing() + 4
-
-        painter.translate(x, y)
-        ctx = QAbstractTextDocumentLayout.PaintContext()
-        ctx.palette.setColor(QPalette.ColorRole.Text, QColor("#18181b"))
-        # only the lines on screen are drawn (a long answer or an open card is taller)
-        ctx.clip = QRectF(-x, -y, self._view_width(), self._view_height())
-        lay.doc.documentLayout().draw(painter, ctx)
-        painter.translate(-x, -y)
-        y += math.ceil(lay.doc.size().height()) + 4
-
-        link = QColor("#2563eb")
-        painter.setPen(link)
-        lx = x
-        for _, label in lay.actions:
-            painter.drawText(QPoint(lx, y + fm.ascent()), label)
-            lx += fm.horizontalAdvance(label) + 24
-        if lay.footer:
-            painter.setPen(QColor("#52525b"))
-            painter.drawText(QPoint(lx, y + fm.ascent()), lay.footer)
-        painter.restore()
+        draw_row(painter, option, row, lay, self.dimmed(row),
+                 QSize(self._view_width(), self._view_height()), live_meta)
 
     def _emit_pending(self) -> None:
         view = self.parent()
@@ -458,7 +332,6 @@ class TranscriptDelegate(QStyledItemDelegate):
         """Drop every cached layout and painted row (a new conversation was loaded)."""
         self._cache.clear()
         self._pixmaps.clear()
-        self._pixmap_bytes = 0
         self._stream_keys = []
         self.sizes.forget()
         self._stream_height = 0
@@ -476,14 +349,3 @@ class TranscriptDelegate(QStyledItemDelegate):
         for key in self._stream_keys:
             self._cache.pop(key, None)
         self._stream_keys = []
-
-
-def _bytes(pixmap: QPixmap) -> int:
-    return pixmap.width() * pixmap.height() * 4
-
-
-def _stopped(row: Row) -> bool:
-    m = row.message
-    return row.kind is RowKind.ERROR and m is not None and m.error is not None \
-        and m.error.type == "stopped"
-

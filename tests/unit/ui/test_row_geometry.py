@@ -37,7 +37,7 @@ def test_the_model_views_label_never_covers_the_title_or_the_status(
         header_w: int, title_w: int, meta_w: int) -> None:
     """The "not sent · why" label sits between a row's title and its status text (where a
     card says "✓ done"), or is left out when there is no room: never drawn over either."""
-    from ui.transcript_delegate import MIN_LABEL, label_span
+    from ui.row_paint import MIN_LABEL, label_span
 
     span = label_span(header_w, title_w, meta_w)
     if span is None:
