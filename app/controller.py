@@ -236,8 +236,7 @@ class Controller(QObject):
         if self.current_id is not None and self.current_id != conv_id:
             self._drafts[self.current_id] = self.window.composer.text()
         if self.engine is not None and not self.busy():
-            # Tool calls a crash left without results are closed as aborted, so the cards
-            # say what happened and the next request is complete.
+            # Calls a crash left without results close as aborted: cards say so, requests complete.
             for _ in self.engine.close_interrupted(conv_id):
                 pass
         loaded = self.project.conversations.load(conv_id)
@@ -250,8 +249,9 @@ class Controller(QObject):
                                 message="Pending: an app closed while this answer was arriving. "
                                         "It becomes an entry when the project is opened for "
                                         "writing."))]
+        left_long = self.window.transcript_model.rowCount() >= memory.COLLECT_AFTER_ROWS
         self.window.transcript_model.set_messages(shown)
-        memory.settle()  # the previous conversation's garbage collected; this one frozen
+        memory.settle(collect=left_long)  # collect when a long conversation was left
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
         self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,
