@@ -141,10 +141,10 @@ class UsageMeter:
             prepared = {name: f(built, messages) for name, f in list(self.preparers.items())}
             return lambda: self._apply(built.report, None, built, prepared)
 
-        uncounted = context.uncounted(conv_id, messages, settings.model)
-        # A tokenizer not in yet is half a second of loading: aside too (litellm is not
-        # needed: the meter counts while it still imports).
+        # A tokenizer not in yet is half a second of loading: aside too, and before anything
+        # asks for the counter (making it loads the tokenizer). litellm is not needed.
         ready = tokenizer_ready(settings.model)
+        uncounted = context.uncounted(conv_id, messages, settings.model) if ready else 0
         if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE and ready:
             build()()
             return

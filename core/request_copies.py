@@ -5,6 +5,7 @@ needs marks should cache it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,10 @@ _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-copies")
 
 
 def finish_writes(timeout: float = 30.0) -> None:
-    """Wait until every copy asked for so far is written (a process about to end at once)."""
-    _WRITER.submit(lambda: None).result(timeout)  # one thread, in order: the last one done
+    """Wait until every copy asked for so far is written (a process about to end at once), for
+    at most `timeout` seconds: a copy is a convenience, never worth a hung command."""
+    with contextlib.suppress(TimeoutError):
+        _WRITER.submit(lambda: None).result(timeout)  # one thread, in order: the last one done
 
 
 class RequestCopies:

@@ -78,9 +78,6 @@ class RowView(QAbstractItemView):
         self.placement.reset(self._measure(0, n - 1) if n else [])
         self.updateGeometries()
 
-    def _set_height(self, row: int, height: int) -> None:
-        self._set_heights({row: height})
-
     def _set_heights(self, heights: dict[int, int]) -> None:
         """Rows' heights changed (at once: one relayout for them all). A row that starts above
         the top of the window takes the scroll position with it (unless the user is dragging
