@@ -14,6 +14,8 @@
                       [--summary-model M]        (summarize the older history now)
     workbench pin|unpin|exclude|include PROJECT --conversation ID ENTRY_ID
                                                  (always send / never send one entry)
+    workbench fork PROJECT --conversation ID ENTRY_ID [--before] [--title T]
+                                                 (a branch: the history up to that entry)
     workbench run PROJECT (--conversation ID | --new) --workflow NAME|FILE [--goal TEXT]
                   [--model M] [--api-base URL] [--approve never|ask|always]
     workbench run PROJECT --conversation ID --resume   (carry on at the active step)
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from app.cli_context import cmd_annotate, cmd_compact
+from app.cli_context import cmd_annotate, cmd_compact, cmd_fork
 from app.cli_run import cmd_run, cmd_workflows
 from app.cli_turn import cmd_continue, cmd_retry, cmd_send
 from app.commands import (
@@ -169,6 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the entry's id or a unique prefix (`workbench context` and "
                             "`export --format jsonl` show ids)")
 
+    p = sub.add_parser("fork", help="start a branch: a new conversation with the history up to "
+                                    "an entry (the original is not changed)")
+    p.add_argument("project", type=Path)
+    p.add_argument("--conversation", "-c", metavar="ID", required=True)
+    p.add_argument("entry", metavar="ENTRY_ID", help="the last entry the branch keeps (an id or "
+                                                     "a unique prefix)")
+    p.add_argument("--before", action="store_true",
+                   help="keep the history up to just before the entry (to send another "
+                        "message in its place)")
+    p.add_argument("--title", help="the branch's title (default: the original's, \"(branch)\")")
+
     p = sub.add_parser("run", help="run a workflow step by step in a conversation (run mode)")
     p.add_argument("project", type=Path)
     conversation_flags(p)
@@ -241,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_workflows(args)
         if args.command in ("pin", "unpin", "exclude", "include"):
             return cmd_annotate(args)
+        if args.command == "fork":
+            return cmd_fork(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""`workbench compact` and `workbench pin|unpin|exclude|include`: steering what the model sees."""
+"""`workbench compact`, `workbench pin|unpin|exclude|include` and `workbench fork`: steering what
+the model sees."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.commands import (
     require_writable,
     resolve_conversation,
 )
+from core.model import ConversationMessage
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -88,14 +90,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         require_writable(project)
         store = project.conversations
         conv_id = resolve_conversation(store, args.conversation)
-        messages = store.load(conv_id).messages
-        wanted = args.entry.strip()
-        found = [m for m in messages if m.id.startswith(wanted) and m.kind != "annotation"] \
-            if wanted else []
-        if len(found) != 1:
-            raise CliError(f"no entry {wanted!r} in this conversation" if not found else
-                           f"{wanted!r} names {len(found)} entries; give more of the id")
-        entry = found[0]
+        entry = _entry(store.load(conv_id).messages, args.entry)
         field, value = ANNOTATIONS[action]
         if getattr(entry, field) == value:
             state = {"pin": "pinned", "unpin": "not pinned", "exclude": "excluded",
@@ -111,4 +106,35 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     done = {"pin": "pinned: always sent", "unpin": "unpinned", "exclude":
             "excluded: never sent", "include": "included again"}[action]
     print(f"entry {entry.id} {done}")
+    return EXIT_OK
+
+
+def _entry(messages: list[ConversationMessage], given: str) -> ConversationMessage:
+    """The entry an id or a unique prefix of one names (annotations are not entries to name)."""
+    wanted = given.strip()
+    found = [m for m in messages if m.id.startswith(wanted) and m.kind != "annotation"] \
+        if wanted else []
+    if len(found) != 1:
+        raise CliError(f"no entry {wanted!r} in this conversation" if not found else
+                       f"{wanted!r} names {len(found)} entries; give more of the id")
+    return found[0]
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """A new conversation (a branch) whose history is this one's up to and including the entry
+    (with --before, up to just before it); the original is not changed. Prints the new id."""
+    project = open_project(args.project, create=False)
+    try:
+        require_writable(project)
+        store = project.conversations
+        conv_id = resolve_conversation(store, args.conversation)
+        entry = _entry(store.load(conv_id).messages, args.entry)
+        meta = store.fork(conv_id, entry.id, args.title, before=args.before)
+        count = store.message_count(meta.id)
+    finally:
+        project.close()
+    where = "before" if args.before else "at"
+    print(f"forked {where} entry {entry.id}: {meta.title!r} with {count} entries",
+          file=sys.stderr)
+    print(meta.id)
     return EXIT_OK

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents",
-            "compact", "pin", "unpin", "exclude", "include", "run", "workflows")
+            "compact", "pin", "unpin", "exclude", "include", "fork", "run", "workflows")
 
 
 class CliError(Exception):
@@ -144,6 +144,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     for r in rows:
         when = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
         flag = "  [an interrupted answer is pending]" if r.id in pending else ""
+        if r.branch_of is not None:
+            flag += f"  [a branch of {r.branch_of}]"
         print(for_stream(
             f"{r.id}  {when}  {r.message_count:>6} msgs  {r.mode:<5}  {r.title}{flag}",
             sys.stdout))

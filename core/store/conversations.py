@@ -33,6 +33,7 @@ from core.model import (
     new_id,
     utc_now,
 )
+from core.store.branches import Cut, carried_over, copy_cache, copy_prefix, find_cut
 from core.store.errors import (
     ConversationNotFound,
     ConversationUnreadable,
@@ -78,6 +79,10 @@ class ConversationMeta(BaseModel):
     compaction: dict[str, Any] = Field(default_factory=dict)
     agent: str | None = None  # the agent chosen for the conversation (None: the default)
     allow_network: bool = False  # commands the agent runs may use the network
+    # A branch: the conversation it grew from and the last entry they share ("" for none);
+    # see core.store.branches.
+    branch_of: str | None = None
+    branch_at: str | None = None
 
 
 class ConversationSummary(BaseModel):
@@ -89,6 +94,8 @@ class ConversationSummary(BaseModel):
     updated_at: datetime
     mode: Mode
     message_count: int
+    branch_of: str | None = None
+    branch_at: str | None = None
     # Size and mtime of the files the row was computed from: how staleness is detected.
     stamp: list[int] = Field(default_factory=list)
 
@@ -508,6 +515,70 @@ class ConversationStore:
                 raise
             return meta
 
+    def fork(self, conv_id: str, entry_id: str | None, title: str | None = None,
+             before: bool = False) -> ConversationMeta:
+        """A new conversation, a branch of `conv_id`, whose history is its history up to and
+        including `entry_id` (with `before`, up to just before it; None: none of it), and the
+        parent's pins, exclusions and summaries of that part. The parent is never written; a
+        fork killed half-way leaves nothing behind (see core.store.branches).
+
+        Raises:
+            NoSuchEntry: the conversation has no such entry.
+            StoreWriteError: the copy could not be written (nothing was created).
+        """
+        with self._lock:
+            self._check_writable()
+            parent = self.meta(conv_id)
+            src = self._dir(conv_id) / "messages.jsonl"
+            try:
+                cut = Cut(0, "") if entry_id is None else find_cut(src, entry_id, before)
+                extra = carried_over(src, cut)
+                origin = self._origin(conv_id, parent, cut)
+            except OSError as e:
+                raise ConversationUnreadable(
+                    f"The messages of conversation {conv_id[:8]}… cannot be read "
+                    f"({describe_os_error(e)}); nothing was forked.") from e
+            meta = ConversationMeta(
+                id=new_id(), title=_clean_title(title or f"{parent.title} (branch)"),
+                **parent.model_dump(include={"mode", "model", "context_window", "compaction",
+                                             "agent", "allow_network"}),
+                branch_of=origin, branch_at=cut.last_id)
+            staging = self.root / f"{IMPORTING_PREFIX}{meta.id}"
+            try:
+                staging.mkdir(parents=True)
+                copy_prefix(src, staging / "messages.jsonl", cut.end, extra)
+                copy_cache(self._dir(conv_id) / VIEW_FILE, staging / VIEW_FILE)
+                atomic_write_json(staging / "conversation.json", meta.model_dump(mode="json"))
+                os.rename(staging, self.root / meta.id)
+                fsync_dir(self.root)
+            except OSError as e:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise StoreWriteError(f"Could not fork ({describe_os_error(e)}); nothing was "
+                                      "created.", e.errno, describe_os_error(e)) from e
+            except BaseException:  # anything else (an interrupt too): still nothing half made
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            return meta
+
+    def _origin(self, conv_id: str, meta: ConversationMeta, cut: Cut) -> str:
+        """The conversation whose own entries go on past `cut` (a cut of `conv_id`'s log):
+        `conv_id`, or, when the cut lies in the prefix a branch copied, what it grew from."""
+        seen = {conv_id}
+        while meta.branch_of is not None and meta.branch_at is not None:
+            log = self._dir(conv_id) / "messages.jsonl"
+            try:
+                shared = find_cut(log, meta.branch_at, results=False) if meta.branch_at \
+                    else Cut(0, "")
+                parent = self.meta(meta.branch_of)
+            except StoreError:
+                break  # its origin is gone, or the point cannot be found: it is its own
+            if cut.end > shared.end or meta.branch_of in seen:
+                break
+            conv_id = meta.branch_of
+            seen.add(conv_id)
+            meta = parent
+        return conv_id
+
     def remove_unfinished_imports(self) -> builtins.list[str]:
         """Remove what imports that were killed half-way left behind; returns their names."""
         if not self.writable or not self.root.is_dir():
@@ -652,6 +723,8 @@ class ConversationStore:
             updated_at=max(updated, meta.created_at),
             mode=meta.mode,
             message_count=self.message_count(folder.name, since),
+            branch_of=meta.branch_of,
+            branch_at=meta.branch_at,
             stamp=stamp,
         )
 

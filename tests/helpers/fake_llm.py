@@ -93,6 +93,7 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     arrived: float
+    raw: bytes = b""  # the body as it came over the wire
 
 
 class FakeLLMServer:
@@ -208,7 +209,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             server.requests.append(
                 RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()},
-                                time.time())
+                                time.time(), raw)
             )
             server.first_request.set()
             prompt = _usage(body, "", None)["prompt_tokens"]

@@ -1,0 +1,193 @@
+"""Branches: a conversation forked from another at one of its entries.
+
+A fork is a conversation of its own: its `messages.jsonl` starts with a byte copy of the
+parent's lines up to the fork point (streamed file to file, never parsed or held in memory),
+followed by what the user decided about that prefix later on (pins and exclusions of its
+entries, summaries covering only its entries), so its first request is the parent's, byte for
+byte, and providers' prompt caches hit. The parent's files are only read. The copy is written in
+a hidden folder and renamed into place when complete (as an import is): a fork killed half-way
+leaves nothing behind.
+
+`conversation.json` names where the branch grew from: `branch_of` (the conversation whose own
+entries continue past the fork point: a fork of a fork at a point inside the copied prefix
+belongs to the original) and `branch_at` (the id of the last line both share, "" when they share
+none). Conversations with the same pair are versions of each other at that point.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from core.model import ConversationMessage
+from core.store.errors import StoreError, StoreWriteError, describe_os_error
+
+CHUNK = 1 << 20
+_ID = re.compile(rb'"id":"([^"]+)"')
+
+
+class NoSuchEntry(StoreError):
+    """The fork point names no entry of the conversation."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a fork cuts its parent's log: the prefix is bytes [0, end); `last_id` is its last
+    line's entry id ("" for an empty prefix)."""
+
+    end: int
+    last_id: str
+
+
+def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = True) -> Cut:
+    """The cut at `entry_id` (its line included; with `before`, excluded). With `results`, an
+    assistant entry's tool results that follow it are included with it (a call is never cut
+    from its result).
+
+    Raises:
+        NoSuchEntry: no line of the log has that id.
+    """
+    with open(log, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise NoSuchEntry(f"the conversation has no entry {entry_id[:12]}…")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            needle = b'"id":"' + entry_id.encode() + b'"'
+            at = mm.find(needle)
+            while at >= 0 and _id_at(mm, at) != entry_id:
+                at = mm.find(needle, _line_end(mm, at))  # a tool call's id, not an entry's
+            if at < 0:
+                raise NoSuchEntry(f"the conversation has no entry {entry_id[:12]}…")
+            start = _line_start(mm, at)
+            if before:
+                return Cut(start, _last_id(mm, start))
+            end = _line_end(mm, at)
+            if results:
+                end = _with_results(mm, start, end)
+            return Cut(end, _last_id(mm, end))
+
+
+def _line_start(mm: mmap.mmap, at: int) -> int:
+    return mm.rfind(b"\n", 0, at) + 1
+
+
+def _line_end(mm: mmap.mmap, at: int) -> int:
+    nl = mm.find(b"\n", at)
+    return len(mm) if nl < 0 else nl + 1
+
+
+def _id_at(mm: mmap.mmap, at: int) -> str:
+    """The entry id of the line holding `at` ("" when the line is not an entry)."""
+    start, end = _line_start(mm, at), _line_end(mm, at)
+    try:
+        return ConversationMessage.model_validate_json(mm[start:end]).id
+    except ValidationError:
+        return ""
+
+
+def _with_results(mm: mmap.mmap, start: int, end: int) -> int:
+    """`end` moved past the tool results that answer the calls of the line [start, end)."""
+    try:
+        entry = ConversationMessage.model_validate_json(mm[start:end])
+    except ValidationError:
+        return end
+    waiting = {c.id for c in entry.tool_calls or ()}
+    while waiting and end < len(mm):
+        nxt = _line_end(mm, end)
+        try:
+            m = ConversationMessage.model_validate_json(mm[end:nxt])
+        except ValidationError:
+            break
+        if m.role != "tool" or m.tool_call_id not in waiting:
+            break
+        waiting.discard(m.tool_call_id)
+        end = nxt
+    return end
+
+
+def _last_id(mm: mmap.mmap, end: int) -> str:
+    """The entry id of the last readable line before `end` ("" when there is none)."""
+    while end > 0:
+        start = mm.rfind(b"\n", 0, end - 1) + 1
+        try:
+            return ConversationMessage.model_validate_json(mm[start:end]).id
+        except ValidationError:
+            end = start  # a line the log's reader skips too
+    return ""
+
+
+def carried_over(log: Path, cut: Cut) -> bytes:
+    """The lines after the cut that belong to the prefix: pins and exclusions of its entries,
+    summaries that cover only its entries (in log order, as written)."""
+    with open(log, "rb") as f:
+        if os.fstat(f.fileno()).st_size <= cut.end:
+            return b""
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            tail = [ln for ln in mm[cut.end:].splitlines(keepends=True)
+                    if b'"kind":"annotation"' in ln or b'"kind":"summary"' in ln]
+            if not tail:
+                return b""
+            ids = set(_ID.findall(mm, 0, cut.end))
+    out = []
+    for line in tail:
+        try:
+            m = ConversationMessage.model_validate_json(line)
+        except ValidationError:
+            continue
+        if m.kind == "annotation" and m.target and m.target.encode() in ids:
+            out.append(line if line.endswith(b"\n") else line + b"\n")
+        elif m.kind == "summary" and m.covers and all(c.encode() in ids for c in m.covers):
+            out.append(line if line.endswith(b"\n") else line + b"\n")
+    return b"".join(out)
+
+
+def copy_prefix(src: Path, dst: Path, end: int, extra: bytes) -> None:
+    """Write bytes [0, end) of `src` and then `extra` to the new file `dst`, durably, a chunk at
+    a time (the kernel copies where it can)."""
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        left = end
+        while left > 0:
+            try:
+                n = os.copy_file_range(fin.fileno(), fout.fileno(), min(left, 1 << 30))
+            except (AttributeError, OSError):
+                n = 0
+            if n <= 0:  # not supported here: read and write
+                fin.seek(end - left)
+                fout.seek(end - left)
+                while left > 0:
+                    chunk = fin.read(min(left, CHUNK))
+                    if not chunk:
+                        break
+                    fout.write(chunk)
+                    left -= len(chunk)
+                break
+            left -= n
+        if left:
+            raise StoreWriteError("The conversation changed while it was forked; try again.")
+        fout.seek(end)
+        if end:
+            fin.seek(end - 1)
+            if fin.read(1) != b"\n":  # the log's last line, not yet ended
+                fout.write(b"\n")
+        fout.write(extra)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+def copy_cache(src: Path, dst: Path) -> None:
+    """Copy a cache file (the kept compaction); one that cannot be copied is rebuilt later."""
+    try:
+        shutil.copyfile(src, dst)
+    except OSError:
+        pass
+
+
+def write_failure(e: OSError) -> StoreWriteError:
+    return StoreWriteError(f"Could not fork ({describe_os_error(e)}); nothing was created.",
+                           e.errno, describe_os_error(e))
