@@ -23,7 +23,6 @@ from app.commands import (
     read_stdin_text,
     require_writable,
     resolve_conversation,
-    title_from,
 )
 from app.term import for_stream
 from core.store.project import Project
@@ -60,7 +59,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     """send / continue / retry: one turn, its answer printed as it streams."""
     from core.engine import NothingToContinue, NothingToRetry
 
-    turn = prepare_turn(args, create=(action == "send"), title=title_from(text))
+    turn = prepare_turn(args, create=(action == "send"), title="")
     engine, conv_id, settings, options = turn.engine, turn.conv_id, turn.settings, turn.options
     try:
         if action == "send":
@@ -78,13 +77,28 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             if run is not None and run.open:
                 return print_turn(driver.carry(conv_id, events, settings, options),
                                   run_progress([], args.project, conv_id))
-        return print_turn(events)
+        code = print_turn(events)
+        if code == EXIT_OK:
+            _title(turn)
+        return code
     except (NothingToContinue, NothingToRetry) as e:
         raise CliError(str(e)) from None
     finally:
         if turn.created:  # `--new` whose first message could not be saved: nothing to keep
             turn.project.conversations.discard_if_empty(conv_id)
         turn.project.close()
+
+
+def _title(turn: Turn) -> None:
+    """Title an untitled conversation after its first answer (core/titles.py)."""
+    from core.titles import write_title
+
+    async def run() -> None:
+        async for ev in write_title(turn.project.conversations, turn.engine.client,
+                                    turn.conv_id, turn.settings):
+            print(for_stream(f"workbench: titled “{ev.title}”", sys.stderr), file=sys.stderr)
+
+    asyncio.run(run())
 
 
 @dataclass
@@ -136,7 +150,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
         store = project.conversations
         require_writable(project)
         if getattr(args, "new", False):
-            conv_id = store.create(title=args.title or title, model=settings.model).id
+            conv_id = store.create(title=args.title or title or None, model=settings.model).id
             print(f"conversation {conv_id}", file=sys.stderr)
         else:
             conv_id = resolve_conversation(store, args.conversation)

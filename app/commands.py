@@ -35,18 +35,20 @@ class CliError(Exception):
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from core.interchange import ImportProblem, parse_openai_messages, read_import_file
+    from core.interchange import ImportProblem, read_import
     from core.llm.tokens import TokenCounter
     from core.settings import SettingsStore, resolve_llm_settings
 
     try:
-        title, raw = read_import_file(args.file)
-        messages = parse_openai_messages(raw)
+        title, messages = read_import(args.file)
     except ImportProblem as e:
         raise CliError(f"cannot import: {e}") from None
     project = open_project(args.project, create=True)
     try:
-        require_writable(project)
+        if project.read_only:
+            raise CliError(f"{project.read_only_reason} To import into a project the window has "
+                           "open, use File → Import… there (or drop the file on its list of "
+                           "conversations).")
         settings = resolve_llm_settings(project=project.overrides,
                                         global_settings=SettingsStore().load())
         counter = TokenCounter.for_model(settings.model)
@@ -226,11 +228,6 @@ def read_stdin_text() -> str:
     except UnicodeDecodeError as e:
         raise CliError(f"standard input is not UTF-8 text (bad byte at offset {e.start}); "
                        "nothing was sent") from None
-
-
-def title_from(text: str) -> str:
-    first = " ".join(text.split())
-    return first[:60] + ("…" if len(first) > 60 else "")
 
 
 def _store_failure(e: StoreError | OSError, outcome: str) -> CliError:

@@ -15,15 +15,18 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app import memory
 from app.agent_flow import AgentFlow
+from app.branch_flow import BranchFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
+from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.run_flow import RunFlow
 from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
+from app.title_flow import TitleFlow
 from app.turns import TurnRunner
 from core.agents import Agent
 from core.context.budget import Budget
@@ -103,6 +106,9 @@ class Controller(QObject):
         self.turns.finished.connect(self._after_turn)
         self.inspector = InspectorFlow(window, self.notices, self, self.meter)
         self.runs = RunFlow(window, self.notices, self, self.turns, self.inspector.show_entry)
+        self.branches = BranchFlow(window, self.notices, self)
+        self.titles = TitleFlow(self)
+        self.interchange = InterchangeFlow(window, self.notices, self)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -118,8 +124,8 @@ class Controller(QObject):
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
-        window.transcript.action_requested.connect(self._on_transcript_action_requested)
-        window.settings_requested.connect(self.open_settings)
+        window.transcript.action_requested.connect(self.turns.on_action)
+        window.settings_requested.connect(self.settings_flow.open)
         window.open_project_requested.connect(self.open_project)
         window.new_project_requested.connect(self.open_project)
         window.closing.connect(self.shutdown)
@@ -133,8 +139,7 @@ class Controller(QObject):
 
     # --- settings --------------------------------------------------------------------------------
 
-    def llm_settings(self) -> LLMSettings:
-        """The settings the next request uses (raises SettingsError: see SettingsFlow)."""
+    def llm_settings(self) -> LLMSettings:  # raises SettingsError: see SettingsFlow
         return self.settings_flow.llm_settings()
 
     def _budget_for(self, settings: LLMSettings) -> Budget | None:
@@ -143,9 +148,6 @@ class Controller(QObject):
         if context is None:
             return None
         return context.budget(self.current_id, settings, ask_servers=False)
-
-    def open_settings(self) -> None:
-        self.settings_flow.open()
 
     def _on_settings_flow_changed(self) -> None:
         self.window.set_welcome(self.settings_flow.provider_configured())
@@ -195,7 +197,7 @@ class Controller(QObject):
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
             self._first_run = False
-            QTimer.singleShot(0, self.open_settings)
+            QTimer.singleShot(0, self.settings_flow.open)
         return True
 
     def _close_project(self) -> None:
@@ -337,8 +339,7 @@ class Controller(QObject):
 
     # --- the usage meter -------------------------------------------------------------------------
 
-    def refresh_usage(self) -> None:
-        """Rebuild the request the next turn would send (cheap: incremental) and show it."""
+    def refresh_usage(self) -> None:  # the request the next turn would send (incremental)
         project, conv = self.project, self.current_id
         if project is None or conv is None:
             self.meter.refresh(None, list)
@@ -347,11 +348,12 @@ class Controller(QObject):
 
     # --- turns (app/turns.py runs them) ----------------------------------------------------------
 
-    def busy(self) -> bool:
-        """A turn is running (until its last event has reached the window)."""
+    def busy(self) -> bool:  # a turn runs (until its last event has reached the window)
         return self.turns.busy()
 
     def send(self, text: str) -> None:
+        if self.branches.send_edited(text):  # an earlier message, edited: sent in a branch
+            return
         command, _, focus = text.strip().partition(" ")
         if command == "/compact":
             if self.compaction.compact_with(focus):
@@ -368,9 +370,6 @@ class Controller(QObject):
     def _after_turn(self, status: str) -> None:
         self.compaction.after_turn(status, self.turns.last_report,
                                    self.window.transcript_model.rowCount())
-
-    def _on_transcript_action_requested(self, row: int, action: str) -> None:
-        self.turns.on_action(row, action)
 
     def refresh_list(self) -> None:
         self.search.refresh()

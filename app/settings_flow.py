@@ -110,7 +110,8 @@ class SettingsFlow(QObject):
             else None, summary_model=g.summary_model,
             window_applied=window_applied(budget.window, budget.source, budget.note)
             if budget is not None else None,
-            auto_summary=g.auto_summary if g.auto_summary is not None else True)
+            auto_summary=g.auto_summary if g.auto_summary is not None else True,
+            auto_title=g.auto_title if g.auto_title is not None else True)
         from core.tools.shell import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
@@ -135,6 +136,7 @@ class SettingsFlow(QObject):
         g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now
         g.summary_model = choice.summary_model
         g.auto_summary = None if choice.auto_summary else False
+        g.auto_title = None if choice.auto_title else False
         self.store.save(g, replace_unreadable=True)
         if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
             # The variable the key will actually be read from: a custom base URL never gets a

@@ -341,7 +341,9 @@ class TurnRunner(QObject):
         self.finished.emit(status)
 
     def on_action(self, row: int, action: str) -> None:
-        """An error row's action: Open settings, Retry or Continue."""
+        """An error row's action: Open settings, Retry or Continue (versions: branch_flow)."""
+        if action.startswith("version_"):
+            return
         if action == "settings":
             self.settings_flow.open()
             return

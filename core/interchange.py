@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.json_text import document
 from core.model import (
     ContentPart,
@@ -119,6 +121,64 @@ def _check_unicode(data: Any, name: str) -> None:
             raise ImportProblem(
                 f"{name}: message {n} contains text that is not valid Unicode (a lone "
                 "surrogate escape such as \\ud800)") from None
+
+
+def read_import(path: Path, max_bytes: int = MAX_IMPORT_BYTES
+                ) -> tuple[str, list[ConversationMessage]]:
+    """A file to import, in any form we read: OpenAI JSON (`{"messages": [...]}` or `[...]`),
+    our JSONL log (as `export --format jsonl` writes it: entries kept as they are, pins,
+    exclusions and summaries included) or OpenAI messages one per line. Returns (suggested
+    title, the entries); nothing is written.
+
+    Raises:
+        ImportProblem: the file cannot be used; the message says where and why.
+    """
+    if path.suffix.lower() != ".jsonl":
+        try:
+            title, raw = read_import_file(path, max_bytes)
+            return title, parse_openai_messages(raw)
+        except ImportProblem as e:
+            if "Extra data" not in str(e):  # one JSON value per line is JSONL
+                raise
+    return path.stem, _read_jsonl(path, max_bytes)
+
+
+def _read_jsonl(path: Path, max_bytes: int) -> list[ConversationMessage]:
+    try:
+        if path.stat().st_size > max_bytes:
+            raise ImportProblem(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; the "
+                                f"import limit is {max_bytes / 2**20:.0f} MB")
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        raise ImportProblem(f"{path} cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ImportProblem(
+            f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
+    entries: list[ConversationMessage] = []
+    openai: list[Any] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ImportProblem(f"{path.name}: line {n} is not valid JSON "
+                                f"({getattr(e, 'msg', 'nested too deeply')})") from None
+        if not isinstance(item, dict) or _depth(item) > MAX_MESSAGE_DEPTH:
+            raise ImportProblem(f"{path.name}: line {n} is not a chat message")
+        if "id" in item and "created_at" in item:  # an entry of our log
+            try:
+                entries.append(ConversationMessage.model_validate(item))
+            except ValidationError as e:
+                first = e.errors()[0]
+                raise ImportProblem(f"{path.name}: line {n}: {first['msg']}") from None
+        else:
+            openai.append(item)
+    if entries and openai:
+        raise ImportProblem(f"{path.name} mixes log entries and OpenAI messages")
+    if not entries:
+        return parse_openai_messages(openai)
+    return entries
 
 
 def parse_openai_messages(raw: Iterable[Any]) -> list[ConversationMessage]:

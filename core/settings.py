@@ -51,6 +51,7 @@ ENV_STEP_LIMIT = "WORKBENCH_STEP_LIMIT"
 ENV_TOOL_OUTPUT_TOKENS = "WORKBENCH_TOOL_OUTPUT_TOKENS"
 ENV_SUMMARY_MODEL = "WORKBENCH_SUMMARY_MODEL"
 ENV_AUTO_SUMMARY = "WORKBENCH_AUTO_SUMMARY"
+ENV_AUTO_TITLE = "WORKBENCH_AUTO_TITLE"
 DEFAULT_STEP_LIMIT = 50  # rounds of tool calls in one turn before the agent pauses
 DEFAULT_TOOL_OUTPUT_TOKENS = 4000  # a larger tool result is offloaded with a preview
 DEFAULT_AUTO_RETRIES = 3
@@ -84,6 +85,7 @@ class GlobalSettings(BaseModel):
     request_timeout: float | None = Field(default=None, gt=0)
     summary_model: str | None = None  # a cheaper model for compaction summaries
     auto_summary: bool | None = None  # summaries in the background after a long turn
+    auto_title: bool | None = None  # new conversations titled by the model after one answer
 
     def provider(self, name: str | None) -> ProviderEntry | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -102,6 +104,7 @@ class LLMSettings(BaseModel):
     tool_output_tokens: int = DEFAULT_TOOL_OUTPUT_TOKENS
     summary_model: str | None = None  # None: the conversation's model writes its summaries
     auto_summary: bool = True  # a summary is prepared in the background after a long turn
+    auto_title: bool = True  # an untitled conversation is titled after its first answer
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -183,7 +186,7 @@ class SettingsStore:
 
 LLM_KEYS = ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
             "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
-            "auto_summary")
+            "auto_summary", "auto_title")
 
 
 def resolve_llm_settings(
@@ -230,7 +233,7 @@ def _global_layer(g: GlobalSettings, provider: ProviderEntry | None) -> dict[str
         layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
     layer.update({k: getattr(g, k, None) for k in (
         "model", "api_base", "max_output_tokens", "request_timeout", "step_limit",
-        "tool_output_tokens", "summary_model", "auto_summary")
+        "tool_output_tokens", "summary_model", "auto_summary", "auto_title")
         if getattr(g, k, None) is not None})
     return layer
 
@@ -247,18 +250,21 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, str | None]:
         "tool_output_tokens": env.get(ENV_TOOL_OUTPUT_TOKENS),
         "summary_model": env.get(ENV_SUMMARY_MODEL),
         "auto_summary": env.get(ENV_AUTO_SUMMARY),
+        "auto_title": env.get(ENV_AUTO_TITLE),
     }
 
 
 def _check_flag_and_text(values: dict[str, Any], sources: dict[str, str]) -> None:
     """Make the on/off flag a bool; text settings must be text. Raises SettingsError."""
-    if "auto_summary" in values and not isinstance(values["auto_summary"], bool):
-        flag = str(values["auto_summary"]).strip().lower()
+    for key, what in (("auto_summary", "automatic summaries"), ("auto_title", "automatic titles")):
+        if key not in values or isinstance(values[key], bool):
+            continue
+        flag = str(values[key]).strip().lower()
         if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
             raise SettingsError(
-                f"automatic summaries from the {sources['auto_summary']} must be on or off "
-                f"(1/0, true/false), not {values['auto_summary']!r}")
-        values["auto_summary"] = flag in ("1", "true", "yes", "on")
+                f"{what} from the {sources[key]} must be on or off "
+                f"(1/0, true/false), not {values[key]!r}")
+        values[key] = flag in ("1", "true", "yes", "on")
     for key in ("model", "api_base", "summary_model"):
         if key in values and not isinstance(values[key], str):
             raise SettingsError(

@@ -44,6 +44,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     # A scripted failure should fail, not be retried behind the test's back; the retry tests
     # turn retries on themselves.
     monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "0")
+    # A title request after the first answer would take the next scripted reply of tests about
+    # something else; the title tests turn titles on themselves.
+    monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "0")
     return home
 
 

@@ -1,4 +1,5 @@
-"""The message box: multi-line, Ctrl+Enter sends, Esc stops a running answer."""
+"""The message box: multi-line, Ctrl+Enter sends, Esc stops a running answer (or gives up editing
+an earlier message)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,13 @@ class Composer(QWidget):
         send_requested(str): the user asked to send this text.
         stop_requested(): the user asked to stop the running answer.
         draft_changed(): the text changed (for saving drafts, debounced by the owner).
+        edit_cancelled(): the user gave up editing an earlier message (Cancel, or Esc).
     """
 
     send_requested = Signal(str)
     stop_requested = Signal()
     draft_changed = Signal()
+    edit_cancelled = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -82,6 +85,19 @@ class Composer(QWidget):
         held_row.addStretch(1)
         self.held_label.hide()
         self.held_remove.hide()
+        self.editing_label = QLabel("", self)  # editing an earlier message: sending branches
+        self.editing_label.setObjectName("editing")
+        self.editing_label.setWordWrap(True)
+        self.editing_label.setStyleSheet(
+            "background: #fff7e6; border: 1px solid #f5c16c; border-radius: 4px; padding: 3px 8px;")
+        self.editing_cancel = QPushButton("Cancel edit", self)
+        self.editing_cancel.setFlat(True)
+        self.editing_cancel.clicked.connect(self.edit_cancelled)
+        editing_row = QHBoxLayout()
+        editing_row.addWidget(self.editing_label, 1)
+        editing_row.addWidget(self.editing_cancel)
+        self.editing_label.hide()
+        self.editing_cancel.hide()
 
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
@@ -93,6 +109,7 @@ class Composer(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 6, 12, 10)
         outer.addWidget(self.hint)
+        outer.addLayout(editing_row)
         outer.addLayout(held_row)
         outer.addLayout(row)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
@@ -142,6 +159,15 @@ class Composer(QWidget):
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
+    def set_editing(self, note: str | None) -> None:
+        """Editing an earlier message: `note` says what sending will do (None: not editing)."""
+        self.editing_label.setText(note or "")
+        self.editing_label.setVisible(note is not None)
+        self.editing_cancel.setVisible(note is not None)
+
+    def editing(self) -> bool:
+        return not self.editing_label.isHidden()
+
     def set_busy(self, busy: bool) -> None:
         """While a turn runs: Send is disabled and Stop shows."""
         self._busy = busy
@@ -177,6 +203,8 @@ class Composer(QWidget):
     def _on_editor_escape(self) -> None:
         if self._busy:
             self.stop_requested.emit()
+        elif self.editing():
+            self.edit_cancelled.emit()
 
     def _on_editor_text_changed(self) -> None:
         self._update_buttons()

@@ -1,19 +1,22 @@
-"""The left panel: the project's conversations, newest activity first, with search."""
+"""The left panel: the project's conversations, newest activity first, with search; branches
+under the conversation they grew from (collapsible)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
     QInputDialog,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QMenu,
     QMessageBox,
     QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QTreeWidgetItemIterator,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +26,41 @@ from core.store.conversations import ConversationSummary
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
+class _Tree(QTreeWidget):
+    """The list itself; files dropped on it are offered for import (`dropped`)."""
+
+    dropped = Signal(list)
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self.setDragDropMode(QAbstractItemView.DragDropMode.DropOnly)
+
+    def _files(self, event: QDropEvent | QDragEnterEvent | QDragMoveEvent) -> list[str]:
+        data = event.mimeData()
+        return [u.toLocalFile() for u in data.urls() if u.isLocalFile()] if data.hasUrls() else []
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if self._files(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if self._files(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        files = self._files(event)
+        if files:
+            event.acceptProposedAction()
+            self.dropped.emit(files)
+        else:
+            event.ignore()
+
+
 class ConversationList(QWidget):
     """Signals:
         selected(str): a conversation was chosen.
@@ -30,6 +68,7 @@ class ConversationList(QWidget):
         rename_requested(str, str): id, new title.
         delete_requested(str): id (already confirmed by the user).
         search_changed(str): the search text, debounced.
+        files_dropped(list): files dropped on the list (to import).
     """
 
     selected = Signal(str)
@@ -37,6 +76,7 @@ class ConversationList(QWidget):
     rename_requested = Signal(str, str)
     delete_requested = Signal(str)
     search_changed = Signal(str)
+    files_dropped = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,7 +87,12 @@ class ConversationList(QWidget):
         self.search.setClearButtonEnabled(True)
         self.new_button = QPushButton("New", self)
         self.new_button.setToolTip("New conversation (Ctrl+N)")
-        self.list = QListWidget(self)
+        self.list = _Tree(self)
+        self.list.dropped.connect(self.files_dropped)
+        self.list.setObjectName("conversation_list")
+        self.list.setHeaderHidden(True)
+        self.list.setColumnCount(1)
+        self.list.setIndentation(14)
         self.list.setAlternatingRowColors(False)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 
@@ -67,7 +112,10 @@ class ConversationList(QWidget):
         self.search.textChanged.connect(lambda _: self._search_timer.start())
         self.new_button.clicked.connect(self.new_requested)
         self.list.currentItemChanged.connect(self._on_list_current_changed)
-        self.list.itemDoubleClicked.connect(lambda item: self.rename(item.data(ID_ROLE)))
+        self.list.itemDoubleClicked.connect(lambda item, _c: self.rename(item.data(0, ID_ROLE)))
+        self.list.itemCollapsed.connect(lambda item: self._collapsed.add(item.data(0, ID_ROLE)))
+        self.list.itemExpanded.connect(
+            lambda item: self._collapsed.discard(item.data(0, ID_ROLE)))
         self.list.customContextMenuRequested.connect(self._on_list_context_menu)
 
         rename = QAction("Rename", self.list)
@@ -81,6 +129,7 @@ class ConversationList(QWidget):
         self.list.addActions([rename, delete])
         self._writable = True
         self._titles: dict[str, str] = {}
+        self._collapsed: set[str] = set()  # origins whose branches the user folded away
 
     def set_project_name(self, name: str) -> None:
         self.project_label.setText(name)
@@ -89,23 +138,69 @@ class ConversationList(QWidget):
         self._writable = writable
         self.new_button.setEnabled(writable)
 
-    def set_rows(self, rows: list[ConversationSummary], current: str | None) -> None:
+    def set_rows(self, rows: list[ConversationSummary], current: str | None,
+                 empty_note: str | None = None) -> None:
+        """Show `rows` (newest first); a branch goes under the conversation it grew from when
+        that one is shown too. With no rows, `empty_note` says why (a search found nothing)."""
         self.list.blockSignals(True)
         self.list.clear()
+        if not rows and empty_note:
+            note = QTreeWidgetItem([empty_note])
+            note.setFlags(Qt.ItemFlag.NoItemFlags)  # a sentence, not a conversation
+            note.setToolTip(0, empty_note)
+            self.list.addTopLevelItem(note)
         self._titles = {r.id: r.title for r in rows}
+        items: dict[str, QTreeWidgetItem] = {}
         for r in rows:
             when = r.updated_at.astimezone().strftime("%b %d, %H:%M")
-            item = QListWidgetItem(f"{r.title}\n{when} · {r.message_count} messages")
-            item.setData(ID_ROLE, r.id)
-            item.setToolTip(r.title)
-            self.list.addItem(item)
-            if r.id == current:
-                self.list.setCurrentItem(item)
+            branch = "branch · " if r.branch_of is not None else ""
+            item = QTreeWidgetItem([f"{r.title}\n{branch}{when} · {r.message_count} messages"])
+            item.setData(0, ID_ROLE, r.id)
+            item.setToolTip(0, r.title)
+            items[r.id] = item
+        for r in rows:
+            parent = items.get(r.branch_of) if r.branch_of not in (None, r.id) else None
+            if parent is not None and not _under(parent, items[r.id]):
+                parent.addChild(items[r.id])
+            else:
+                self.list.addTopLevelItem(items[r.id])
+        for conv_id, item in items.items():
+            if item.childCount():
+                item.setExpanded(conv_id not in self._collapsed)
+        if current in items:
+            shown = items[current].parent()
+            while shown is not None:  # the open conversation is never folded away
+                shown.setExpanded(True)
+                shown = shown.parent()
+            self.list.setCurrentItem(items[current])
         self.list.blockSignals(False)
 
     def current_id(self) -> str | None:
         item = self.list.currentItem()
-        return str(item.data(ID_ROLE)) if item is not None else None
+        return str(item.data(0, ID_ROLE)) if item is not None else None
+
+    def ids(self) -> list[str]:
+        """The conversations shown, top to bottom (branches after their origin)."""
+        out = []
+        it = QTreeWidgetItemIterator(self.list)
+        while it.value() is not None:
+            if it.value().data(0, ID_ROLE) is not None:
+                out.append(str(it.value().data(0, ID_ROLE)))
+            it += 1
+        return out
+
+    def titles(self) -> list[str]:
+        return [self._titles[i] for i in self.ids()]
+
+    def select(self, conv_id: str) -> bool:
+        """Make `conv_id` the current row (as a click does); False when it is not shown."""
+        it = QTreeWidgetItemIterator(self.list)
+        while it.value() is not None:
+            if it.value().data(0, ID_ROLE) == conv_id:
+                self.list.setCurrentItem(it.value())
+                return True
+            it += 1
+        return False
 
     def rename(self, conv_id: str | None) -> None:
         if not conv_id or not self._writable:
@@ -127,16 +222,26 @@ class ConversationList(QWidget):
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_requested.emit(conv_id)
 
-    def _on_list_current_changed(self, current: QListWidgetItem | None, _prev: object) -> None:
-        if current is not None:
-            self.selected.emit(current.data(ID_ROLE))
+    def _on_list_current_changed(self, current: QTreeWidgetItem | None, _prev: object) -> None:
+        if current is not None and current.data(0, ID_ROLE) is not None:
+            self.selected.emit(current.data(0, ID_ROLE))
 
     def _on_list_context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
-        if item is None or not self._writable:
+        if item is None or item.data(0, ID_ROLE) is None or not self._writable:
             return
-        conv_id = item.data(ID_ROLE)
+        conv_id = item.data(0, ID_ROLE)
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.rename(conv_id))
         menu.addAction("Delete…", lambda: self.confirm_delete(conv_id))
         menu.exec(self.list.viewport().mapToGlobal(pos))
+
+
+def _under(item: QTreeWidgetItem, other: QTreeWidgetItem) -> bool:
+    """Whether `item` is `other` or lies under it (a loop in broken metadata: shown flat)."""
+    at: QTreeWidgetItem | None = item
+    while at is not None:
+        if at is other:
+            return True
+        at = at.parent()
+    return False

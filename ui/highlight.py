@@ -112,3 +112,22 @@ def _format(token: str) -> QTextCharFormat | None:
                 fmt.setFontWeight(QFont.Weight.DemiBold)
             return fmt
     return None
+
+
+FOUND_BACKGROUND = "#fde68a"  # a search's matches, in the rows that hold them
+MAX_FOUND = 500  # matches marked in one row at most
+
+
+def highlight_found(doc: QTextDocument, term: str) -> int:
+    """Give every occurrence of `term` (case ignored) a marker background; returns how many."""
+    if not term:
+        return 0
+    fmt = QTextCharFormat()
+    fmt.setBackground(QColor(FOUND_BACKGROUND))
+    found = 0
+    cursor = doc.find(term, 0)
+    while not cursor.isNull() and found < MAX_FOUND:
+        cursor.mergeCharFormat(fmt)
+        found += 1
+        cursor = doc.find(term, cursor)
+    return found

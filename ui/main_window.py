@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -37,6 +37,7 @@ from ui.todo_panel import TodoPanel
 from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
 from ui.usage_indicator import UsageIndicator
+from ui.window_menus import build_menus
 
 WELCOME_NO_PROVIDER = (
     "<h2>Welcome to Context Workbench</h2>"
@@ -74,7 +75,20 @@ class MainWindow(QMainWindow):
     settings_requested = Signal()
     notice_action = Signal()
     compact_requested = Signal()
+    regenerate_requested = Signal()
+    import_requested = Signal(str)  # a file to import as a new conversation
+    export_requested = Signal(str, str)  # where to write the open conversation, the format
+    find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
     closing = Signal()
+    # made by ui/window_menus.build_menus
+    new_conversation_action: QAction
+    recent_menu: QMenu
+    import_action: QAction
+    compact_action: QAction
+    regenerate_action: QAction
+    export_action: QAction
+    inspector_action: QAction
+    run_panel_action: QAction
 
     def __init__(self) -> None:
         super().__init__()
@@ -168,63 +182,10 @@ class MainWindow(QMainWindow):
         self.transcript_model.modelReset.connect(self._update_stack)
         self.transcript_model.rowsInserted.connect(self._update_stack)
         self.transcript_model.rowsRemoved.connect(self._update_stack)
-        self._build_menus()
+        build_menus(self)
         self._update_stack()
 
     # --- menus -----------------------------------------------------------------------------------
-
-    def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
-        self.new_conversation_action = QAction("&New conversation", self)
-        self.new_conversation_action.setShortcut(QKeySequence.StandardKey.New)
-        self.new_conversation_action.triggered.connect(self.conversations.new_requested)
-        file_menu.addAction(self.new_conversation_action)
-        file_menu.addSeparator()
-        new_project = QAction("New &project…", self)
-        new_project.triggered.connect(self._on_new_project)
-        file_menu.addAction(new_project)
-        open_project = QAction("&Open project…", self)
-        open_project.setShortcut(QKeySequence.StandardKey.Open)
-        open_project.triggered.connect(self._on_open_project)
-        file_menu.addAction(open_project)
-        self.recent_menu = QMenu("Open &recent", self)
-        file_menu.addMenu(self.recent_menu)
-        file_menu.addSeparator()
-        settings = QAction("&Settings…", self)
-        settings.setShortcut(QKeySequence("Ctrl+,"))
-        settings.triggered.connect(self.settings_requested)
-        file_menu.addAction(settings)
-        file_menu.addSeparator()
-        quit_action = QAction("&Quit", self)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-        quit_action.triggered.connect(self.close)
-        file_menu.addAction(quit_action)
-
-        conversation = self.menuBar().addMenu("&Conversation")
-        self.compact_action = QAction("&Compact now…", self)
-        self.compact_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
-        self.compact_action.setStatusTip("Summarize the older history (also: /compact [focus] "
-                                         "in the message box)")
-        self.compact_action.triggered.connect(self.compact_requested)
-        conversation.addAction(self.compact_action)
-
-        view = self.menuBar().addMenu("&View")
-        self.inspector_action = self.inspector.toggleViewAction()
-        self.inspector_action.setText("Context &Inspector")
-        self.inspector_action.setShortcut(QKeySequence("Ctrl+I"))
-        view.addAction(self.inspector_action)
-        self.run_panel_action = self.run_panel.toggleViewAction()
-        self.run_panel_action.setText("&Run panel")
-        view.addAction(self.run_panel_action)
-
-        edit = self.menuBar().addMenu("&Edit")
-        copy = QAction("&Copy message", self)
-        copy.triggered.connect(self.transcript.copy_selection)
-        edit.addAction(copy)
-        focus = QAction("Focus message box", self)
-        focus.setShortcut(QKeySequence("Ctrl+L"))
-        focus.triggered.connect(lambda: self.composer.editor.setFocus())
-        edit.addAction(focus)
 
     def _on_inspector_shown(self, visible: bool) -> None:
         if visible:

@@ -55,6 +55,7 @@ class SettingsChoice:
     context_window: int | None = None  # None: from the model's server or litellm
     summary_model: str | None = None  # None: the model writes its own summaries
     auto_summary: bool = True
+    auto_title: bool = True
 
 
 class SettingsDialog(QDialog):
@@ -81,6 +82,7 @@ class SettingsDialog(QDialog):
         window_applied: str | None = None,
         summary_model: str | None = None,
         auto_summary: bool = True,
+        auto_title: bool = True,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -121,6 +123,9 @@ class SettingsDialog(QDialog):
         self.auto_summary = QCheckBox("Summarize older history in the background after a "
                                       "turn that fills most of the window", self)
         self.auto_summary.setChecked(auto_summary)
+        self.auto_title = QCheckBox("Title new conversations with the summary model after "
+                                    "their first answer (else: their first words)", self)
+        self.auto_title.setChecked(auto_title)
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
@@ -141,6 +146,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.window_applied)
         form.addRow("Summary model", self.summary_model)
         form.addRow("", self.auto_summary)
+        form.addRow("", self.auto_title)
         form.addRow("API key", self.api_key)
         form.addRow("", self.key_note)
         self.protection = QLabel(self)
@@ -206,6 +212,7 @@ class SettingsDialog(QDialog):
             context_window=self.context_window.value() or None,
             summary_model=self.summary_model.text().strip() or None,
             auto_summary=self.auto_summary.isChecked(),
+            auto_title=self.auto_title.isChecked(),
         )
 
     def _on_preset_changed(self, _index: int) -> None:

@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.model import continuable
-from ui.highlight import highlight_code_blocks
+from ui.highlight import highlight_code_blocks, highlight_found
 from ui.row_heights import GAP, PAD, SIDE, RowHeights
 from ui.row_paint import (
     Layout,
@@ -181,6 +181,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             highlight_code_blocks(doc)
         else:
             doc.setPlainText(shown)
+        highlight_found(doc, row.found)
         doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
         header, meta = header_line(row)
         footer = ""
@@ -207,6 +208,11 @@ class TranscriptDelegate(QStyledItemDelegate):
             actions.append(("continue", "Continue the agent"))
         if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
             actions.append(("open_output", "Open full output"))
+        if row.versions is not None:  # where branches part: ‹ version n of m ›
+            n, of = row.versions
+            actions[:0] = ([("version_prev", "‹ previous")] if n > 1 else []) + \
+                [("version_list", f"version {n} of {of}")] + \
+                ([("version_next", "next ›")] if n < of else [])
         fm = QFontMetrics(font)
         line_h = fm.lineSpacing()
         height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())

@@ -51,6 +51,8 @@ class Row:
     superseded: bool = False  # rows came after it: its Continue / Retry no longer apply
     version: int = 0  # bumped on every change: part of the delegate's layout cache key
     running_since: float | None = None  # a tool card whose call is running (time.time())
+    versions: tuple[int, int] | None = None  # (n, of): where branches part, this is version n
+    found: str = ""  # a search's text, marked where it occurs in the row
 
     def copy_text(self) -> str:
         """What Copy puts on the clipboard."""
@@ -318,6 +320,30 @@ class TranscriptModel(QAbstractListModel):
             if r.running_since is not None:
                 r.running_since = None
                 self._changed(i)
+
+    def set_versions(self, versions: dict[str, tuple[int, int]]) -> None:
+        """Show "version n of m" on the first row of each entry named (where branches part)."""
+        seen: set[str] = set()
+        for i, r in enumerate(self._rows):
+            entry = r.message.id if r.message is not None else ""
+            want = versions.get(entry) if entry not in seen else None
+            seen.add(entry)
+            if r.versions != want:
+                r.versions = want
+                self._changed(i)
+
+    def set_found(self, term: str) -> list[int]:
+        """Mark `term` (case ignored) in the rows that hold it; returns their indexes."""
+        needle = term.casefold().strip()
+        hits = []
+        for i, r in enumerate(self._rows):
+            want = term.strip() if needle and needle in r.copy_text().casefold() else ""
+            if want:
+                hits.append(i)
+            if r.found != want:
+                r.found = want
+                self._changed(i)
+        return hits
 
     def touch_last(self) -> None:
         """Lay the last row out again (its actions depend on whether a turn runs)."""

@@ -18,6 +18,7 @@ from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
+    QMouseEvent,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -49,10 +50,13 @@ class TranscriptView(RowView):
         action_requested(int, str): an error row's action (retry, settings) was clicked.
         entry_action(list, str): pin, unpin, exclude or include these entries (a tool card
             is its call and its result).
+        branch_action(str, str): entry id and "fork" (a branch keeping the history up to it),
+            "edit" (a user message, to send again changed) or "regenerate[:mode]" (an answer).
     """
 
     action_requested = Signal(int, str)
     entry_action = Signal(list, str)  # entry ids, "pin" | "unpin" | "exclude" | "include"
+    branch_action = Signal(str, str)
     read_only = False  # a read-only project: no pin or exclude
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -137,7 +141,36 @@ class TranscriptView(RowView):
                    else ("exclude", "Exclude from the context"))
             for action, label in (pin, off):
                 menu.addAction(label, partial(self.entry_action.emit, ids, action))
+            self._branch_actions(menu, row)
         menu.exec(self.viewport().mapToGlobal(pos))
+
+    def _branch_actions(self, menu: QMenu, row: Row) -> None:
+        """Fork from here; Edit and resend (a user message); Regenerate (an answer)."""
+        m = row.message
+        if m is None:
+            return
+        menu.addSeparator()
+        last = row.result.id if row.result is not None else m.id  # a card: call and result
+        menu.addAction("Fork from here (a new branch)",
+                       partial(self.branch_action.emit, last, "fork"))
+        if row.kind is RowKind.USER:
+            menu.addAction("Edit and resend…", partial(self.branch_action.emit, m.id, "edit"))
+        elif row.kind in (RowKind.ASSISTANT, RowKind.ERROR, RowKind.TOOL):
+            menu.addAction("Regenerate", partial(self.branch_action.emit, m.id, "regenerate"))
+            again = menu.addMenu("Regenerate in")
+            for mode, label in (("chat", "Chat mode"), ("agent", "Agent mode")):
+                again.addAction(label, partial(self.branch_action.emit, m.id,
+                                               f"regenerate:{mode}"))
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        """Double-clicking one of the user's messages edits it (to send it again, changed)."""
+        index = self.indexAt(event.position().toPoint())
+        row = self.transcript_model().row(index.row()) if index.isValid() else None
+        if row is not None and row.kind is RowKind.USER and row.message is not None \
+                and not self.read_only:
+            self.branch_action.emit(row.message.id, "edit")
+            return
+        super().mouseDoubleClickEvent(event)
 
     def open_text(self, i: int) -> OutputViewer:
         """The row's whole text in a window where any part can be selected and copied."""

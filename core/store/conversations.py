@@ -72,6 +72,7 @@ class ConversationMeta(BaseModel):
     model_config = ConfigDict(extra="allow")
     id: str
     title: str = DEFAULT_TITLE
+    titled: str | None = None  # who set the title: "user", "model", "opening" (None: untitled)
     created_at: datetime = Field(default_factory=utc_now)
     mode: Mode = "chat"
     model: str | None = None
@@ -462,7 +463,8 @@ class ConversationStore:
     ) -> ConversationMeta:
         with self._lock:
             self._check_writable()
-            meta = ConversationMeta(id=new_id(), title=_clean_title(title), mode=mode, model=model)
+            meta = ConversationMeta(id=new_id(), title=_clean_title(title), mode=mode, model=model,
+                                    titled="user" if title and title.strip() else None)
             folder = self.root / meta.id
             folder.mkdir(parents=True)
             (folder / "messages.jsonl").touch()
@@ -496,7 +498,8 @@ class ConversationStore:
         no half conversation behind (the hidden folder is removed on the next open)."""
         with self._lock:
             self._check_writable()
-            meta = ConversationMeta(id=new_id(), title=_clean_title(title))
+            meta = ConversationMeta(id=new_id(), title=_clean_title(title),
+                                    titled="user" if title and title.strip() else None)
             staging = self.root / f"{IMPORTING_PREFIX}{meta.id}"
             try:
                 staging.mkdir(parents=True)
@@ -538,8 +541,12 @@ class ConversationStore:
                 raise ConversationUnreadable(
                     f"The messages of conversation {conv_id[:8]}… cannot be read "
                     f"({describe_os_error(e)}); nothing was forked.") from e
+            named = bool(title and title.strip())
             meta = ConversationMeta(
-                id=new_id(), title=_clean_title(title or f"{parent.title} (branch)"),
+                id=new_id(), title=_clean_title(
+                    title if named else parent.title if self.untitled(parent)
+                    else f"{parent.title} (branch)"),
+                titled="user" if named else parent.titled,
                 **parent.model_dump(include={"mode", "model", "context_window", "compaction",
                                              "agent", "allow_network"}),
                 branch_of=origin, branch_at=cut.last_id)
@@ -591,7 +598,20 @@ class ConversationStore:
         return gone
 
     def rename(self, conv_id: str, title: str) -> ConversationMeta:
-        return self.update_meta(conv_id, title=title)
+        return self.update_meta(conv_id, title=title, titled="user")
+
+    @staticmethod
+    def untitled(meta: ConversationMeta) -> bool:
+        """Nobody has named the conversation yet (see core.titles)."""
+        return meta.titled is None and meta.title == DEFAULT_TITLE
+
+    def set_title_if_untitled(self, conv_id: str, title: str, by: str) -> bool:
+        """Title the conversation, unless somebody named it meanwhile; True when it was."""
+        with self._lock:
+            if not self.untitled(self.meta(conv_id)):
+                return False
+            self.update_meta(conv_id, title=title, titled=by)
+            return True
 
     def delete(self, conv_id: str) -> Path:
         """Move the conversation to the project's trash; returns where it went."""

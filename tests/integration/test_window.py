@@ -87,9 +87,9 @@ def test_reopening_brings_back_the_conversation_its_messages_and_the_draft(
     window2, controller2 = open_window(qtbot, project_dir)
     assert controller2.current_id == other
     assert window2.composer.text() == "half-typed thought"
-    assert window2.conversations.list.count() == 2
-    first = [i for i in range(2) if window2.conversations.list.item(i).data(Qt.ItemDataRole.UserRole + 1) != other][0]
-    window2.conversations.list.setCurrentRow(first)
+    assert len(window2.conversations.ids()) == 2
+    first = [i for i in window2.conversations.ids() if i != other][0]
+    assert window2.conversations.select(first)
     assert [r.text for r in window2.transcript_model.rows()] == ["first question", "first answer"]
 
 
@@ -101,19 +101,17 @@ def test_rename_delete_and_search(qtbot, qloop, project_dir, llm_server, monkeyp
     peru = controller.current_id
     controller.new_conversation()
     window.conversations.rename_requested.emit(peru, "Geography")
-    titles = [window.conversations.list.item(i).text().split("\n")[0]
-              for i in range(window.conversations.list.count())]
-    assert "Geography" in titles
+    assert "Geography" in window.conversations.titles()
 
     window.conversations.search.setText("lima")  # matches message content, not the title
-    qtbot.waitUntil(lambda: window.conversations.list.count() == 1)
-    assert window.conversations.list.item(0).text().startswith("Geography")
+    qtbot.waitUntil(lambda: len(window.conversations.ids()) == 1)
+    assert window.conversations.titles() == ["Geography"]
     window.conversations.search.setText("")
-    qtbot.waitUntil(lambda: window.conversations.list.count() == 2)
+    qtbot.waitUntil(lambda: len(window.conversations.ids()) == 2)
 
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     window.conversations.confirm_delete(peru)
-    assert window.conversations.list.count() == 1
+    assert len(window.conversations.ids()) == 1
     assert any((project_dir / ".workbench" / "trash").iterdir())
 
 
@@ -308,8 +306,5 @@ def test_search_runs_beside_the_window_and_only_the_newest_result_shows(
     assert len(ticks) > 10  # the window's loop kept turning while the search ran
     controller.search.search("fast")
     run_until(qloop, lambda: _time.monotonic() - started > 1.5)  # the slow one has ended too
-    from ui.conversation_list import ID_ROLE
-
-    shown = [window.conversations.list.item(i).data(ID_ROLE)
-             for i in range(window.conversations.list.count())]
+    shown = window.conversations.ids()
     assert shown == [second]  # the slow search's late answer ({first}) was dropped

@@ -88,8 +88,8 @@ def test_a_read_only_window_never_retries_or_continues(qtbot, qloop, project_dir
         assert controller.project is not None and controller.project.read_only
         llm_server.script(Answer("billable"), Answer("billable"))
         last = window.transcript_model.rowCount() - 1
-        controller._on_transcript_action_requested(last, "retry")
-        controller._on_transcript_action_requested(last, "continue")
+        controller.turns.on_action(last, "retry")
+        controller.turns.on_action(last, "continue")
         assert not controller.busy()
         assert "Read-only" in window.state_label.text()
     finally:
@@ -190,7 +190,7 @@ def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_di
     calibration.remember_window("openai/tiny", 100)
     window, controller = open_window(qtbot, project_dir)
     controller.calibration = Calibration(SettingsStore().folder / "calibration.json")
-    controller.open_settings()
+    controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     assert dialog is not None and dialog.windows.isVisible()
     assert dialog.windows.item(0).text() == "openai/tiny: 100 tokens"
@@ -209,7 +209,7 @@ def test_settings_set_the_context_window_and_the_meter_follows(qtbot, qloop, pro
     monkeypatch.delenv("WORKBENCH_MODEL")
     monkeypatch.delenv("WORKBENCH_API_BASE")
     window, controller = open_window(qtbot, project_dir)
-    controller.open_settings()
+    controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     assert dialog is not None
     dialog.preset.setCurrentIndex(3)  # an OpenAI-compatible server: litellm cannot know it
@@ -226,7 +226,7 @@ def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
     from core.settings import SettingsStore
 
     window, controller = open_window(qtbot, project_dir)
-    controller.open_settings()
+    controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     assert dialog is not None and dialog.auto_summary.isChecked()
     dialog.summary_model.setText("openai/cheap-model")
@@ -236,7 +236,7 @@ def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
     assert saved.summary_model == "openai/cheap-model" and saved.auto_summary is False
     settings = controller.settings_flow.llm_settings()
     assert settings.summary_model == "openai/cheap-model" and not settings.auto_summary
-    controller.open_settings()  # the dialog shows what was saved
+    controller.settings_flow.open()  # the dialog shows what was saved
     again = controller.settings_flow.dialog
     assert again is not None and again.summary_model.text() == "openai/cheap-model"
     assert not again.auto_summary.isChecked()
@@ -272,7 +272,7 @@ def test_a_limit_the_provider_states_below_the_setting_is_the_one_the_window_cou
               and controller.meter.report.window == 6000)
     assert "the limit the provider stated" in window.usage.toolTip()
     assert "fewer than the 16,000 set in Settings" in window.usage.toolTip()
-    controller.open_settings()
+    controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     assert dialog is not None
     assert dialog.window_applied.text().startswith("Requests are built for 6,000 tokens")

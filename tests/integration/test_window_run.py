@@ -85,7 +85,7 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
     assert any("▸ draft" in header_line(r)[1] for r in rows)
     assert rows[-1].message is not None and rows[-1].message.text() == "Wrap-up: done."
     assert window.width() == width  # the panel took room from the transcript
-    assert window.conversations.list.item(0).text().startswith("Run: Release notes\n")
+    assert window.conversations.list.topLevelItem(0).text(0).startswith("Run: Release notes\n")
     assert window.run_panel.start_button.isEnabled()
 
 

@@ -32,7 +32,7 @@ def test_precedence_cli_env_project_global_default() -> None:
                          "context_window": "default", "auto_retries": "default",
                          "request_timeout": "default", "step_limit": "default",
                          "tool_output_tokens": "default", "summary_model": "default",
-                         "auto_summary": "default"}
+                         "auto_summary": "default", "auto_title": "default"}
     assert d.summary_model is None and d.auto_summary is True
     off = resolve_llm_settings(env={"WORKBENCH_AUTO_SUMMARY": "off",
                                     "WORKBENCH_SUMMARY_MODEL": "openai/cheap"})

@@ -1,0 +1,270 @@
+"""Branches in the window: Fork from here, Edit and resend, Regenerate (Ctrl+Shift+R for the last
+answer), and "‹ version n of m ›" where branches part. A branch is a conversation of its own
+(core/store/branches.py): the one shown is never rewritten."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Protocol
+
+from PySide6.QtCore import QObject, QTimer, SignalInstance
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QMenu
+
+from app.notices import Notices
+from app.turns import TurnRunner
+from core.engine import Engine
+from core.model import ConversationMessage, Mode
+from core.store.conversations import ConversationSummary
+from core.store.project import Project
+from ui.main_window import MainWindow
+
+EDITING_NOTE = ("Editing an earlier message: sending it starts a new branch from just before it; "
+                "this conversation stays as it is. Esc cancels.")
+
+
+class BranchHost(Protocol):
+    project: Project | None
+    current_id: str | None
+    engine: Engine | None
+    turns: TurnRunner
+    conversation_loaded: SignalInstance
+
+    def show_conversation(self, conv_id: str) -> None: ...
+    def set_mode(self, mode: Mode) -> None: ...
+    def busy(self) -> bool: ...
+
+
+class BranchFlow(QObject):
+    def __init__(self, window: MainWindow, notices: Notices, host: BranchHost) -> None:
+        super().__init__(window)
+        self.window = window
+        self.notices = notices
+        self.host = host
+        self._editing: tuple[str, str, str] | None = None  # conversation, entry, draft before
+        # Where the shown conversation's branches part: its entry -> the versions, in order.
+        self._versions: dict[str, list[str]] = {}
+        window.transcript.branch_action.connect(self.on_branch_action)
+        window.transcript.action_requested.connect(self._on_row_action)
+        window.regenerate_requested.connect(self.regenerate_last)
+        window.composer.edit_cancelled.connect(self.cancel_edit)
+        host.conversation_loaded.connect(self._on_conversation_loaded)
+        host.turns.finished.connect(self._on_turn_finished)  # a branch's first own entries
+
+    # --- the actions ------------------------------------------------------------------------------
+
+    def on_branch_action(self, entry_id: str, action: str) -> None:
+        verb, _, mode = action.partition(":")
+        if verb == "fork":
+            self.fork(entry_id)
+        elif verb == "edit":
+            self.edit(entry_id)
+        elif verb == "regenerate":
+            self.regenerate(entry_id, mode if mode in ("chat", "agent") else None)  # type: ignore[arg-type]
+
+    def fork(self, entry_id: str | None, before: bool = False) -> str | None:
+        """Make the branch and show it; its id, or None (and why, on screen) when none was
+        made."""
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None or project.read_only:
+            return None
+        if self.host.busy():
+            self.notices.warning("A branch is made once the answer has ended (or is stopped).")
+            return None
+        with self.notices.saving("No branch was made") as made:
+            meta = project.conversations.fork(conv, entry_id, before=before)
+        if not made.ok:
+            return None
+        self.window.conversations.set_rows(project.conversations.list(), meta.id)
+        self.host.show_conversation(meta.id)
+        self.notices.info(f"A new branch, “{meta.title}”: the conversation it came from is "
+                          "unchanged (‹ › at the point where they part switch between them).")
+        return meta.id
+
+    def edit(self, entry_id: str) -> None:
+        """Put one of the user's messages in the message box; sending it branches before it."""
+        entry = self._entry(entry_id)
+        if entry is None or entry.role != "user" or self.host.current_id is None:
+            return
+        if self._editing is None:
+            self._editing = (self.host.current_id, entry_id, self.window.composer.text())
+        else:
+            self._editing = (self.host.current_id, entry_id, self._editing[2])
+        self.window.composer.set_text(entry.text())
+        self.window.composer.set_editing(EDITING_NOTE)
+        self.window.composer.editor.setFocus()
+
+    def cancel_edit(self) -> None:
+        if self._editing is None:
+            return
+        draft = self._editing[2]
+        self._editing = None
+        self.window.composer.set_editing(None)
+        self.window.composer.set_text(draft)
+
+    def send_edited(self, text: str) -> bool:
+        """When a message is being edited: branch before it and send `text` there (True). False
+        when no edit is under way (the caller sends as usual)."""
+        if self._editing is None:
+            return False
+        conv, entry, _draft = self._editing
+        if conv != self.host.current_id:
+            self.cancel_edit()
+            return False
+        if self.fork(entry, before=True) is None:
+            return True  # why is on screen; the edited text stays in the box
+        self._editing = None
+        self.window.composer.set_editing(None)
+        self.window.composer.set_text(text)  # what the user wrote, until it has left
+        self.host.turns.send(text)
+        return True
+
+    def regenerate(self, entry_id: str, mode: Mode | None = None) -> None:
+        """Ask again for the answer `entry_id` belongs to: a branch at the user's message it
+        answered, sent again there (in `mode`, when given)."""
+        messages = self._messages()
+        at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
+        asked = next((m for m in reversed(messages[:(at or 0) + 1])
+                      if m.role == "user" and m.kind == "message"), None)
+        if at is None or asked is None:
+            self.notices.warning("There is no message of yours before this answer to ask again.")
+            return
+        if self.fork(asked.id) is None:
+            return
+        if mode is not None:
+            self.host.set_mode(mode)
+        engine = self.host.engine
+        if engine is not None:
+            self.host.turns.start_run(engine.proceed)
+
+    def regenerate_last(self) -> None:
+        last = next((m for m in reversed(self._messages())
+                     if m.role in ("assistant", "tool") and m.kind in ("message", "error")), None)
+        if last is None:
+            self.notices.warning("There is no answer to regenerate yet.")
+            return
+        self.regenerate(last.id)
+
+    # --- versions ---------------------------------------------------------------------------------
+
+    def _on_conversation_loaded(self, conv_id: str) -> None:
+        if self._editing is not None and self._editing[0] != conv_id:
+            self._editing = None
+            self.window.composer.set_editing(None)
+        self.show_versions(conv_id)
+
+    def _on_turn_finished(self, _status: str) -> None:
+        if self.host.current_id is not None:
+            self.show_versions(self.host.current_id)
+
+    def show_versions(self, conv_id: str) -> None:
+        """Mark the rows where this conversation and its branches (or its siblings) part."""
+        project = self.host.project
+        self._versions = {}
+        if project is None:
+            return
+        rows = {r.id: r for r in project.conversations.list()}
+        me = rows.get(conv_id)
+        messages = self._messages()
+        position = {m.id: i for i, m in enumerate(messages)}
+        for (_origin, at), members in _groups(rows).items():
+            if conv_id not in members:
+                continue
+            start = position[at] + 1 if at in position else (0 if not at else None)
+            if start is None or me is None:
+                continue
+            entry = next((m for m in messages[start:] if m.kind in ("message", "error")
+                          and m.role != "system"), None)
+            if entry is not None:
+                self._versions[entry.id] = members
+        self.window.transcript_model.set_versions(
+            {e: (ms.index(conv_id) + 1, len(ms)) for e, ms in self._versions.items()})
+
+    def _on_row_action(self, index: int, action: str) -> None:
+        if not action.startswith("version_") or self.host.current_id is None:
+            return
+        row = self.window.transcript_model.row(index)
+        members = self._versions.get(row.message.id if row.message is not None else "")
+        if not members:
+            return
+        n = members.index(self.host.current_id)
+        if action == "version_list":
+            self._choose(members, n)
+            return
+        target = members[max(0, min(len(members) - 1, n + (1 if action == "version_next"
+                                                            else -1)))]
+        self.open_version(target, members)
+
+    def _choose(self, members: list[str], current: int) -> None:
+        project = self.host.project
+        if project is None:
+            return
+        titles = {r.id: r.title for r in project.conversations.list()}
+        menu = QMenu(self.window)
+        for n, conv in enumerate(members):
+            action = menu.addAction(f"{n + 1}. {titles.get(conv, conv[:8])}",
+                                    partial(self.open_version, conv, members))
+            action.setCheckable(True)
+            action.setChecked(n == current)
+        menu.exec(QCursor.pos())
+
+    def open_version(self, conv_id: str, members: list[str]) -> None:
+        """Show another version, with its row where branches part at the same place on screen."""
+        view = self.window.transcript
+        mine = next((e for e, ms in self._versions.items() if ms == members), None)
+        y = _row_y(self.window, mine)
+        if not self.window.conversations.select(conv_id):
+            self.host.show_conversation(conv_id)
+        theirs = next((e for e, ms in self._versions.items() if ms == members), None)
+        if y is not None and theirs is not None:
+            QTimer.singleShot(0, partial(_put_row_at, self.window, theirs, y))
+        view.setFocus()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def _messages(self) -> list[ConversationMessage]:
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None:
+            return []
+        return project.conversations.load(conv).messages
+
+    def _entry(self, entry_id: str) -> ConversationMessage | None:
+        return next((m for m in self._messages() if m.id == entry_id), None)
+
+
+def _groups(rows: dict[str, ConversationSummary]) -> dict[tuple[str, str], list[str]]:
+    """Versions of each other: (origin, last shared entry) -> the origin (when it still exists)
+    and the branches made there, oldest first."""
+    out: dict[tuple[str, str], list[ConversationSummary]] = {}
+    for r in rows.values():
+        if r.branch_of is not None:
+            out.setdefault((r.branch_of, r.branch_at or ""), []).append(r)
+    return {(origin, at): ([origin] if origin in rows else []) +
+            [r.id for r in sorted(forks, key=lambda r: (r.created_at, r.id))]
+            for (origin, at), forks in out.items()}
+
+
+def _index_of(window: MainWindow, entry: str | None) -> int | None:
+    model = window.transcript_model
+    return next((i for i, r in enumerate(model.rows())
+                 if r.message is not None and r.message.id == entry), None)
+
+
+def _row_y(window: MainWindow, entry: str | None) -> int | None:
+    i = _index_of(window, entry)
+    if i is None:
+        return None
+    view = window.transcript
+    return view.visualRect(view.model().index(i, 0)).top()
+
+
+def _put_row_at(window: MainWindow, entry: str, y: int) -> None:
+    i = _index_of(window, entry)
+    if i is None:
+        return
+    view = window.transcript
+    index = view.model().index(i, 0)
+    view.scrollTo(index)
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.value() + view.visualRect(index).top() - y)
+    view.setCurrentIndex(index)

@@ -1,0 +1,108 @@
+"""The window's menu bar: File, Conversation, View, Edit (their actions are attributes of the
+window, so the app and tests reach them by name)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QMenu
+
+if TYPE_CHECKING:
+    from ui.main_window import MainWindow
+
+EXPORT_FILTERS = {"OpenAI messages (*.json)": "openai", "JSONL log, every entry (*.jsonl)": "jsonl",
+                  "Markdown (*.md)": "markdown"}
+
+
+def build_menus(window: MainWindow) -> None:
+    file_menu = window.menuBar().addMenu("&File")
+    window.new_conversation_action = QAction("&New conversation", window)
+    window.new_conversation_action.setShortcut(QKeySequence.StandardKey.New)
+    window.new_conversation_action.triggered.connect(window.conversations.new_requested)
+    file_menu.addAction(window.new_conversation_action)
+    file_menu.addSeparator()
+    new_project = QAction("New &project…", window)
+    new_project.triggered.connect(window._on_new_project)
+    file_menu.addAction(new_project)
+    open_project = QAction("&Open project…", window)
+    open_project.setShortcut(QKeySequence.StandardKey.Open)
+    open_project.triggered.connect(window._on_open_project)
+    file_menu.addAction(open_project)
+    window.recent_menu = QMenu("Open &recent", window)
+    file_menu.addMenu(window.recent_menu)
+    file_menu.addSeparator()
+    window.import_action = QAction("&Import conversation…", window)
+    window.import_action.setStatusTip("OpenAI JSON ({\"messages\": [...]} or [...]) or a "
+                                    "JSONL log; or drop the file on the list")
+    window.import_action.triggered.connect(partial(_choose_import, window))
+    file_menu.addAction(window.import_action)
+    file_menu.addSeparator()
+    settings = QAction("&Settings…", window)
+    settings.setShortcut(QKeySequence("Ctrl+,"))
+    settings.triggered.connect(window.settings_requested)
+    file_menu.addAction(settings)
+    file_menu.addSeparator()
+    quit_action = QAction("&Quit", window)
+    quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+    quit_action.triggered.connect(window.close)
+    file_menu.addAction(quit_action)
+
+    conversation = window.menuBar().addMenu("&Conversation")
+    window.compact_action = QAction("&Compact now…", window)
+    window.compact_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
+    window.compact_action.setStatusTip("Summarize the older history (also: /compact [focus] "
+                                     "in the message box)")
+    window.compact_action.triggered.connect(window.compact_requested)
+    conversation.addAction(window.compact_action)
+    window.regenerate_action = QAction("&Regenerate the last answer", window)
+    window.regenerate_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
+    window.regenerate_action.setStatusTip("Ask again in a new branch; this one stays as it is")
+    window.regenerate_action.triggered.connect(window.regenerate_requested)
+    conversation.addAction(window.regenerate_action)
+    window.export_action = QAction("&Export…", window)
+    window.export_action.setShortcut(QKeySequence("Ctrl+Shift+E"))
+    window.export_action.triggered.connect(partial(_choose_export, window))
+    conversation.addAction(window.export_action)
+
+    view = window.menuBar().addMenu("&View")
+    window.inspector_action = window.inspector.toggleViewAction()
+    window.inspector_action.setText("Context &Inspector")
+    window.inspector_action.setShortcut(QKeySequence("Ctrl+I"))
+    view.addAction(window.inspector_action)
+    window.run_panel_action = window.run_panel.toggleViewAction()
+    window.run_panel_action.setText("&Run panel")
+    view.addAction(window.run_panel_action)
+
+    edit = window.menuBar().addMenu("&Edit")
+    copy = QAction("&Copy message", window)
+    copy.triggered.connect(window.transcript.copy_selection)
+    edit.addAction(copy)
+    find_next = QAction("Find &next match", window)
+    find_next.setShortcut(QKeySequence(QKeySequence.StandardKey.FindNext))
+    find_next.setStatusTip("The next place the search text occurs in this conversation")
+    find_next.triggered.connect(lambda: window.find_requested.emit(1))
+    edit.addAction(find_next)
+    find_previous = QAction("Find &previous match", window)
+    find_previous.setShortcut(QKeySequence(QKeySequence.StandardKey.FindPrevious))
+    find_previous.triggered.connect(lambda: window.find_requested.emit(-1))
+    edit.addAction(find_previous)
+    focus = QAction("Focus message box", window)
+    focus.setShortcut(QKeySequence("Ctrl+L"))
+    focus.triggered.connect(lambda: window.composer.editor.setFocus())
+    edit.addAction(focus)
+
+
+def _choose_import(window: MainWindow) -> None:
+    path, _ = QFileDialog.getOpenFileName(
+        window, "Import a conversation", "",
+        "Conversations (*.json *.jsonl);;All files (*)")
+    if path:
+        window.import_requested.emit(path)
+
+def _choose_export(window: MainWindow) -> None:
+    path, chosen = QFileDialog.getSaveFileName(window, "Export the conversation", "",
+                                               ";;".join(EXPORT_FILTERS))
+    if path:
+        window.export_requested.emit(path, EXPORT_FILTERS.get(chosen, "openai"))
