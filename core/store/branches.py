@@ -124,15 +124,21 @@ def _last_id(mm: mmap.mmap, end: int) -> str:
 
 def carried_over(log: Path, cut: Cut) -> bytes:
     """The lines after the cut that belong to the prefix: pins and exclusions of its entries,
-    summaries that cover only its entries (in log order, as written)."""
+    summaries that cover only its entries (in log order, as written). Only those lines are read
+    (found by their kind), never the whole tail."""
     with open(log, "rb") as f:
         if os.fstat(f.fileno()).st_size <= cut.end:
             return b""
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            tail = [ln for ln in mm[cut.end:].splitlines(keepends=True)
-                    if b'"kind":"annotation"' in ln or b'"kind":"summary"' in ln]
-            if not tail:
+            starts: set[int] = set()
+            for kind in (b'"kind":"annotation"', b'"kind":"summary"'):
+                at = mm.find(kind, cut.end)
+                while at >= 0:
+                    starts.add(_line_start(mm, at))
+                    at = mm.find(kind, _line_end(mm, at))
+            if not starts:
                 return b""
+            tail = [mm[a:_line_end(mm, a)] for a in sorted(starts)]
             ids = set(_ID.findall(mm, 0, cut.end))
     out = []
     for line in tail:
@@ -140,9 +146,8 @@ def carried_over(log: Path, cut: Cut) -> bytes:
             m = ConversationMessage.model_validate_json(line)
         except ValidationError:
             continue
-        if m.kind == "annotation" and m.target and m.target.encode() in ids:
-            out.append(line if line.endswith(b"\n") else line + b"\n")
-        elif m.kind == "summary" and m.covers and all(c.encode() in ids for c in m.covers):
+        if m.kind == "annotation" and m.target and m.target.encode() in ids or \
+                m.kind == "summary" and m.covers and all(c.encode() in ids for c in m.covers):
             out.append(line if line.endswith(b"\n") else line + b"\n")
     return b"".join(out)
 

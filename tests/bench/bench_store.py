@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from core.llm.tokens import TokenCounter
-from core.model import ConversationMessage
+from core.model import ConversationMessage, annotation
 from core.store.project import Project
 from tests.bench.common import big_messages, median, percentile, project_with, report
 
@@ -44,7 +44,34 @@ def run() -> None:
         report(f"count tokens of all of them from cached counts ({total:,} tokens)",
                (time.perf_counter() - t) * 1000, "ms")
 
+        fork(Path(tmp) / "big", conv_id, msgs)
         search(Path(tmp) / "big", conv_id, msgs)
+
+
+def fork(root: Path, conv_id: str, msgs: list[ConversationMessage]) -> None:
+    """A branch of a 10,000-message conversation: its time and the Python memory it takes (the
+    log is copied file to file, never held)."""
+    import tracemalloc
+
+    with Project.open(root) as p:
+        store = p.conversations
+        store.load(conv_id)  # as the window has it
+        times = []
+        for entry in (msgs[-1].id, msgs[len(msgs) // 2].id, msgs[-1].id):
+            t = time.perf_counter()
+            made = store.fork(conv_id, entry)
+            times.append((time.perf_counter() - t) * 1000)
+            store.delete(made.id)
+        report(f"fork a {len(msgs):,}-message conversation, median of 3", median(times), "ms",
+               "< 100 ms")
+        store.append(conv_id, annotation(msgs[10].id, "pin"))  # a later decision to carry
+        tracemalloc.start()
+        made = store.fork(conv_id, msgs[len(msgs) // 2].id)  # the tail is read for it
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        log = root / ".workbench" / "conversations" / conv_id / "messages.jsonl"
+        report(f"  Python memory it takes at its peak (the log: {log.stat().st_size / 2**20:.1f} MB)",
+               peak / 2**20, "MB")
 
 
 def search(root: Path, conv_id: str, msgs: list[ConversationMessage]) -> None:

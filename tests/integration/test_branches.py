@@ -177,3 +177,21 @@ def test_a_fork_killed_half_way_leaves_nothing(project_dir: Path, tmp_path: Path
     leftovers = [e.name for e in (project_dir / ".workbench" / "conversations").iterdir()
                  if e.is_dir() and e.name != conv]
     assert leftovers == []
+
+
+def test_summaries_of_the_prefix_and_the_kept_compaction_come_along(project_dir: Path) -> None:
+    conv, msgs = session(project_dir)
+    cut = 6
+    inside = ConversationMessage(role="system", kind="summary", content="Earlier: set up.",
+                                 covers=[m.id for m in msgs[:4]])
+    across = ConversationMessage(role="system", kind="summary", content="Everything so far.",
+                                 covers=[m.id for m in msgs])
+    with Project.open(project_dir) as p:
+        store = p.conversations
+        store.append_many(conv, [inside, across])
+        store.write_view(conv, {"version": 1, "kept": "as it was"})
+        meta = store.fork(conv, msgs[cut].id)
+        got = store.load(meta.id).messages
+        assert store.read_view(meta.id) == {"version": 1, "kept": "as it was"}
+    summaries = [m.id for m in got if m.kind == "summary"]
+    assert summaries == [inside.id]  # the one covering entries past the fork point stays
