@@ -12,9 +12,11 @@ from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QMenu
 
 from app.notices import Notices
+from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.engine import Engine
 from core.model import ConversationMessage, Mode
+from core.settings import SettingsError
 from core.store.conversations import ConversationSummary
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -28,6 +30,7 @@ class BranchHost(Protocol):
     current_id: str | None
     engine: Engine | None
     turns: TurnRunner
+    settings_flow: SettingsFlow
     conversation_loaded: SignalInstance
 
     def show_conversation(self, conv_id: str) -> None: ...
@@ -54,13 +57,16 @@ class BranchFlow(QObject):
     # --- the actions ------------------------------------------------------------------------------
 
     def on_branch_action(self, entry_id: str, action: str) -> None:
-        verb, _, mode = action.partition(":")
+        """"fork", "edit", "regenerate", "regenerate:MODE" or "regenerate@PROVIDER"."""
+        verb, _, provider = action.partition("@")
+        verb, _, mode = verb.partition(":")
         if verb == "fork":
             self.fork(entry_id)
         elif verb == "edit":
             self.edit(entry_id)
         elif verb == "regenerate":
-            self.regenerate(entry_id, mode if mode in ("chat", "agent") else None)  # type: ignore[arg-type]
+            self.regenerate(entry_id, "agent" if mode == "agent" else "chat" if mode else None,
+                            provider or None)
 
     def fork(self, entry_id: str | None, before: bool = False) -> str | None:
         """Make the branch and show it; its id, or None (and why, on screen) when none was
@@ -119,9 +125,10 @@ class BranchFlow(QObject):
         self.host.turns.send(text)
         return True
 
-    def regenerate(self, entry_id: str, mode: Mode | None = None) -> None:
+    def regenerate(self, entry_id: str, mode: Mode | None = None,
+                   provider: str | None = None) -> None:
         """Ask again for the answer `entry_id` belongs to: a branch at the user's message it
-        answered, sent again there (in `mode`, when given)."""
+        answered, sent again there (in `mode`, with a saved `provider`'s model, when given)."""
         messages = self._messages()
         at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
         asked = next((m for m in reversed(messages[:(at or 0) + 1])
@@ -134,8 +141,18 @@ class BranchFlow(QObject):
         if mode is not None:
             self.host.set_mode(mode)
         engine = self.host.engine
-        if engine is not None:
+        if engine is None:
+            return
+        if provider is None:
             self.host.turns.start_run(engine.proceed)
+            return
+        try:
+            other = self.host.settings_flow.llm_settings(provider)
+        except SettingsError as e:
+            self.notices.warning(f"Not regenerated: {e}.")
+            return
+        self.host.turns.start_run(
+            lambda conv, _settings, options: engine.proceed(conv, other, options))
 
     def regenerate_last(self) -> None:
         last = next((m for m in reversed(self._messages())
@@ -148,6 +165,7 @@ class BranchFlow(QObject):
     # --- versions ---------------------------------------------------------------------------------
 
     def _on_conversation_loaded(self, conv_id: str) -> None:
+        self.window.transcript.regenerate_with = self.host.settings_flow.other_providers()
         if self._editing is not None and self._editing[0] != conv_id:
             self._editing = None
             self.window.composer.set_editing(None)

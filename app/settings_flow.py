@@ -52,8 +52,9 @@ class SettingsFlow(QObject):
         self._budget = budget  # the window the current conversation's requests are built for
         self.dialog: SettingsDialog | None = None
 
-    def llm_settings(self) -> LLMSettings:
-        """The settings the next request uses.
+    def llm_settings(self, provider: str | None = None) -> LLMSettings:
+        """The settings the next request uses (with `provider`, a saved provider's model and
+        base URL for one request, as Regenerate with … asks).
 
         Raises:
             SettingsError: a layer (environment, project.json, settings.json) is invalid. Never a
@@ -64,7 +65,18 @@ class SettingsFlow(QObject):
             raise SettingsError(
                 f"{self.store.problem}. Fix that file, or save Settings to start over "
                 "(the unreadable file is kept beside it as settings.json.bad)")
-        return resolve_llm_settings(project=self._overrides(), global_settings=g)
+        entry = g.provider(provider) if provider else None
+        if entry is None:
+            return resolve_llm_settings(project=self._overrides(), global_settings=g)
+        return resolve_llm_settings(
+            cli={"model": entry.model, "api_base": entry.api_base}, project=self._overrides(),
+            global_settings=g.model_copy(update={"active_provider": entry.name}))
+
+    def other_providers(self) -> list[tuple[str, str]]:
+        """(label, name) of the saved providers besides the one in use."""
+        g = self.store.load()
+        return [(f"{p.name}: {p.model}", p.name) for p in g.providers
+                if p.name != g.active_provider]
 
     def problem(self) -> str | None:
         """Why no request can be sent with the current settings, or None."""

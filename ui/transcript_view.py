@@ -58,6 +58,7 @@ class TranscriptView(RowView):
     entry_action = Signal(list, str)  # entry ids, "pin" | "unpin" | "exclude" | "include"
     branch_action = Signal(str, str)
     read_only = False  # a read-only project: no pin or exclude
+    regenerate_with: list[tuple[str, str]] = []  # (label, provider) offered by "Regenerate with"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -161,6 +162,11 @@ class TranscriptView(RowView):
             for mode, label in (("chat", "Chat mode"), ("agent", "Agent mode")):
                 again.addAction(label, partial(self.branch_action.emit, m.id,
                                                f"regenerate:{mode}"))
+            if self.regenerate_with:
+                other = menu.addMenu("Regenerate with")
+                for label, provider in self.regenerate_with:
+                    other.addAction(label, partial(self.branch_action.emit, m.id,
+                                                   f"regenerate@{provider}"))
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         """Double-clicking one of the user's messages edits it (to send it again, changed)."""

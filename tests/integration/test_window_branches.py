@@ -125,3 +125,33 @@ def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot, qloop, project_d
     window2, controller2 = open_window(qtbot, project_dir)  # reopens on the branch
     assert texts(window2) == ["first", "One.", "another second", "Another two."]
     assert versions(window2) == {"another second": (2, 2)}
+
+
+def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot, qloop, project_dir,
+                                                                llm_server) -> None:
+    from core.settings import GlobalSettings, ProviderEntry, SettingsStore
+
+    store = SettingsStore()
+    store.save(GlobalSettings(providers=[ProviderEntry(name="Other", model="openai/other-model",
+                                                       api_base=llm_server.url)]))
+    window, controller = open_window(qtbot, project_dir)
+    llm_server.script(Answer("Blue."), Answer("Azure."), Answer("Cerulean."))
+    type_and_send(qtbot, window, "Colour of the sky?")
+    run_until(qloop, lambda: not controller.busy())
+    original = controller.current_id
+    answer = window.transcript_model.row(1).message
+    assert window.transcript.regenerate_with == [("Other: openai/other-model", "Other")]
+    window.transcript.branch_action.emit(answer.id, "regenerate@Other")
+    run_until(qloop, lambda: len(llm_server.requests) == 2 and not controller.busy())
+    assert llm_server.requests[1].body["model"] == "other-model"
+    assert texts(window) == ["Colour of the sky?", "Azure."]
+    assert window.transcript_model.row(1).message.model == "openai/other-model"
+
+    window.conversations.select(original)
+    window.transcript.branch_action.emit(answer.id, "regenerate:agent")
+    run_until(qloop, lambda: len(llm_server.requests) == 3 and not controller.busy())
+    assert controller.mode() == "agent" and texts(window)[-1] == "Cerulean."
+    assert "Mode: agent" in llm_server.requests[2].body["messages"][0]["content"]
+    window.conversations.select(original)
+    assert versions(window) == {"Blue.": (1, 3)} and controller.mode() == "chat"
+    window.close()
