@@ -7,9 +7,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Protocol
 
-from PySide6.QtCore import QObject, QTimer, SignalInstance
+from PySide6.QtCore import QEvent, QObject, QPoint, QTimer, SignalInstance
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QApplication, QMenu
 
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
@@ -269,20 +269,25 @@ def _index_of(window: MainWindow, entry: str | None) -> int | None:
 
 
 def _row_y(window: MainWindow, entry: str | None) -> int | None:
+    """Where the entry's row starts on screen (global: a notice above the transcript may come or
+    go in between)."""
     i = _index_of(window, entry)
     if i is None:
         return None
     view = window.transcript
-    return view.visualRect(view.model().index(i, 0)).top()
+    top = view.visualRect(view.model().index(i, 0)).top()
+    return view.viewport().mapToGlobal(QPoint(0, top)).y()
 
 
 def _put_row_at(window: MainWindow, entry: str, y: int) -> None:
     i = _index_of(window, entry)
     if i is None:
         return
+    QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest.value)  # the notice's change
     view = window.transcript
     index = view.model().index(i, 0)
     view.scrollTo(index)
+    top = view.viewport().mapToGlobal(QPoint(0, view.visualRect(index).top())).y()
     bar = view.verticalScrollBar()
-    bar.setValue(bar.value() + view.visualRect(index).top() - y)
+    bar.setValue(bar.value() + top - y)
     view.setCurrentIndex(index)

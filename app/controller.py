@@ -263,6 +263,7 @@ class Controller(QObject):
             self.notices.warning("Found on opening: " + "; ".join(loaded.problems) + ".")
         else:
             self.notices.clear()
+        self._refresh_status()  # the last conversation's state is not this one's
         self.runs.conversation_shown(conv_id)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()

@@ -36,6 +36,7 @@ class SearchFlow(QObject):
         self._done.connect(self._on_search_done)
         self._hits: list[int] = []  # rows of the open conversation that hold the search's text
         self._at = -1
+        self._said = ""  # our notice ("match 1 of 3"): it goes with the marks
         host.conversation_loaded.connect(self._mark)
         window.find_requested.connect(self.step)
 
@@ -47,8 +48,7 @@ class SearchFlow(QObject):
         if not text.strip():
             self.window.conversations.set_rows(self.host.project.conversations.list(),
                                                self.host.current_id)
-            if self._hits:
-                self._mark(self.host.current_id or "")
+            self._unmark()
             return
         generation, store = self._generation, self.host.project.conversations
 
@@ -75,6 +75,8 @@ class SearchFlow(QObject):
             f"No conversation mentions “{text}”." if text else None)
         if self.host.current_id in hits:
             self._mark(self.host.current_id or "")
+        else:  # the marks and the notice of the last search are not about this one
+            self._unmark()
 
     def _term(self) -> str:
         return self.window.conversations.search.text().strip()
@@ -87,23 +89,34 @@ class SearchFlow(QObject):
         if self._hits:
             self.step(1)
         elif term and self.host.current_id is not None:
-            self.notices.info(f"“{term}” is not in the messages shown here (it may be in the "
-                              "title, or in an entry the transcript does not show).")
+            self._say(f"“{term}” is not in the messages shown here (it may be in the title, or "
+                      "in an entry the transcript does not show).")
+
+    def _unmark(self) -> None:
+        self._hits = self.window.transcript_model.set_found("")
+        self._at = -1
+        if self._said and self.window.notice_label.text() == self._said:
+            self.notices.clear()  # (a later notice of someone else's stays)
+        self._said = ""
+
+    def _say(self, text: str) -> None:
+        self.notices.info(text)
+        self._said = text
 
     def step(self, direction: int) -> None:
         """Go to the next (1) or previous (-1) match in the conversation shown."""
         term = self._term()
         if not self._hits:
             if term:
-                self.notices.info(f"“{term}” does not occur in this conversation.")
+                self._say(f"“{term}” does not occur in this conversation.")
             return
         self._at = (self._at + direction) % len(self._hits)
         view = self.window.transcript
         index = view.model().index(self._hits[self._at], 0)
         view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
         view.setCurrentIndex(index)
-        self.notices.info(f"“{term}”: match {self._at + 1} of {len(self._hits)} "
-                          "(F3 next, Shift+F3 previous).")
+        self._say(f"“{term}”: match {self._at + 1} of {len(self._hits)} "
+                  "(F3 next, Shift+F3 previous).")
 
     def refresh(self) -> None:
         if self.host.project is None:

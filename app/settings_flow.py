@@ -86,11 +86,15 @@ class SettingsFlow(QObject):
             return str(e)
         return None
 
-    def model_label(self) -> str:
+    def model_label(self, model: str | None = None) -> str:
+        """How the status bar names the model: `model @ base URL` (the one in use, or `model`
+        when a request goes to another one)."""
         try:
             s = self.llm_settings()
         except SettingsError:
-            return "settings problem"
+            return model or "settings problem"
+        if model is not None and model != s.model:
+            return model
         return s.model + (f" @ {s.api_base}" if s.api_base else "")
 
     def provider_configured(self) -> bool:

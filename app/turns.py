@@ -221,10 +221,10 @@ class TurnRunner(QObject):
             self.notices.state(self._turn_model, f"{event.cause} Retrying in "
                                                  f"{event.delay:.0f} s…")
         elif isinstance(event, RequestStarted):
-            self._turn_model = event.model
+            self._turn_model = self.settings_flow.model_label(event.model)
             model.begin_streaming()
             self._flush_timer.start()
-            self.notices.state(event.model, "Waiting for the model…" if runtime.is_loaded()
+            self.notices.state(self._turn_model, "Waiting for the model…" if runtime.is_loaded()
                                else "Loading the model library; the message leaves then…")
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1

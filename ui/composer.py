@@ -207,5 +207,7 @@ class Composer(QWidget):
             self.edit_cancelled.emit()
 
     def _on_editor_text_changed(self) -> None:
+        if self._blocked_reason is None and not self.hint.isHidden():
+            self.hint.hide()  # "Not sent: …" was about the draft as it was
         self._update_buttons()
         self.draft_changed.emit()

@@ -93,6 +93,7 @@ class ConversationList(QWidget):
         self.list.setHeaderHidden(True)
         self.list.setColumnCount(1)
         self.list.setIndentation(14)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # "Parser e…s (branch 2)"
         self.list.setAlternatingRowColors(False)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 
@@ -146,7 +147,7 @@ class ConversationList(QWidget):
         self.list.clear()
         if not rows and empty_note:
             note = QTreeWidgetItem([empty_note])
-            note.setFlags(Qt.ItemFlag.NoItemFlags)  # a sentence, not a conversation
+            note.setFlags(Qt.ItemFlag.ItemIsEnabled)  # a sentence, not a conversation to choose
             note.setToolTip(0, empty_note)
             self.list.addTopLevelItem(note)
         self._titles = {r.id: r.title for r in rows}
@@ -178,6 +179,10 @@ class ConversationList(QWidget):
     def current_id(self) -> str | None:
         item = self.list.currentItem()
         return str(item.data(0, ID_ROLE)) if item is not None else None
+
+    def current_title(self) -> str | None:
+        conv = self.current_id()
+        return self._titles.get(conv) if conv else None
 
     def ids(self) -> list[str]:
         """The conversations shown, top to bottom (branches after their origin)."""

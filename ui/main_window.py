@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from ui.approval_dialog import ApprovalDialog
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
+from ui.elided_label import ElidedLabel
 from ui.inspector import InspectorPanel
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
@@ -170,8 +171,10 @@ class MainWindow(QMainWindow):
         self.run_panel.visibilityChanged.connect(
             lambda visible: self._make_room(self.run_panel) if visible else None)
 
-        self.model_label = QLabel(self)
-        self.state_label = QLabel(self)
+        self.model_label = ElidedLabel(self, widest=420)  # clicking it opens Settings
+        self.model_label.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.model_label.clicked.connect(self.settings_requested)
+        self.state_label = ElidedLabel(self)
         self.usage = UsageIndicator(self)
         bar = self.statusBar()
         bar.addWidget(self.state_label, 1)
@@ -304,6 +307,7 @@ class MainWindow(QMainWindow):
         self.welcome.setText(self._welcome_html)
 
     def set_status(self, model: str, state: str) -> None:
+        self.model_label.hint = "Click to open Settings (Ctrl+,)"
         self.model_label.setText(f"  {model}  ")
         self.state_label.setText(state)
 

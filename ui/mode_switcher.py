@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.model import Mode
+from ui.elided_label import ElidedLabel
 
 MODES: tuple[tuple[Mode, str, str], ...] = (
     ("chat", "Chat", "Ctrl+1"), ("agent", "Agent", "Ctrl+2"), ("run", "Run", "Ctrl+3"))
@@ -65,9 +66,10 @@ class ModeSwitcher(QWidget):
         layout.addWidget(self.agent_box)
         self.agent_box.activated.connect(
             lambda i: self.agent_changed.emit(self.agent_box.itemText(i)))
-        layout.addStretch(1)
-        self.protection = QLabel(self)
+        self.protection = ElidedLabel(self, widest=300)  # cut before the window would widen
         self.protection.setStyleSheet("color: #71717a;")
+        self.protection.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        layout.addStretch(1)
         layout.addWidget(self.protection)
         self.network = QCheckBox("network", self)
         self.network.setObjectName("network")
@@ -105,8 +107,8 @@ class ModeSwitcher(QWidget):
     def set_protection(self, short: str, full: str, sandboxed: bool) -> None:
         """What contains the agent's commands (bubblewrap, or none), shown beside the picker;
         the network switch only means something inside a sandbox."""
+        self.protection.hint = full
         self.protection.setText(short)
-        self.protection.setToolTip(full)
         self.network.setVisible(sandboxed)
 
     def set_network(self, allowed: bool) -> None:

@@ -3,6 +3,7 @@ app), or one message of the transcript ("Select text…")."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QDialog, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
@@ -20,6 +21,9 @@ class OutputViewer(QDialog):
         layout.addWidget(self.note)
         self.view = QPlainTextEdit(self)
         self.view.setReadOnly(True)
+        # The keyboard moves through it too: Ctrl+Home / Ctrl+End, PageUp / PageDown, Shift+arrows
+        self.view.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                          | Qt.TextInteractionFlag.TextSelectableByKeyboard)
         self.view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth if wrap
                                   else QPlainTextEdit.LineWrapMode.NoWrap)

@@ -130,8 +130,10 @@ class TranscriptView(RowView):
         for label, code in self.code_copy_actions(row):
             menu.addAction(label, partial(QGuiApplication.clipboard().setText, code))
         menu.addAction("Select text…", lambda: self.open_text(index.row()))
-        menu.addAction("Collapse" if row.expanded else "Expand",
-                       lambda: self.transcript_model().toggle_expanded(index.row()))
+        more = self.delegate.layout(row, self.visualRect(index).width(), self.font()).footer
+        if row.expanded or more:  # only a row with more to show (or less) offers it
+            menu.addAction("Collapse" if row.expanded else "Expand",
+                           lambda: self.transcript_model().toggle_expanded(index.row()))
         m = row.message
         if m is not None and row.kind is not RowKind.STREAMING and not self.read_only:
             ids = [m.id] + ([row.result.id] if row.result is not None

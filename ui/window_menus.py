@@ -3,6 +3,7 @@ window, so the app and tests reach them by name)."""
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -101,8 +102,16 @@ def _choose_import(window: MainWindow) -> None:
     if path:
         window.import_requested.emit(path)
 
+_last_filter = next(iter(EXPORT_FILTERS))  # the form chosen last time is offered first
+
+
 def _choose_export(window: MainWindow) -> None:
-    path, chosen = QFileDialog.getSaveFileName(window, "Export the conversation", "",
-                                               ";;".join(EXPORT_FILTERS))
+    global _last_filter
+    title = window.conversations.current_title() or "conversation"
+    name = re.sub(r"[^\w\- ]+", "", title).strip()[:80] or "conversation"
+    suffix = {"openai": ".json", "jsonl": ".jsonl", "markdown": ".md"}[EXPORT_FILTERS[_last_filter]]
+    path, chosen = QFileDialog.getSaveFileName(window, "Export the conversation", name + suffix,
+                                               ";;".join(EXPORT_FILTERS), _last_filter)
     if path:
+        _last_filter = chosen if chosen in EXPORT_FILTERS else _last_filter
         window.export_requested.emit(path, EXPORT_FILTERS.get(chosen, "openai"))

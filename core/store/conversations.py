@@ -13,6 +13,7 @@ import builtins
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict, deque
@@ -59,6 +60,7 @@ from core.store.log import (
 from core.store.search_index import SearchIndex, searchable
 
 DEFAULT_TITLE = "New conversation"
+_BRANCH_SUFFIX = re.compile(r" \(branch(?: \d+)?\)$")
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
 VIEW_FILE = "view.json"  # the kept compaction (core.context.view): a cache
@@ -543,9 +545,8 @@ class ConversationStore:
                     f"({describe_os_error(e)}); nothing was forked.") from e
             named = bool(title and title.strip())
             meta = ConversationMeta(
-                id=new_id(), title=_clean_title(
-                    title if named else parent.title if self.untitled(parent)
-                    else f"{parent.title} (branch)"),
+                id=new_id(), title=_clean_title(title if named else self._branch_title(
+                    origin, parent)),
                 titled="user" if named else parent.titled,
                 **parent.model_dump(include={"mode", "model", "context_window", "compaction",
                                              "agent", "allow_network"}),
@@ -566,6 +567,19 @@ class ConversationStore:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
             return meta
+
+    def _branch_title(self, origin: str, parent: ConversationMeta) -> str:
+        """"<the origin's title> (branch n)": the n-th branch of it (an untitled one's stays
+        untitled: it is titled after its next answer)."""
+        if self.untitled(parent):
+            return parent.title
+        try:
+            base = self.meta(origin).title
+        except StoreError:
+            base = parent.title
+        base = _BRANCH_SUFFIX.sub("", base)
+        n = 1 + sum(1 for r in self.list() if r.branch_of == origin)
+        return f"{base} (branch {n})"
 
     def _origin(self, conv_id: str, meta: ConversationMeta, cut: Cut) -> str:
         """The conversation whose own entries go on past `cut` (a cut of `conv_id`'s log):

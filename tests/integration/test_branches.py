@@ -79,7 +79,7 @@ def test_the_forks_first_request_is_the_originals_byte_for_byte(
         texts = [m.text() for m in p.conversations.load(fork).messages]
     assert texts == ["Capital of France?", "Paris.", "And its metro area?", "About 2.2 million."]
     assert rows[fork].branch_of == conv and rows[fork].branch_at == answer.id
-    assert rows[fork].title == rows[conv].title + " (branch)"
+    assert rows[fork].title == rows[conv].title + " (branch 1)"
     code, out, _ = cli(capsys, "list", project_dir)
     assert f"a branch of {conv}" in out
 
@@ -119,6 +119,7 @@ def test_before_an_entry_and_a_fork_of_a_fork_group_with_the_original(project_di
         # A fork of the branch inside the part it copied is a version of the original there ...
         inner = store.fork(edit.id, users[0].id)
         assert (inner.branch_of, inner.branch_at) == (conv, users[0].id)
+        assert (edit.title, inner.title) == ("work (branch 1)", "work (branch 2)")
         # ... and past it, a version of the branch.
         store.append(edit.id, ConversationMessage(role="user", content="in other words"))
         store.append(edit.id, ConversationMessage(role="assistant", content="I see"))

@@ -108,6 +108,10 @@ def test_search_opens_at_the_first_match_and_f3_moves_between_them(qtbot, qloop,
 
     window.conversations.search.setText("zebra")
     run_until(qloop, lambda: window.conversations.ids() == [])
+    assert not any(r.found for r in model.rows())  # the last search's marks went with it
+    assert "lighthouse" not in window.notice_label.text()
+    qtbot.keyClick(view, Qt.Key.Key_F3)
+    assert "match" not in window.notice_label.text()
     note = window.conversations.list.topLevelItem(0)
     assert note is not None and note.text(0) == "No conversation mentions “zebra”."
     window.conversations.search.setText("")
