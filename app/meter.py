@@ -19,7 +19,7 @@ from app.settings_flow import SettingsFlow
 from core.agents import Agent
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report import BuildReport
-from core.context.report_text import tooltip_lines, usage_state
+from core.context.report_text import tooltip_html, usage_state
 from core.context.service import ProjectContext
 from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
@@ -54,6 +54,7 @@ class UsageMeter:
         self.window = window
         self.notices = notices
         self.settings = settings
+        self._set_in: str | None = None  # where a context window the user set came from
         self.mode = mode
         self.agent = agent
         self.context: ProjectContext | None = None
@@ -119,6 +120,7 @@ class UsageMeter:
             self._problem = ("context: settings problem", str(e))
             self.show()
             return
+        self._set_in = settings.sources.get("context_window") if settings.context_window else None
         agent = self.agent()
         if agent is not None and agent.model:
             settings = settings.model_copy(update={"model": agent.model})
@@ -219,7 +221,7 @@ class UsageMeter:
             listener(draft)
         used = r.provider_estimate + draft
         meter.set_usage(used, r.usable, usage_state(used, r.usable),
-                        "\n".join(tooltip_lines(r, draft)))
+                        tooltip_html(r, draft, self._set_in))
 
     def message_fits(self) -> bool:
         """A message the model cannot take even alone: say so instead of sending it."""

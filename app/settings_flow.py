@@ -23,11 +23,12 @@ from core.settings import (
     SettingsStore,
     key_env_var,
     keyring_set,
+    keyring_works,
     lookup_api_key,
     resolve_llm_settings,
 )
 from ui.main_window import MainWindow
-from ui.settings_dialog import SettingsDialog
+from ui.settings_dialog import PRESETS, SettingsDialog
 
 
 class SettingsFlow(QObject):
@@ -116,7 +117,7 @@ class SettingsFlow(QObject):
                 s = resolve_llm_settings(env={}, global_settings=g)
             except SettingsError:
                 s = LLMSettings()
-        keys = {p: bool(lookup_api_key(p)) for p in ("openai", "anthropic")}
+        keys = {p.provider: bool(lookup_api_key(p.provider)) for p in PRESETS if p.key_env}
         budget = self._budget(s)
         self.dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
@@ -127,7 +128,8 @@ class SettingsFlow(QObject):
             window_applied=window_applied(budget.window, budget.source, budget.note)
             if budget is not None else None,
             auto_summary=g.auto_summary if g.auto_summary is not None else True,
-            auto_title=g.auto_title if g.auto_title is not None else True)
+            auto_title=g.auto_title if g.auto_title is not None else True,
+            saved={p.name: p for p in g.providers})
         from core.tools.shell import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
@@ -163,13 +165,3 @@ class SettingsFlow(QObject):
                 f"No system keyring works on this machine, so the key was not saved. Set "
                 f"{env} in your environment and restart Context Workbench.")
         self.changed.emit()
-
-
-def keyring_works() -> bool:
-    try:
-        import keyring
-        from keyring.backends.fail import Keyring as FailKeyring
-
-        return not isinstance(keyring.get_keyring(), FailKeyring)
-    except Exception:  # any backend failure means "no keyring here"
-        return False

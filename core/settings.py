@@ -345,6 +345,17 @@ def key_for_request(
     return lookup_api_key(provider, env)
 
 
+def keyring_works() -> bool:
+    """Whether a system keyring can keep keys here (a headless machine often has none)."""
+    try:
+        import keyring
+        from keyring.backends.fail import Keyring as FailKeyring
+
+        return not isinstance(keyring.get_keyring(), FailKeyring)
+    except Exception:  # any backend failure means "no keyring here"
+        return False
+
+
 def keyring_get(provider: str) -> str | None:
     try:
         import keyring

@@ -210,10 +210,17 @@ class ConversationList(QWidget):
     def rename(self, conv_id: str | None) -> None:
         if not conv_id or not self._writable:
             return
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:",
-                                         text=self._titles.get(conv_id, ""))
-        if ok and title.strip():
-            self.rename_requested.emit(conv_id, title.strip())
+        dialog = QInputDialog(self)
+        dialog.setObjectName("rename_dialog")
+        dialog.setWindowTitle("Rename conversation")
+        dialog.setLabelText("Title:")
+        dialog.setTextValue(self._titles.get(conv_id, ""))
+        # Room for the window's title and a long name (the default is a narrow box).
+        dialog.resize(min(900, max(460, dialog.fontMetrics().horizontalAdvance(
+            dialog.textValue()) + 80)),
+                      dialog.sizeHint().height())
+        if dialog.exec() and dialog.textValue().strip():
+            self.rename_requested.emit(conv_id, dialog.textValue().strip())
 
     def confirm_delete(self, conv_id: str | None) -> None:
         if not conv_id or not self._writable:

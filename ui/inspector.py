@@ -15,7 +15,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSlider,
     QTableView,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -171,7 +172,7 @@ class InspectorPanel(QDockWidget):
         self.picker.setObjectName("request_picker")
         self.picker.addItem("The next request (live preview)")
         self.picker.currentIndexChanged.connect(self.request_picked)
-        self.slider = QSlider(Qt.Orientation.Horizontal, body)
+        self.slider = _BudgetSlider(Qt.Orientation.Horizontal, body)
         self.slider.setObjectName("budget_slider")
         self.slider.setRange(5, 200)
         self.slider.setSingleStep(5)
@@ -181,6 +182,13 @@ class InspectorPanel(QDockWidget):
                                "sent")
         self.slider_label = QLabel("Budget: as configured", body)
         self.slider.valueChanged.connect(self._on_slider)
+        self.slider_reset = QToolButton(body)
+        self.slider_reset.setObjectName("budget_reset")
+        self.slider_reset.setText("As configured")
+        self.slider_reset.setToolTip("Back to the budget as configured (or double-click the "
+                                     "slider)")
+        self.slider_reset.clicked.connect(lambda: self.slider.setValue(100))
+        self.slider_reset.hide()
         self.model_view = QCheckBox("Model view: dim what this request leaves out", body)
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
@@ -232,6 +240,7 @@ class InspectorPanel(QDockWidget):
         slider_row = QHBoxLayout()
         slider_row.addWidget(self.slider_label)
         slider_row.addWidget(self.slider, 1)
+        slider_row.addWidget(self.slider_reset)
         layout.addWidget(self.picker)
         layout.addWidget(self.header)
         layout.addLayout(slider_row)
@@ -292,6 +301,10 @@ class InspectorPanel(QDockWidget):
         self.slider.setEnabled(self.picker.currentIndex() == 0)
 
     def _on_slider(self, value: int) -> None:
+        if value % 5:  # a drag lands anywhere; the keys move by 5 from a multiple of 5
+            self.slider.setValue(5 * round(value / 5))
+            return
+        self.slider_reset.setVisible(value != 100)
         self.slider_label.setText("Budget: as configured" if value == 100
                                   else f"Budget preview: {value}%")
         self.budget_changed.emit(value)
@@ -319,3 +332,11 @@ class InspectorPanel(QDockWidget):
     def _on_activated(self, index: QModelIndex) -> None:
         if index.isValid():
             self.entry_clicked.emit(self.model.entry_id(index.row()))
+
+
+class _BudgetSlider(QSlider):
+    """The budget preview's slider: a double-click returns it to the budget as configured."""
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
+        self.setValue(100)
+        event.accept()

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.settings import ENV_API_KEY
+from core.settings import ENV_API_KEY, ProviderEntry
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,14 @@ class SettingsDialog(QDialog):
         summary_model: str | None = None,
         auto_summary: bool = True,
         auto_title: bool = True,
+        saved: dict[str, ProviderEntry] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
         self.setMinimumWidth(520)
         self._keyring = keyring_available
         self._keys_present = keys_present
+        self._saved = dict(saved or {})  # provider entries saved before, by preset name
 
         self.preset = QComboBox(self)
         for p in PRESETS:
@@ -216,9 +218,15 @@ class SettingsDialog(QDialog):
         )
 
     def _on_preset_changed(self, _index: int) -> None:
+        """Another provider: what was saved for it (model, address, limits), else its
+        defaults; the context window set belongs to the provider it was set for."""
         p = self.current_preset()
-        self.model.setText(p.model)
-        self.api_base.setText(p.api_base or "")
+        entry = self._saved.get(p.name)
+        self.model.setText(entry.model if entry is not None else p.model)
+        self.api_base.setText((entry.api_base if entry is not None else p.api_base) or "")
+        if entry is not None and entry.max_output_tokens:
+            self.max_tokens.setValue(entry.max_output_tokens)
+        self.context_window.setValue(entry.context_window or 0 if entry is not None else 0)
         self._update_key_note()
 
     def _update_key_note(self) -> None:

@@ -4,6 +4,7 @@ keyboard, and the row actions' context menu.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import partial
 
 from PySide6.QtCore import (
@@ -40,6 +41,7 @@ PAGING_KEYS = {
     Qt.Key.Key_End: QAbstractSlider.SliderAction.SliderToMaximum,
 }
 _Index = QModelIndex | QPersistentModelIndex
+PLACES_KEPT = 100  # conversations whose reading place is remembered (this session)
 _Cursor = QAbstractItemView.CursorAction
 
 
@@ -69,11 +71,54 @@ class TranscriptView(RowView):
         self.delegate.action_clicked.connect(self._on_delegate_action_clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu)
+        self._places: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
 
     def set_transcript_model(self, model: TranscriptModel) -> None:
         self.setModel(model)
         model.streaming_changed.connect(self._on_streaming_changed)
+        model.modelAboutToBeReset.connect(self._remember_place)
         self.reset()
+
+    # --- the place in each conversation ----------------------------------------------------------
+
+    def _which(self) -> tuple[str, str] | None:
+        """The conversation shown, as its first and last rows (no conversation id up here: a
+        conversation that got new rows since is shown at its end, as a new one is)."""
+        model = self.model()
+        if not isinstance(model, TranscriptModel) or model.rowCount() == 0:
+            return None
+        return model.row(0).key, model.row(model.rowCount() - 1).key
+
+    def _remember_place(self) -> None:
+        which = self._which()
+        if which is None:
+            return
+        self._places.pop(which, None)
+        if self.at_bottom():
+            return  # the end, where a conversation opens anyway
+        bar = self.verticalScrollBar()
+        top = self.row_at(bar.value())
+        if top.isValid():
+            key = self.transcript_model().row(top.row()).key
+            self._places[which] = (key, bar.value() - self.rectForIndex(top).top())
+            while len(self._places) > PLACES_KEPT:
+                self._places.popitem(last=False)
+
+    def reset(self) -> None:
+        """A conversation shown: at its end, or where the user left it when it is the same."""
+        super().reset()
+        which = self._which()
+        places = getattr(self, "_places", {})  # (none yet while the view is being made)
+        place = places.get(which) if which is not None else None
+        if place is None:
+            return
+        key, offset = place
+        model = self.transcript_model()
+        row = next((i for i in range(model.rowCount()) if model.row(i).key == key), None)
+        if row is None:
+            return
+        self._follow = False
+        self.verticalScrollBar().setValue(self.rectForIndex(model.index(row, 0)).top() + offset)
 
     def transcript_model(self) -> TranscriptModel:
         model = self.model()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from html import escape
 from typing import Any
 
 from core.context.report import BuildReport, entry_dicts, sent_in
@@ -40,34 +41,55 @@ def usage_state(used: int, usable: int) -> str:
     return "over" if used > usable else "warning" if used > WARNING_AT * usable else "normal"
 
 
-def tooltip_lines(r: BuildReport, draft: int) -> list[str]:
-    """The meter's breakdown: what the next request would use, the draft included."""
+# Where a context window the user set came from (LLMSettings.sources), named as they would find it.
+SET_IN = {"global": "Settings → Context window", "project": "the project's context_window",
+          "environment": "WORKBENCH_CONTEXT_WINDOW", "command line": "--context-window"}
+
+
+def _tooltip_parts(r: BuildReport, draft: int, set_in: str | None
+                   ) -> tuple[str, list[tuple[str, int]], list[str]]:
+    """The meter's breakdown: a head line, (part, tokens) rows, and notes."""
     used = r.provider_estimate + draft
-    lines = [
-        f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)",
-        f"  system prompt   {r.shown(r.totals['system']):>9,}",
-        f"  tools           {r.shown(r.totals['tools']):>9,}",
-        f"  summary, digest {r.shown(r.totals.get('summary', 0)):>9,}",
-        f"  history         {r.shown(r.totals['history']):>9,}",
-        f"  your draft      {draft:>9,}",
-        f"  reserved for the answer {r.reserved_output:,}; window {r.window:,} "
-        f"({window_source(r.budget_source)})",
-    ]
+    head = f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)"
+    rows = [("system prompt", r.shown(r.totals["system"])), ("tools", r.shown(r.totals["tools"])),
+            ("summary, digest", r.shown(r.totals.get("summary", 0))),
+            ("history", r.shown(r.totals["history"])), ("your draft", draft)]
+    source = (f"your setting: {SET_IN.get(set_in, set_in)}"
+              if r.budget_source == "override" and set_in else window_source(r.budget_source))
+    notes = [f"reserved for the answer {r.reserved_output:,}; window {r.window:,} ({source})"]
     if r.calibration_basis:
-        lines.append(f"  counts: {r.calibration_basis}")
+        notes.append(f"counts: {r.calibration_basis}")
     elif r.calibration != 1.0:
-        lines.append(f"  calibrated against the provider: x{r.calibration:.3f}")
+        notes.append(f"calibrated against the provider: x{r.calibration:.3f}")
     if r.budget_note:
-        lines.append(r.budget_note)
+        notes.append(r.budget_note)
     if usage_state(used, r.usable) != "normal":
         counts = decision_counts(r)
         left = sum(counts.get(d, 0) for d in LEFT_OUT)
         if left:
-            lines.append(f"{left:,} older entries are left out to fit")
+            notes.append(f"{left:,} older entries are left out to fit")
         shortened = counts.get("previewed", 0) + counts.get("referenced", 0)
         if shortened:
-            lines.append(f"{shortened:,} old tool outputs are shortened")
-    return lines
+            notes.append(f"{shortened:,} old tool outputs are shortened")
+    return head, rows, notes
+
+
+def tooltip_lines(r: BuildReport, draft: int, set_in: str | None = None) -> list[str]:
+    """The meter's breakdown as plain lines: what the next request would use, the draft
+    included (`set_in`: where a window the user set came from, LLMSettings.sources)."""
+    head, rows, notes = _tooltip_parts(r, draft, set_in)
+    return [head, *(f"  {name:<15} {n:>9,}" for name, n in rows), *(f"  {n}" for n in notes)]
+
+
+def tooltip_html(r: BuildReport, draft: int, set_in: str | None = None) -> str:
+    """The same as rich text, its figures in a right-aligned column (a tooltip's font is
+    proportional: spaces do not line figures up)."""
+    head, rows, notes = _tooltip_parts(r, draft, set_in)
+    table = "".join(f"<tr><td>{escape(name)}</td><td align='right'>&nbsp;&nbsp;{n:,}</td></tr>"
+                    for name, n in rows)
+    return (f"<p style='white-space:pre'><b>{escape(head)}</b></p>"
+            f"<table cellspacing='0' cellpadding='1'>{table}</table>"
+            + "".join(f"<p>{escape(n)}</p>" for n in notes))
 
 
 LEFT_OUT = ("dropped", "digested", "summarized")

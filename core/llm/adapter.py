@@ -36,7 +36,13 @@ from core.llm.errors import (
 from core.llm.runtime import load_litellm
 from core.model import FunctionCall, ToolCall
 from core.redact import redact
-from core.settings import ENV_API_KEY, KEYLESS_PROVIDERS, key_env_var, key_for_request
+from core.settings import (
+    ENV_API_KEY,
+    KEYLESS_PROVIDERS,
+    key_env_var,
+    key_for_request,
+    keyring_works,
+)
 
 # The providers' own addresses: a base URL pointing there may carry the provider's own key. A
 # name starting with "." is a domain: Azure has no single address, each user's resource is a
@@ -217,8 +223,10 @@ class LLMClient:
                 api_key = "sk-no-key-needed"  # local servers ignore it; the SDK insists on one
             else:
                 raise MissingApiKey(
-                    f"No API key for {provider}. Set {key_env_var(provider)} in the environment "
-                    "or save a key in Settings.",
+                    f"No API key for {provider}. Set {key_env_var(provider)} in the environment"
+                    + (" or save a key in Settings." if keyring_works() else
+                       " before starting Context Workbench (no system keyring works here, so a "
+                       "key cannot be saved in Settings)."),
                     details=f"provider={provider}",
                 )
         kwargs: dict[str, Any] = {
@@ -325,9 +333,22 @@ def translate_error(e: BaseException, model: str, mid_stream: bool = False,
     `api_base`: the address the request went to (a local server's mistakes are named)."""
     raw = redact(str(e), secrets)
     error = _address_error(e, api_base, raw) or _translate(e, model, mid_stream, raw)
+    if isinstance(error, AuthError):
+        error.message += _where_keys_go(model, api_base)
     error.message = redact(error.message, secrets)
     error.args = (error.message,)
     return error
+
+
+def _where_keys_go(model: str, api_base: str | None) -> str:
+    """Where the key that was sent came from, and so where to fix it, on this machine."""
+    if api_base:
+        where = f"{ENV_API_KEY} (a custom base URL gets only its own key)"
+    else:
+        where = key_env_var(detect_provider(model, api_base))
+    if keyring_works():
+        return f" Check the key in Settings, or {where}."
+    return f" Check {where} (no system keyring works here, so Settings cannot keep a key)."
 
 
 def _address_error(e: BaseException, api_base: str | None, raw: str) -> LLMError | None:
@@ -376,7 +397,7 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
         )
     if isinstance(e, litellm.AuthenticationError):
         return AuthError(
-            f"The provider rejected the API key for {model}. Check the key in Settings.",
+            f"The provider rejected the API key for {model}.",
             details=raw,
         )
     if isinstance(e, litellm.RateLimitError):

@@ -72,6 +72,7 @@ def test_provider_500_exits_2_with_plain_words(capsys, project_dir, llm_server) 
 def test_no_api_key_and_unknown_model_are_error_entries_with_advice(capsys, project_dir) -> None:
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "hi")
     assert code == 2 and "OPENAI_API_KEY" in err
+    assert "no system keyring works here" in err and "save a key in Settings" not in err
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "mystery-llm", "hi")
     assert code == 2 and "Unknown model 'mystery-llm'" in err
 

@@ -96,3 +96,110 @@ def test_expand_only_where_there_is_more_and_the_viewer_goes_to_either_end(
     assert bar.value() == bar.maximum() > 0
     qtbot.keyClick(viewer.view, Qt.Key.Key_Home, Qt.KeyboardModifier.ControlModifier)
     assert bar.value() == 0
+
+
+def test_switching_back_returns_to_the_same_place(qtbot, project_dir) -> None:
+    with Project.open(project_dir) as p:
+        long = p.conversations.create("Many")
+        p.conversations.append_many(long.id, [
+            ConversationMessage(role="user" if i % 2 == 0 else "assistant",
+                                content=f"message number {i}\n" + "more text\n" * (i % 4))
+            for i in range(120)])
+        short = p.conversations.create("Few")
+        p.conversations.append_many(short.id, [ConversationMessage(role="user", content="hi")])
+    window, controller = open_window(qtbot, project_dir)
+    window.resize(1000, 700)
+    controller.show_conversation(long.id)
+    view = window.transcript
+    qtbot.wait(50)
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum() > 0  # a conversation opens at its end
+    view.scrollTo(view.model().index(40, 0), view.ScrollHint.PositionAtTop)
+    view._update_follow()
+    qtbot.wait(50)
+    top_before = view.row_at(bar.value()).row()
+    assert 35 <= top_before <= 45
+    controller.show_conversation(short.id)
+    controller.show_conversation(long.id)
+    qtbot.wait(50)
+    assert view.row_at(bar.value()).row() == top_before
+    assert not view.at_bottom()
+
+
+def test_rename_has_room_and_the_row_keeps_its_second_line(qtbot, project_dir) -> None:
+    short, _long = two_conversations(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    seen: list[int] = []
+
+    def type_a_name() -> None:
+        dialog = QApplication.activeModalWidget()
+        assert dialog is not None and dialog.objectName() == "rename_dialog"
+        seen.append(dialog.width())
+        dialog.setTextValue("A much longer name for the short conversation")
+        dialog.accept()
+
+    QTimer.singleShot(100, type_a_name)
+    window.conversations.rename(short)
+    assert seen and seen[0] >= 460
+    item = window.conversations.list.topLevelItem(window.conversations.ids().index(short))
+    title, second = item.text(0).split("\n")
+    assert title == "A much longer name for the short conversation"
+    assert second.endswith("· 2 messages")
+
+
+def test_the_budget_preview_comes_back_to_as_configured(qtbot, project_dir) -> None:
+    window, _controller = open_window(qtbot, project_dir)
+    window.inspector_action.trigger()
+    slider, reset = window.inspector.slider, window.inspector.slider_reset
+    slider.setValue(97)  # where a drag may leave it
+    assert slider.value() == 95 and reset.isVisible()
+    assert window.inspector.slider_label.text() == "Budget preview: 95%"
+    slider.setFocus()
+    qtbot.keyClick(slider, Qt.Key.Key_Right)  # the keys reach 100 % from there
+    assert slider.value() == 100 and not reset.isVisible()
+    assert window.inspector.slider_label.text() == "Budget: as configured"
+    slider.setValue(40)
+    qtbot.mouseDClick(slider, Qt.MouseButton.LeftButton)
+    assert slider.value() == 100
+    slider.setValue(40)
+    reset.click()
+    assert slider.value() == 100
+
+
+def test_the_meters_tooltip_names_where_the_window_was_set_and_lines_figures_up(
+        qtbot, project_dir, monkeypatch, llm_server) -> None:
+    from tests.helpers.gui import use_fake_provider
+
+    use_fake_provider(monkeypatch, llm_server, context_window="100000")
+    two_conversations(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    qtbot.waitUntil(lambda: "usable tokens" in window.usage.toolTip(), timeout=10_000)
+    tip = window.usage.toolTip()
+    assert "window 100,000 (your setting: WORKBENCH_CONTEXT_WINDOW)" in tip
+    assert "<td>history</td><td align='right'>" in tip  # figures in a column of their own
+
+
+def test_settings_keep_each_providers_own_values(qtbot, project_dir) -> None:
+    from core.settings import GlobalSettings, ProviderEntry, SettingsStore
+
+    store = SettingsStore()
+    store.save(GlobalSettings(active_provider="OpenAI", providers=[
+        ProviderEntry(name="OpenAI", model="gpt-4.1", context_window=50_000, key_name="openai"),
+        ProviderEntry(name="OpenAI-compatible server", model="openai/qwen2.5-7b",
+                      api_base="http://127.0.0.1:8081/v1", context_window=8192)]))
+    window, controller = open_window(qtbot, project_dir)
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    assert (dialog.model.text(), dialog.context_window.value()) == ("gpt-4.1", 50_000)
+    dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI-compatible server"))
+    assert dialog.model.text() == "openai/qwen2.5-7b"
+    assert dialog.api_base.text() == "http://127.0.0.1:8081/v1"
+    assert dialog.context_window.value() == 8192  # the window set for that provider
+    assert "WORKBENCH_API_KEY" in dialog.key_note.text()
+    dialog.preset.setCurrentIndex(dialog.preset.findText("Anthropic"))  # never saved: defaults
+    assert dialog.model.text().startswith("anthropic/") and dialog.context_window.value() == 0
+    assert "ANTHROPIC_API_KEY" in dialog.key_note.text()  # no keyring here: the variable
+    dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))  # and back
+    assert (dialog.model.text(), dialog.context_window.value()) == ("gpt-4.1", 50_000)
+    dialog.reject()
