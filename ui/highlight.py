@@ -11,7 +11,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from PySide6.QtGui import QColor, QFont, QTextBlock, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QTextBlock,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
 from PySide6.QtGui import QTextFormat as F
 
 MAX_CODE_CHARS = 8_000  # about 10 ms to colour at most; longer blocks stay plain
@@ -32,9 +40,17 @@ _STYLE: list[tuple[str, str, bool]] = [
 ]
 
 
+CODE_BACKGROUND = "#f1f2f4"  # a fenced block stands apart from the prose around it
+
+
 def highlight_code_blocks(doc: QTextDocument) -> int:
-    """Colour every fenced code block of `doc`; returns how many blocks were coloured."""
+    """Colour every fenced code block of `doc` (a background for all; syntax colours where
+    Pygments knows the language); long lines wrap instead of being cut at the row's edge.
+    Returns how many blocks were syntax-coloured."""
     coloured = 0
+    band = QTextBlockFormat()
+    band.setBackground(QColor(CODE_BACKGROUND))
+    band.setNonBreakableLines(False)  # Qt's markdown reader keeps code lines whole: clipped
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
@@ -47,6 +63,7 @@ def highlight_code_blocks(doc: QTextDocument) -> int:
                 and str(block.blockFormat().property(F.Property.BlockCodeLanguage) or "") \
                 == language:
             lines.append(block)
+            QTextCursor(block).mergeBlockFormat(band)
             block = block.next()
         if _colour(doc, lines, language):
             coloured += 1

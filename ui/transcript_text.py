@@ -114,7 +114,7 @@ def _header(row: Row) -> tuple[str, str]:
         r = row.result
         st = r.status or "ok"
         status = {"ok": "✓ done", "error": "✗ failed", "aborted": "⊘ aborted",
-                  "denied": "✋ denied"}.get(st, st)
+                  "denied": "✕ denied"}.get(st, st)
         if r.exit_code is not None:
             status += f" · exit {r.exit_code}"
         if r.duration_ms is not None:

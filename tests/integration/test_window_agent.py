@@ -97,7 +97,7 @@ def test_deny_with_a_reason_reaches_the_model_and_writes_nothing(qtbot, qloop, p
     assert not (project / "x.txt").exists()
     sent = [m for m in provider.requests[1].body["messages"] if m["role"] == "tool"]
     assert "not in this folder" in sent[0]["content"]
-    assert header_line(cards(window)[0])[1].startswith("✋ denied")
+    assert header_line(cards(window)[0])[1].startswith("✕ denied")
 
 
 def test_a_running_command_shows_a_live_card_and_the_window_stays_responsive(

@@ -33,3 +33,17 @@ def test_unknown_or_missing_language_stays_plain(qapp) -> None:
     doc = QTextDocument()
     doc.setMarkdown("```\nplain code\n```\n\n```no-such-language\nx = 1\n```\n")
     assert highlight_code_blocks(doc) == 0
+
+
+def test_code_blocks_stand_apart_and_long_lines_wrap_instead_of_being_cut(qapp) -> None:
+    long_line = "result = compute(" + ", ".join(f"argument_{i}" for i in range(30)) + ")"
+    doc = QTextDocument()
+    doc.setMarkdown(f"Prose first.\n\n```\n{long_line}\n```\n")
+    doc.setTextWidth(400)
+    highlight_code_blocks(doc)
+    prose, code = doc.begin(), doc.begin().next()
+    assert code.text() == long_line
+    assert code.blockFormat().background().color().name() == "#f1f2f4"
+    assert prose.blockFormat().background().style().name == "NoBrush"
+    assert doc.size().width() <= 401  # (lays the document out)
+    assert code.layout().lineCount() > 1  # wrapped at the row's width, not clipped
