@@ -68,6 +68,7 @@ PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a 
 # A paint lays out new rows for at most this long; the rest show as plain bubbles and are drawn
 # in the next paint, a moment later (forty new tool cards at once took a tenth of a second).
 PAINT_SLICE_S = 0.012
+STREAM_MARKDOWN_CHARS = 24_000  # a streaming answer laid out as markdown up to this length
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
 SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow", "network"}
@@ -176,9 +177,14 @@ class TranscriptDelegate(QStyledItemDelegate):
         doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
         body = body_text(row)
         shown, hidden_lines = clip(row, body)
-        if row.kind is RowKind.ASSISTANT:  # while streaming, plain text: cheap at 30 Hz
+        if row.kind is RowKind.ASSISTANT:
             doc.setMarkdown(shown)
             highlight_code_blocks(doc)
+        elif row.kind is RowKind.STREAMING and len(shown) <= STREAM_MARKDOWN_CHARS:
+            # Read as it arrives (headings, lists, fences), so the answer does not jump into
+            # another layout when it ends; its code colours come then (Pygments per frame is
+            # too dear). A very long answer streams as plain text.
+            doc.setMarkdown(shown)
         else:
             doc.setPlainText(shown)
         highlight_found(doc, row.found)

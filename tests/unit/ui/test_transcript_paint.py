@@ -101,3 +101,28 @@ def test_cards_left_for_the_next_paint_are_all_drawn(qtbot, monkeypatch) -> None
     assert partial != full
     monkeypatch.undo()
     assert _settled(qtbot, view) == full
+
+
+def test_an_answer_reads_as_markdown_while_it_arrives_and_keeps_its_layout(qtbot) -> None:
+    view, model = _view(qtbot, calls=1)
+    model.begin_streaming()
+    text = "# Plan\n\nFirst **this**, then:\n\n- one\n- two\n\n```python\nx = 1\n"
+    model.add_stream_text(text)
+    model.flush_stream()
+    row = model.streaming_row()
+    assert row is not None
+    streaming = view.delegate.layout(row, 600, view.font()).doc
+    assert streaming.toPlainText().startswith("Plan\n")  # a heading, not "# Plan"
+    assert streaming.begin().blockFormat().headingLevel() == 1
+    listed = [b for b in _blocks(streaming) if b.textList() is not None]
+    assert [b.text() for b in listed] == ["one", "two"]
+    model.finish_streaming(ConversationMessage(role="assistant", content=text + "```\n"))
+    done = view.delegate.layout(model.row(model.rowCount() - 1), 600, view.font()).doc
+    assert done.toPlainText() == streaming.toPlainText()  # the same text, the same blocks
+
+
+def _blocks(doc):  # type: ignore[no-untyped-def]
+    block = doc.begin()
+    while block.isValid():
+        yield block
+        block = block.next()
