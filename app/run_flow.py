@@ -99,8 +99,8 @@ class RunFlow(QObject):
         run = self.state()
         if run is not None and self.driver is not None:
             problem = self.driver.engine.writer.sync_run(conv_id, run)
-            if problem:
-                self.notices.warning(problem)
+            if problem:  # repaired from the log: news, not a problem of the user's
+                self.notices.info(problem)
         if run is not None and run.open and self.host.mode() == "run":
             self.panel.show()  # reopened as it was left: the run where it stands
         self.show_current()

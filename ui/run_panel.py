@@ -200,11 +200,13 @@ class RunPanel(QDockWidget):
             self.message.setText("")
             self._update_buttons()
             return
-        done = sum(1 for s in view.steps if s.status in ("done", "skipped"))
+        done = sum(1 for s in view.steps if s.status == "done")
+        skipped = sum(1 for s in view.steps if s.status == "skipped")
         if view.status == "ready":  # a workflow's steps before a run of it starts
             self.title.setText(f"{view.workflow} · {len(view.steps)} steps · not started")
         else:
-            self.title.setText(f"{view.workflow} · {done} of {len(view.steps)} steps · "
+            also = f", {skipped} skipped" if skipped else ""
+            self.title.setText(f"{view.workflow} · {done} of {len(view.steps)} done{also} · "
                                f"{STATUS_TEXT.get(view.status, view.status)}")
         self.message.setText(view.message)
         for n, step in enumerate(view.steps, 1):

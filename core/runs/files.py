@@ -42,12 +42,12 @@ class RunFiles:
             have = self.read(run.run_id)
             if have == want:
                 return None
-            problem = (f"The run file {path.name} was unreadable; it is rebuilt from the "
-                       "conversation log." if have is None else
-                       f"The run file {path.name} disagreed with the conversation log (it said "
-                       f"{have.get('status')!r} after {have.get('entries')} entries; the log "
-                       f"says {run.status!r} after {run.entries}); the log wins and the file "
-                       "is rewritten.")
+            problem = (f"The saved state of this run ({path.name}) could not be read, so it was "
+                       "made again from the conversation; nothing is lost." if have is None else
+                       f"The saved state of this run ({path.name}) was behind the conversation "
+                       f"(it said {have.get('status')!r} after {have.get('entries')} entries; "
+                       f"the conversation says {run.status!r} after {run.entries}), so it was "
+                       "brought up to date from the conversation; nothing is lost.")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, want, durable=False)

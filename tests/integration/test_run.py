@@ -260,12 +260,12 @@ def test_a_corrupt_or_stale_run_file_is_rebuilt_from_the_log(
     assert run is not None
     files = RunFiles(project.state)
     files.path(run.run_id).write_text("{not json")
-    assert "unreadable" in str(files.sync(conv_id, run))
+    assert "could not be read, so it was made again" in str(files.sync(conv_id, run))
     data = json.loads(files.path(run.run_id).read_text())
     data["status"] = "finished"
     files.path(run.run_id).write_text(json.dumps(data))
     problem = files.sync(conv_id, run)
-    assert problem is not None and "the log wins" in problem
+    assert problem is not None and "brought up to date from the conversation" in problem
     assert files.read(run.run_id)["status"] == "waiting"  # type: ignore[index]
     assert files.sync(conv_id, run) is None  # agrees now
 

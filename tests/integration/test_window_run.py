@@ -14,6 +14,7 @@ from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.integration.test_run import BRIEFS, WORKFLOW, complete
+from ui.main_window import NOTICE_STYLES
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -77,7 +78,7 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
     assert window.mode_switcher.mode() == "run"
     assert panel_steps(window) == ["✓ 1. Collect the changes", "✓ 2. Draft the notes",
                                    "✓ 3. Review"]
-    assert window.run_panel.title.text() == "Release notes · 3 of 3 steps · complete"
+    assert window.run_panel.title.text() == "Release notes · 3 of 3 done · complete"
     for n, brief in enumerate(BRIEFS):
         assert brief in provider.requests[n].body["messages"][0]["content"]
     # the transcript says which step each entry belongs to
@@ -138,9 +139,15 @@ def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
     run_until(qloop, lambda: not controller.busy() and "failed" in window.run_panel.title.text())
     controller.shutdown()
     window.close()
+    runs = project / ".workbench" / "runs"
+    for cached in runs.glob("*.json"):
+        cached.write_text("{torn")  # its saved state, damaged while the app was closed
     # the next session: the panel shows the run where the log says it is
     window, controller = open_window(qtbot, project)
     assert window.run_panel.isVisible()  # it was open when the window closed
+    notice = window.notice_label.text()  # repaired from the log: news, in the neutral colour
+    assert "made again from the conversation; nothing is lost" in notice
+    assert window.notice.styleSheet() == NOTICE_STYLES["info"]
     assert panel_steps(window) == ["✓ 1. Collect the changes", "✗ 2. Draft the notes",
                                    "○ 3. Review"]
     assert "HTTP 500" in window.run_panel.steps.topLevelItem(1).child(0).text(0)
@@ -161,6 +168,7 @@ def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
     qtbot.mouseClick(window.run_panel.skip_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy() and len(provider.requests) == 5)
     assert panel_steps(window)[1:] == ["↷ 2. Draft the notes", "▶ 3. Review"]
+    assert "1 of 3 done, 1 skipped" in window.run_panel.title.text()
     assert "BRIEF-REVIEW" in provider.requests[3].body["messages"][0]["content"]
     # redo the first step: select it, Redo
     tree = window.run_panel.steps
