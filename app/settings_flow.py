@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
 
 from core.context.budget import Budget
 from core.context.calibration import Calibration
@@ -27,6 +29,7 @@ from core.settings import (
     lookup_api_key,
     resolve_llm_settings,
 )
+from ui import palette
 from ui.main_window import MainWindow
 from ui.settings_dialog import PRESETS, SettingsDialog
 
@@ -52,6 +55,13 @@ class SettingsFlow(QObject):
         self._overrides = overrides
         self._budget = budget  # the window the current conversation's requests are built for
         self.dialog: SettingsDialog | None = None
+        window.theme_chosen.connect(self.set_theme)
+        theme = self.store.load().theme
+        window.theme_actions[theme or "system"].setChecked(True)
+        self._apply_theme(theme)
+        hints = QGuiApplication.styleHints()
+        if hints is not None:  # the desktop switched between light and dark
+            hints.colorSchemeChanged.connect(lambda _scheme: self._follow_desktop())
 
     def llm_settings(self, provider: str | None = None) -> LLMSettings:
         """The settings the next request uses (with `provider`, a saved provider's model and
@@ -72,6 +82,27 @@ class SettingsFlow(QObject):
         return resolve_llm_settings(
             cli={"model": entry.model, "api_base": entry.api_base}, project=self._overrides(),
             global_settings=g.model_copy(update={"active_provider": entry.name}))
+
+    def set_theme(self, scheme: str) -> None:
+        """View → Theme: use it now and remember it ("system" follows the desktop)."""
+        g = self.store.load()
+        g.theme = scheme if scheme in ("light", "dark") else None
+        try:
+            self.store.save(g)  # (an unreadable settings file is left alone: this session only)
+        except OSError:
+            pass  # a preference: it applies now all the same
+        self._apply_theme(g.theme)
+        self.window.theme_actions[scheme if g.theme else "system"].setChecked(True)
+
+    def _follow_desktop(self) -> None:
+        if self.store.load().theme is None:
+            self._apply_theme(None)
+
+    def _apply_theme(self, theme: str | None) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            palette.apply(app, theme)
+            self.window.use_palette()
 
     def other_providers(self) -> list[tuple[str, str]]:
         """(label, name) of the saved providers besides the one in use."""

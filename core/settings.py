@@ -86,6 +86,7 @@ class GlobalSettings(BaseModel):
     summary_model: str | None = None  # a cheaper model for compaction summaries
     auto_summary: bool | None = None  # summaries in the background after a long turn
     auto_title: bool | None = None  # new conversations titled by the model after one answer
+    theme: str | None = None  # "light" or "dark"; None follows the desktop's colour scheme
 
     def provider(self, name: str | None) -> ProviderEntry | None:
         return next((p for p in self.providers if p.name == name), None)

@@ -30,22 +30,25 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.palette import current
+
 
 class DiffHighlighter(QSyntaxHighlighter):
     """Added lines green, removed red, hunk headers blue, the protection note grey."""
 
     def highlightBlock(self, text: str) -> None:  # Qt's name
         colour = None
+        p = current()
         if text.startswith("+++") or text.startswith("---"):
-            colour = "#52525b"
+            colour = p.muted
         elif text.startswith("+"):
-            colour = "#15803d"
+            colour = p.ok_text
         elif text.startswith("-"):
-            colour = "#b91c1c"
+            colour = p.error_text
         elif text.startswith("@@"):
-            colour = "#1d4ed8"
+            colour = p.link
         elif text.startswith("$ "):
-            colour = "#18181b"
+            colour = p.text
         if colour is not None:
             fmt = QTextCharFormat()
             fmt.setForeground(QColor(colour))

@@ -69,13 +69,12 @@ class Composer(QWidget):
         self.stop_button.setToolTip("Stop the answer (Esc); what arrived is kept")
         self.stop_button.hide()
         self.hint = QLabel("", self)
-        self.hint.setStyleSheet("color: #b42318;")
+        self.hint.setObjectName("hint")  # colours: ui/palette.py's sheet
         self.hint.setWordWrap(True)
         self.hint.hide()
         self._held = ""  # a large paste, kept as is and sent after the typed text
         self.held_label = QLabel("", self)
-        self.held_label.setStyleSheet(
-            "background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 4px; padding: 3px 8px;")
+        self.held_label.setObjectName("held")
         self.held_remove = QPushButton("Remove", self)
         self.held_remove.setFlat(True)
         self.held_remove.clicked.connect(lambda: self._hold(""))
@@ -88,8 +87,6 @@ class Composer(QWidget):
         self.editing_label = QLabel("", self)  # editing an earlier message: sending branches
         self.editing_label.setObjectName("editing")
         self.editing_label.setWordWrap(True)
-        self.editing_label.setStyleSheet(
-            "background: #fff7e6; border: 1px solid #f5c16c; border-radius: 4px; padding: 3px 8px;")
         self.editing_cancel = QPushButton("Cancel edit", self)
         self.editing_cancel.setFlat(True)
         self.editing_cancel.clicked.connect(self.edit_cancelled)

@@ -22,25 +22,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtGui import QTextFormat as F
 
+from ui.palette import current
+
 MAX_CODE_CHARS = 8_000  # about 10 ms to colour at most; longer blocks stay plain
 
-# Token type (as Pygments names it) -> (colour, italic), the most specific first.
-_STYLE: list[tuple[str, str, bool]] = [
-    ("Comment", "#6b7280", True),
-    ("Literal.String", "#15803d", False),
-    ("Literal.Number", "#b45309", False),
-    ("Keyword", "#7c3aed", False),
-    ("Name.Builtin", "#0e7490", False),
-    ("Name.Function", "#1d4ed8", False),
-    ("Name.Class", "#1d4ed8", False),
-    ("Name.Decorator", "#b45309", False),
-    ("Operator.Word", "#7c3aed", False),
-    ("Generic.Inserted", "#15803d", False),
-    ("Generic.Deleted", "#b91c1c", False),
-]
-
-
-CODE_BACKGROUND = "#f1f2f4"  # a fenced block stands apart from the prose around it
 
 
 def highlight_code_blocks(doc: QTextDocument) -> int:
@@ -49,7 +34,7 @@ def highlight_code_blocks(doc: QTextDocument) -> int:
     Returns how many blocks were syntax-coloured."""
     coloured = 0
     band = QTextBlockFormat()
-    band.setBackground(QColor(CODE_BACKGROUND))
+    band.setBackground(QColor(current().code_bg))  # apart from the prose around it
     band.setNonBreakableLines(False)  # Qt's markdown reader keeps code lines whole: clipped
     block = doc.begin()
     while block.isValid():
@@ -83,7 +68,7 @@ def _colour(doc: QTextDocument, lines: list[QTextBlock], language: str) -> bool:
     cursor = QTextCursor(doc)
     line = 0
     for index, token, value in lexer.get_tokens_unprocessed(code):
-        fmt = _format(str(token))
+        fmt = _format(str(token), current().name)
         if fmt is None or not value.strip():
             continue
         end = index + len(value)
@@ -116,10 +101,12 @@ def _lexer(language: str) -> Any:
         return None
 
 
-@lru_cache(maxsize=256)
-def _format(token: str) -> QTextCharFormat | None:
+@lru_cache(maxsize=512)
+def _format(token: str, _scheme: str) -> QTextCharFormat | None:
+    """The format of a Pygments token type in the palette in use (`_scheme`: its name, the
+    cache's key). Token types are matched most specific first."""
     name = token.removeprefix("Token.")
-    for prefix, colour, italic in _STYLE:
+    for prefix, colour, italic in current().syntax:
         if name == prefix or name.startswith(prefix + "."):
             fmt = QTextCharFormat()
             fmt.setForeground(QColor(colour))
@@ -131,7 +118,6 @@ def _format(token: str) -> QTextCharFormat | None:
     return None
 
 
-FOUND_BACKGROUND = "#fde68a"  # a search's matches, in the rows that hold them
 MAX_FOUND = 500  # matches marked in one row at most
 
 
@@ -140,7 +126,7 @@ def highlight_found(doc: QTextDocument, term: str) -> int:
     if not term:
         return 0
     fmt = QTextCharFormat()
-    fmt.setBackground(QColor(FOUND_BACKGROUND))
+    fmt.setBackground(QColor(current().found_bg))
     found = 0
     cursor = doc.find(term, 0)
     while not cursor.isNull() and found < MAX_FOUND:

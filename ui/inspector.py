@@ -35,18 +35,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.palette import current
+
 Row = tuple[int, str, str, str, int, int, str, str]
 DECISIONS = ("all", "kept", "previewed", "referenced", "summarized", "digested", "dropped",
              "excluded", "synthetic")
 COLUMNS = ("#", "decision", "role", "tokens", "stage", "reason")
-COLOURS = {"system": "#a1a1aa", "tools": "#f59e0b", "summary": "#a855f7", "history": "#3b82f6",
-           "draft": "#10b981", "reserved": "#d4d4d8", "free": "#f4f4f5"}
+BAR_PARTS = ("system", "tools", "summary", "history", "draft", "reserved", "free")
 _Index = QModelIndex | QPersistentModelIndex
 _DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
 _TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
 _FOREGROUND = int(Qt.ItemDataRole.ForegroundRole.value)
 _GREY = frozenset(("dropped", "excluded", "digested", "summarized"))
-_GREY_COLOUR = QColor("#71717a")
 
 
 class DecisionModel(QAbstractTableModel):
@@ -113,7 +113,7 @@ class DecisionModel(QAbstractTableModel):
             text = (decision, who, stage, reason)[(1, 2, 4, 5).index(col)]
         cell: dict[int, Any] = {_DISPLAY: text}
         if decision in _GREY:
-            cell[_FOREGROUND] = _GREY_COLOUR
+            cell[_FOREGROUND] = QColor(current().faint)
         return cell
 
 
@@ -139,7 +139,7 @@ class BudgetBar(QWidget):
         for name, tokens in self.parts:
             w = width * tokens / total
             painter.fillRect(int(x), 0, max(0, round(x + w) - int(x)), self.height(),
-                             QColor(COLOURS.get(name, "#e4e4e7")))
+                             QColor(current().bar.get(name, current().bar["other"])))
             x += w
         painter.end()
 
@@ -166,8 +166,7 @@ class InspectorPanel(QDockWidget):
         self.header.setWordWrap(True)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.bar = BudgetBar(body)
-        self.legend = QLabel(" ".join(
-            f"<span style='color:{c}'>■</span> {n}" for n, c in COLOURS.items()), body)
+        self.legend = QLabel(legend(), body)
         self.picker = QComboBox(body)
         self.picker.setObjectName("request_picker")
         self.picker.addItem("The next request (live preview)")
@@ -309,6 +308,11 @@ class InspectorPanel(QDockWidget):
                                   else f"Budget preview: {value}%")
         self.budget_changed.emit(value)
 
+    def restyle(self) -> None:
+        """The palette changed: the bar and its key in the new colours."""
+        self.legend.setText(legend())
+        self.bar.update()
+
     def set_compacting(self, running: bool) -> None:
         self.compact.setEnabled(not running)
         self.compact.setText("Summarizing…" if running else "Compact now")
@@ -340,3 +344,9 @@ class _BudgetSlider(QSlider):
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
         self.setValue(100)
         event.accept()
+
+
+def legend() -> str:
+    """The bar's key: a square of each part's colour in the palette in use, and its name."""
+    bar = current().bar
+    return " ".join(f"<span style='color:{bar[n]}'>■</span> {n}" for n in BAR_PARTS)

@@ -55,12 +55,6 @@ WELCOME_READY = (
 
 
 
-NOTICE_STYLES = {
-    "problem": "#notice { background: #fee2e2; border-bottom: 1px solid #fca5a5; } "
-               "QLabel { color: #7f1d1d; }",
-    "info": "#notice { background: #e0f2fe; border-bottom: 1px solid #7dd3fc; } "
-            "QLabel { color: #0c4a6e; }",
-}
 
 class MainWindow(QMainWindow):
     """Signals:
@@ -79,6 +73,7 @@ class MainWindow(QMainWindow):
     regenerate_requested = Signal()
     import_requested = Signal(str)  # a file to import as a new conversation
     export_requested = Signal(str, str)  # where to write the open conversation, the format
+    theme_chosen = Signal(str)  # View → Theme: "system", "light" or "dark"
     find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
     closing = Signal()
     # made by ui/window_menus.build_menus
@@ -90,6 +85,7 @@ class MainWindow(QMainWindow):
     export_action: QAction
     inspector_action: QAction
     run_panel_action: QAction
+    theme_actions: dict[str, QAction]
 
     def __init__(self) -> None:
         super().__init__()
@@ -110,15 +106,14 @@ class MainWindow(QMainWindow):
 
         self.banner = QLabel(self)
         self.banner.setWordWrap(True)
-        self.banner.setStyleSheet(
-            "background: #fef3c7; color: #78350f; padding: 8px 12px; "
-            "border-bottom: 1px solid #fcd34d;")
+        self.banner.setObjectName("banner")  # its colours: ui/palette.py's sheet
         self.banner.hide()
         # Things the user should know once (a log line repaired, a setting refused), with a
         # dismiss button; unlike the read-only banner it does not stay.
         self.notice = QWidget(self)
         self.notice.setObjectName("notice")
-        self.notice.setStyleSheet(NOTICE_STYLES["problem"])
+        self.notice.setProperty("kind", "problem")
+        self.notice.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.notice_label = QLabel(self.notice)
         self.notice_label.setWordWrap(True)
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -139,7 +134,7 @@ class MainWindow(QMainWindow):
         self.welcome = QLabel(self)
         self.welcome.setWordWrap(True)
         self.welcome.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.welcome.setStyleSheet("padding: 40px 80px; color: #3f3f46; background: #fafafa;")
+        self.welcome.setObjectName("welcome")
         self.welcome.setTextFormat(Qt.TextFormat.RichText)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.welcome)
@@ -284,7 +279,9 @@ class MainWindow(QMainWindow):
         """Show (or, with None, dismiss) a notice above the transcript, with an optional action
         button (its press is the `notice_action` signal). `kind`: "problem" (red) or "info"
         (blue: something under way, or done as asked)."""
-        self.notice.setStyleSheet(NOTICE_STYLES.get(kind, NOTICE_STYLES["problem"]))
+        if self.notice.property("kind") != kind:
+            self.notice.setProperty("kind", kind if kind in ("problem", "info") else "problem")
+            self.restyle(self.notice)
         self.notice_label.setText(text or "")
         self.notice_button.setText(action or "")
         self.notice_button.setVisible(bool(text and action))
@@ -301,6 +298,23 @@ class MainWindow(QMainWindow):
     def show_unsent(self, text: str | None) -> None:
         """Why the message in the box was not sent, under the box (None: no reason any more)."""
         self.composer.show_warning(text)
+
+    @staticmethod
+    def restyle(widget: QWidget) -> None:
+        """Apply the sheet again to a widget whose property it selects on changed."""
+        style = widget.style()
+        for w in (widget, *widget.findChildren(QWidget)):
+            style.unpolish(w)
+            style.polish(w)
+        widget.update()
+
+    def use_palette(self) -> None:
+        """The palette changed (ui/palette.py): what we paint ourselves is painted again."""
+        self.transcript.delegate.forget()
+        self.transcript.viewport().update()
+        self.usage.restyle()
+        self.inspector.restyle()
+        self.run_panel.restyle()
 
     def set_welcome(self, provider_configured: bool) -> None:
         self._welcome_html = WELCOME_READY if provider_configured else WELCOME_NO_PROVIDER

@@ -48,8 +48,7 @@ class ModeSwitcher(QWidget):
             b.setShortcut(QKeySequence(key))
             b.setToolTip(f"{label} mode ({key}): changes only the system prompt of the next "
                          "request; the history stays as it is")
-            b.setStyleSheet("QToolButton { padding: 3px 14px; border: 1px solid #d4d4d8; }"
-                            "QToolButton:checked { background: #2563eb; color: white; }")
+            b.setObjectName("mode_button")  # its look: ui/palette.py's sheet
             self.group.addButton(b)
             self.buttons[mode] = b
             layout.addWidget(b)
@@ -67,7 +66,7 @@ class ModeSwitcher(QWidget):
         self.agent_box.activated.connect(
             lambda i: self.agent_changed.emit(self.agent_box.itemText(i)))
         self.protection = ElidedLabel(self, widest=300)  # cut before the window would widen
-        self.protection.setStyleSheet("color: #71717a;")
+        self.protection.setProperty("role", "faint")
         self.protection.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         layout.addStretch(1)
         layout.addWidget(self.protection)

@@ -17,7 +17,7 @@ class OutputViewer(QDialog):
         layout = QVBoxLayout(self)
         self.note = QLabel(note, self)
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("color: #52525b;")
+        self.note.setProperty("role", "muted")
         layout.addWidget(self.note)
         self.view = QPlainTextEdit(self)
         self.view.setReadOnly(True)

@@ -21,19 +21,19 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
+from ui.palette import current
 from ui.row_heights import GAP, PAD, SIDE
 from ui.transcript_model import Row, RowKind
 from ui.transcript_text import header_line
 
-COLORS = {
-    RowKind.USER: "#e8f0fe",
-    RowKind.ASSISTANT: "#ffffff",
-    RowKind.STREAMING: "#ffffff",
-    RowKind.TOOL: "#f4f4f5",
-    RowKind.ERROR: "#fdecea",
-    RowKind.SYSTEM: "#f7f3e8",
-}
-BORDERS = {RowKind.ERROR: "#e0a39b", RowKind.TOOL: "#d4d4d8"}
+
+def _bubble_colours(row: Row, stopped: bool = False) -> tuple[QColor, QColor]:
+    """(border, background) of a row's bubble, from the palette in use."""
+    p = current()
+    if stopped:
+        return QColor(p.row_borders["tool"]), QColor(p.stopped)
+    return (QColor(p.row_borders.get(row.kind.value, p.row_borders["default"])),
+            QColor(p.rows[row.kind.value]))
 
 
 @dataclass
@@ -71,8 +71,10 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
         painter.setOpacity(0.45)
     bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
     stopped = _stopped(row)  # the user's own Stop is not a failure: no red
-    painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7") if not stopped else "#d4d4d8"))
-    painter.setBrush(QColor(COLORS[row.kind] if not stopped else "#f4f4f5"))
+    p = current()
+    border, background = _bubble_colours(row, stopped)
+    painter.setPen(border)
+    painter.setBrush(background)
     painter.drawRoundedRect(bubble, 8, 8)
     if option.state & QStyle.StateFlag.State_Selected:
         painter.setPen(option.palette.color(QPalette.ColorRole.Highlight))
@@ -84,8 +86,8 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
     bold = QFont(option.font)
     bold.setBold(True)
     painter.setFont(bold)
-    painter.setPen(QColor("#b42318" if row.kind is RowKind.ERROR and not stopped
-                          else "#18181b"))
+    painter.setPen(QColor(p.error_text if row.kind is RowKind.ERROR and not stopped
+                          else p.text))
     header_w = bubble.width() - 2 * PAD
     # a running card's spinner and elapsed time move on without a new layout
     header, meta = header_line(row) if row.running_since is not None else (lay.header,
@@ -97,35 +99,35 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
                       fm.horizontalAdvance(meta)) if why_not else None
     if why_not and span is not None:
         painter.setOpacity(1.0)
-        painter.setPen(QColor("#b45309"))
+        painter.setPen(QColor(p.warn_text))
         label = fm.elidedText(f"not sent · {why_not}", Qt.TextElideMode.ElideRight, span[1])
         painter.drawText(QRect(x + span[0], y, span[1], fm.lineSpacing()),
                          Qt.AlignmentFlag.AlignLeft, label)
         painter.setOpacity(0.45)
     painter.setFont(option.font)
     if not live_meta:
-        painter.setPen(QColor("#71717a"))
+        painter.setPen(QColor(p.faint))
         painter.drawText(QRect(x, y, header_w, fm.lineSpacing()),
                          Qt.AlignmentFlag.AlignRight, meta)
     y += fm.lineSpacing() + 4
 
     painter.translate(x, y)
     ctx = QAbstractTextDocumentLayout.PaintContext()
-    ctx.palette.setColor(QPalette.ColorRole.Text, QColor("#18181b"))
+    ctx.palette.setColor(QPalette.ColorRole.Text, QColor(p.text))
     # only the lines on screen are drawn (a long answer or an open card is taller)
     ctx.clip = QRectF(-x, -y, clip.width(), clip.height())
     lay.doc.documentLayout().draw(painter, ctx)
     painter.translate(-x, -y)
     y += math.ceil(lay.doc.size().height()) + 4
 
-    link = QColor("#2563eb")
+    link = QColor(p.link)
     painter.setPen(link)
     lx = x
     for _, label in lay.actions:
         painter.drawText(QPoint(lx, y + fm.ascent()), label)
         lx += fm.horizontalAdvance(label) + 24
     if lay.footer:
-        painter.setPen(QColor("#52525b"))
+        painter.setPen(QColor(p.muted))
         painter.drawText(QPoint(lx, y + fm.ascent()), lay.footer)
     painter.restore()
 
@@ -137,7 +139,7 @@ def draw_meta(painter: QPainter, rect: QRect, font: QFont, meta: str, dimmed: bo
     if dimmed:
         painter.setOpacity(0.45)
     painter.setFont(font)
-    painter.setPen(QColor("#71717a"))
+    painter.setPen(QColor(current().faint))
     painter.drawText(QRect(rect.left() + SIDE + PAD, rect.top() + PAD,
                            rect.width() - 2 * SIDE - 2 * PAD, fm.lineSpacing()),
                      Qt.AlignmentFlag.AlignRight, meta)
@@ -148,8 +150,9 @@ def draw_placeholder(painter: QPainter, rect: QRect, row: Row) -> None:
     """The row's bubble without its text, until the next paint draws it."""
     painter.save()
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.setPen(QColor(BORDERS.get(row.kind, "#e4e4e7")))
-    painter.setBrush(QColor(COLORS[row.kind]))
+    border, background = _bubble_colours(row)
+    painter.setPen(border)
+    painter.setBrush(background)
     painter.drawRoundedRect(QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE,
                                   max(1, rect.height() - GAP)), 8, 8)
     painter.restore()

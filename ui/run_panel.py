@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.palette import current
+
 ICONS = {"pending": "○", "active": "▶", "done": "✓", "skipped": "↷", "failed": "✗"}
-ACTIVE_BG = QColor("#dbeafe")
 STATUS_TEXT = {"ready": "not started", "pausing": "pausing after this round",
                "running": "running", "waiting": "waiting for you", "limit": "at its step limit",
                "failed": "failed", "paused": "paused", "post_run": "writing the wrap-up",
@@ -139,7 +140,7 @@ class RunPanel(QDockWidget):
         layout.addWidget(self.steps, 1)
         self.message = QLabel(body)
         self.message.setWordWrap(True)
-        self.message.setStyleSheet("color: #1d4ed8;")
+        self.message.setProperty("role", "accent")
         layout.addWidget(self.message)
 
         controls = QHBoxLayout()
@@ -226,16 +227,17 @@ class RunPanel(QDockWidget):
                 font = QFont(item.font(0))
                 font.setBold(True)
                 for col in range(3):
-                    item.setBackground(col, QBrush(ACTIVE_BG))
+                    item.setBackground(col, QBrush(QColor(current().active_step)))
                     item.setFont(col, font)
             if step.status in ("done", "skipped"):
-                item.setForeground(0, QBrush(QColor("#52525b")))
+                item.setForeground(0, QBrush(QColor(current().muted)))
             self.steps.addTopLevelItem(item)
             detail = step.error or step.result
             for line in _wrapped(detail, self._chars_per_line()):
                 child = QTreeWidgetItem([line])
                 child.setData(0, Qt.ItemDataRole.UserRole, step.id)
-                child.setForeground(0, QBrush(QColor("#b91c1c" if step.error else "#3f3f46")))
+                child.setForeground(0, QBrush(QColor(current().error_text if step.error
+                                                     else current().muted)))
                 child.setToolTip(0, detail)
                 item.addChild(child)
                 item.setExpanded(True)
@@ -253,6 +255,10 @@ class RunPanel(QDockWidget):
         super().resizeEvent(event)
         if self._view is not None and event.size().width() != event.oldSize().width():
             self.show_run(self._view)  # the results wrap again at the new width
+
+    def restyle(self) -> None:
+        """The palette changed: the steps in its colours."""
+        self._show_run(self._view)
 
     def view(self) -> RunView | None:
         return self._view

@@ -115,7 +115,7 @@ class SettingsDialog(QDialog):
         self.window_applied = QLabel(window_applied or "", self)
         self.window_applied.setObjectName("window_applied")
         self.window_applied.setWordWrap(True)
-        self.window_applied.setStyleSheet("color: #52525b;")
+        self.window_applied.setProperty("role", "muted")
         self.window_applied.setVisible(bool(window_applied))
         self.summary_model = QLineEdit(summary_model or "", self)
         self.summary_model.setPlaceholderText("the model above")
@@ -132,7 +132,7 @@ class SettingsDialog(QDialog):
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
         self.key_note.setWordWrap(True)
-        self.key_note.setStyleSheet("color: #52525b;")
+        self.key_note.setProperty("role", "muted")
 
         intro = QLabel(
             "Context Workbench reaches models through litellm. Pick a provider, check the model "
@@ -154,7 +154,7 @@ class SettingsDialog(QDialog):
         self.protection = QLabel(self)
         self.protection.setObjectName("protection")
         self.protection.setWordWrap(True)
-        self.protection.setStyleSheet("color: #52525b;")
+        self.protection.setProperty("role", "muted")
         form.addRow("Agent commands", self.protection)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)

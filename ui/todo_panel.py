@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
+from ui.palette import current
+
 MARKS = {"pending": "☐", "in_progress": "◐", "done": "☑"}
 
 
 class TodoPanel(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("todo")
-        self.setStyleSheet("#todo { background: #f8fafc; border-top: 1px solid #e4e4e7; }")
+        self.setObjectName("todo")  # its colours: ui/palette.py's sheet
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 6, 14, 6)
         layout.setSpacing(2)
@@ -35,7 +36,8 @@ class TodoPanel(QFrame):
         lines = []
         for text, status in items[:12]:
             line = f"{MARKS.get(status, '☐')} {text}"
-            lines.append(f"<span style='color:#71717a'>{_esc(line)}</span>" if status == "done"
+            lines.append(f"<span style='color:{current().faint}'>{_esc(line)}</span>"
+                         if status == "done"
                          else f"<b>{_esc(line)}</b>" if status == "in_progress" else _esc(line))
         if len(items) > 12:
             lines.append(f"… {len(items) - 12} more")

@@ -67,7 +67,6 @@ class TranscriptView(RowView):
         self.setObjectName("transcript")
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setMouseTracking(True)
-        self.setStyleSheet("QAbstractItemView#transcript { background: #fafafa; border: none; }")
         self.delegate.action_clicked.connect(self._on_delegate_action_clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu)

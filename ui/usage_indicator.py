@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QWidget
 
-COLORS = {"normal": "#166534", "warning": "#b45309", "over": "#b91c1c", "pending": "#71717a"}
+from ui.palette import current
 
 
 def short(n: int) -> str:
@@ -44,4 +44,8 @@ class UsageIndicator(QLabel):
 
     def _paint(self, state: str) -> None:
         bold = "font-weight: bold;" if state != "normal" else ""
-        self.setStyleSheet(f"color: {COLORS[state]}; {bold}")
+        self.setStyleSheet(f"color: {current().meter[state]}; {bold}")
+
+    def restyle(self) -> None:
+        """The palette changed: the state's colour in the new one."""
+        self._paint(self.state)

@@ -7,7 +7,7 @@ import re
 from functools import partial
 from typing import TYPE_CHECKING
 
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 if TYPE_CHECKING:
@@ -75,6 +75,15 @@ def build_menus(window: MainWindow) -> None:
     window.run_panel_action = window.run_panel.toggleViewAction()
     window.run_panel_action.setText("&Run panel")
     view.addAction(window.run_panel_action)
+    themes = view.addMenu("&Theme")
+    group = QActionGroup(window)
+    window.theme_actions = {}
+    for scheme, label in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
+        action = QAction(label, window, checkable=True)
+        action.triggered.connect(partial(window.theme_chosen.emit, scheme))
+        group.addAction(action)
+        themes.addAction(action)
+        window.theme_actions[scheme] = action
 
     edit = window.menuBar().addMenu("&Edit")
     copy = QAction("&Copy message", window)

@@ -175,7 +175,7 @@ class WorkflowDialog(QDialog):
         self.error = QLabel(self)
         self.error.setObjectName("error")
         self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #b91c1c;")
+        self.error.setProperty("role", "error")
         self.error.hide()
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)

@@ -31,12 +31,12 @@ def test_what_is_said_before_the_window_is_attached_is_shown_once_it_is(qtbot) -
     assert not window.notice.isVisible()
     notices.attach(window)
     assert window.notice_label.text() == "Something was repaired."
-    assert window.notice.isVisible() and "#fee2e2" in window.notice.styleSheet()
+    assert window.notice.isVisible() and window.notice.property("kind") == "problem"
     assert window.state_label.text() == "Starting"
     assert window.composer.hint.text() == "Not sent: too long."
     notices.info("Done.", "Save")  # attached: shown at once
     assert window.notice_label.text() == "Done." and window.notice_button.text() == "Save"
-    assert "#e0f2fe" in window.notice.styleSheet()
+    assert window.notice.property("kind") == "info"
     notices.clear()
     assert not window.notice.isVisible()
 

@@ -14,7 +14,6 @@ from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.integration.test_run import BRIEFS, WORKFLOW, complete
-from ui.main_window import NOTICE_STYLES
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -147,7 +146,7 @@ def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
     assert window.run_panel.isVisible()  # it was open when the window closed
     notice = window.notice_label.text()  # repaired from the log: news, in the neutral colour
     assert "made again from the conversation; nothing is lost" in notice
-    assert window.notice.styleSheet() == NOTICE_STYLES["info"]
+    assert window.notice.property("kind") == "info"
     assert panel_steps(window) == ["✓ 1. Collect the changes", "✗ 2. Draft the notes",
                                    "○ 3. Review"]
     assert "HTTP 500" in window.run_panel.steps.topLevelItem(1).child(0).text(0)
