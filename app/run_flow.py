@@ -91,6 +91,7 @@ class RunFlow(QObject):
         found, problems = self.workflows.list()
         self._found = {wf.name: (path, wf) for path, wf in found}
         self.panel.set_workflows([wf.name for _, wf in found], select)
+        self.show_current()  # a workflow just made or changed: its steps at once
         return problems
 
     def conversation_shown(self, conv_id: str) -> None:

@@ -25,7 +25,7 @@ from core.request_copies import RequestCopies
 from core.settings import LLMSettings
 from core.store.errors import ReadOnlyError
 from core.summarize import summarize
-from core.tools.base import running_file
+from core.tools.base import running_file, started_file
 from core.tools.runner import ToolResult, ToolRunner
 from core.turn_events import (
     DEFAULT_TURN,
@@ -65,6 +65,12 @@ CONTINUE_INSTRUCTION = (
 
 class NothingToContinue(ValueError):
     """The conversation does not end in an answer that can be continued; says why."""
+
+
+INTERRUPTED_RUNNING = ("Aborted: the app closed while this call was running; whether it ran to "
+                       "the end, and what it did, is unknown.")
+INTERRUPTED_WAITING = ("Not run: the app closed before this call started (it was waiting for "
+                       "approval, or for its turn); it did nothing.")
 
 
 class NothingToRetry(ValueError):
@@ -347,6 +353,8 @@ class Engine:
                     answered.add(event.entry.tool_call_id or "")
                     written = self.writer.write(conv_id, [event.entry], "a tool's result")
                     last = written.entries[0]
+                    if written.ok:
+                        self._forget_started(conv_id, [event.entry.tool_call_id or ""])
                     for ev in written.events:
                         yield ev
                     if not written.ok:
@@ -360,6 +368,8 @@ class Engine:
                 for c in calls if c.id not in answered]
             # a failed write is answered as aborted when the conversation is next used
             written = self.writer.write(conv_id, entries, "the stopped calls")
+            if written.ok:
+                self._forget_started(conv_id, [c.id for c in calls if c.id not in answered])
             if isinstance(stop, GeneratorExit):
                 raise
             appended = written.entries if written.ok else []
@@ -368,6 +378,23 @@ class Engine:
             outcome.append(TurnFinished("stopped", appended[-1] if appended else
                                         (last or written.entries[-1])))
             return
+
+    def _started(self, conv_id: str, call_id: str) -> bool:
+        """Whether a call the app closed on had started (without tools here: assume so)."""
+        if self.tools is None:
+            return True
+        state = self.tools.state
+        return started_file(state, conv_id, call_id).exists() or \
+            running_file(state, conv_id, call_id).exists()
+
+    def _forget_started(self, conv_id: str, call_ids: list[str]) -> None:
+        if self.tools is None:
+            return
+        for call_id in call_ids:
+            try:
+                started_file(self.tools.state, conv_id, call_id).unlink(missing_ok=True)
+            except OSError:
+                pass  # a stale mark only makes a later crash report more cautious
 
     def close_interrupted(self, conv_id: str) -> Iterator[EngineEvent]:
         """Answer the tool calls a crash (or a closed window) left without results as
@@ -382,14 +409,15 @@ class Engine:
             return
         entries = [self.context.counter(None).with_count(ConversationMessage(
             role="tool", tool_call_id=c.id, tool_name=c.function.name, status="aborted",
-            content="Aborted: the app closed while this call was pending; whether it ran, "
-                    "and what it did, is unknown.")) for c in calls]
+            content=INTERRUPTED_RUNNING if self._started(conv_id, c.id) else
+            INTERRUPTED_WAITING)) for c in calls]
         written = self.writer.write(conv_id, entries, "the interrupted calls")
         if not written.ok:
             return  # tried again when the conversation is next used
         if self.tools is not None:  # what a killed command had printed: nobody will read it
             for c in calls:
                 running_file(self.tools.state, conv_id, c.id).unlink(missing_ok=True)
+        self._forget_started(conv_id, [c.id for c in calls])
         for entry in written.entries:
             yield EntryAppended(entry)
 

@@ -83,7 +83,8 @@ class ConversationList(QWidget):
         self.project_label = QLabel("", self)
         self.project_label.setStyleSheet("font-weight: bold; font-size: 14px; padding: 4px 2px;")
         self.search = QLineEdit(self)
-        self.search.setPlaceholderText("Search titles and messages")
+        self.search.setPlaceholderText("Search…")
+        self.search.setToolTip("Search titles and messages (F3: the next match)")
         self.search.setClearButtonEnabled(True)
         self.new_button = QPushButton("New", self)
         self.new_button.setToolTip("New conversation (Ctrl+N)")
@@ -93,7 +94,6 @@ class ConversationList(QWidget):
         self.list.setHeaderHidden(True)
         self.list.setColumnCount(1)
         self.list.setIndentation(14)
-        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # "Parser e…s (branch 2)"
         self.list.setAlternatingRowColors(False)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 
@@ -159,10 +159,17 @@ class ConversationList(QWidget):
             item.setData(0, ID_ROLE, r.id)
             item.setToolTip(0, r.title)
             items[r.id] = item
+        by_id = {r.id: r for r in rows}
         for r in rows:
             parent = items.get(r.branch_of) if r.branch_of not in (None, r.id) else None
             if parent is not None and not _under(parent, items[r.id]):
                 parent.addChild(items[r.id])
+                origin = by_id[r.branch_of].title if r.branch_of in by_id else ""
+                if origin and r.title.startswith(origin) and r.title != origin:
+                    # under its origin, what tells it apart: "↳ (branch 2)"
+                    first, _, rest = items[r.id].text(0).partition("\n")
+                    items[r.id].setText(0, f"↳ {first[len(origin):].strip()}\n"
+                                           f"{rest.removeprefix('branch · ')}")
             else:
                 self.list.addTopLevelItem(items[r.id])
         for conv_id, item in items.items():

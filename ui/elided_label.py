@@ -15,14 +15,16 @@ class ElidedLabel(QLabel):
 
     clicked = Signal()
 
-    def __init__(self, parent: QWidget | None = None, widest: int | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, widest: int | None = None,
+                 least: int = 24) -> None:
         super().__init__(parent)
         self._full = ""
         self._widest = widest
         self.hint = ""  # the tooltip while the whole text shows
         self.setSizePolicy(QSizePolicy.Policy.Ignored if widest is None
                            else QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
-        self.setMinimumWidth(24)
+        self._least = least  # the narrowest it gets (0: it may vanish in a small window)
+        self.setMinimumWidth(least)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
         self._full = text
@@ -34,12 +36,12 @@ class ElidedLabel(QLabel):
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         hint = super().sizeHint()
         if self._widest is None:
-            return QSize(24, hint.height())
+            return QSize(self._least, hint.height())
         width = self.fontMetrics().horizontalAdvance(self._full) + 2 * self.margin() + 8
         return QSize(min(width, self._widest), hint.height())
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
-        return QSize(24, super().minimumSizeHint().height())
+        return QSize(self._least, super().minimumSizeHint().height())
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)

@@ -167,7 +167,11 @@ class InspectorPanel(QDockWidget):
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.bar = BudgetBar(body)
         self.legend = QLabel(legend(), body)
+        self.legend.setWordWrap(True)  # a narrow panel: the key on two lines
         self.picker = QComboBox(body)
+        self.picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setMinimumContentsLength(16)
         self.picker.setObjectName("request_picker")
         self.picker.addItem("The next request (live preview)")
         self.picker.currentIndexChanged.connect(self.request_picked)
@@ -188,7 +192,7 @@ class InspectorPanel(QDockWidget):
                                      "slider)")
         self.slider_reset.clicked.connect(lambda: self.slider.setValue(100))
         self.slider_reset.hide()
-        self.model_view = QCheckBox("Model view: dim what this request leaves out", body)
+        self.model_view = QCheckBox("Model view: dim what is left out", body)
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
         self.filter = QComboBox(body)

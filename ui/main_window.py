@@ -56,6 +56,9 @@ WELCOME_READY = (
 
 
 
+LIST_MIN_WIDTH = 170  # the conversation list never gets narrower (titles, the search box)
+
+
 class MainWindow(QMainWindow):
     """Signals:
         new_project_requested(str): a folder the user chose for a new project.
@@ -86,6 +89,7 @@ class MainWindow(QMainWindow):
     inspector_action: QAction
     run_panel_action: QAction
     theme_actions: dict[str, QAction]
+    panel_width: int | None = None  # a side panel's width as the user left it (None: ours)
 
     def __init__(self) -> None:
         super().__init__()
@@ -154,6 +158,8 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(self.conversations)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(1, 1)
+        self.splitter.setCollapsible(0, False)
+        self.conversations.setMinimumWidth(LIST_MIN_WIDTH)  # titles stay readable
         self.splitter.setSizes([280, 920])
         self.setCentralWidget(self.splitter)
         self.inspector = InspectorPanel(self)
@@ -195,7 +201,9 @@ class MainWindow(QMainWindow):
         left = self.splitter.sizes()[0]
         right = self.splitter.widget(1)
         right_min = right.minimumSizeHint().width() if right is not None else 600
-        width = max(320, min(520, self.width() - left - right_min - 24))
+        room = self.width() - left - right_min - 24
+        wanted = self.panel_width or 420  # as wide as the user left it last time
+        width = max(dock.minimumSizeHint().width(), min(wanted, room))
         self.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
         total = sum(self.splitter.sizes())
         self.splitter.setSizes([left, max(0, total - left)])

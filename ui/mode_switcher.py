@@ -10,7 +10,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QHBoxLayout,
-    QLabel,
     QToolButton,
     QWidget,
 )
@@ -53,8 +52,9 @@ class ModeSwitcher(QWidget):
             self.buttons[mode] = b
             layout.addWidget(b)
             b.clicked.connect(lambda _=False, m=mode: self.mode_changed.emit(m))
-        layout.addSpacing(16)
-        self.agent_label = QLabel("Agent:", self)
+        layout.addSpacing(8)
+        self.agent_label = ElidedLabel(self, widest=60, least=0)  # cut before the window widens
+        self.agent_label.setText("Agent:")
         self.agent_box = QComboBox(self)
         self.agent_box.setObjectName("agent_picker")
         self.agent_box.setToolTip("The agent: its instructions (the persona of the system "
@@ -65,7 +65,7 @@ class ModeSwitcher(QWidget):
         layout.addWidget(self.agent_box)
         self.agent_box.activated.connect(
             lambda i: self.agent_changed.emit(self.agent_box.itemText(i)))
-        self.protection = ElidedLabel(self, widest=300)  # cut before the window would widen
+        self.protection = ElidedLabel(self, widest=300, least=0)  # the tooltip keeps it all
         self.protection.setProperty("role", "faint")
         self.protection.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         layout.addStretch(1)
@@ -75,7 +75,7 @@ class ModeSwitcher(QWidget):
         self.network.setToolTip("Let the commands the agent runs in this conversation use the "
                                 "network (the sandbox cuts it off otherwise)")
         self.network.toggled.connect(self.network_changed)
-        layout.addSpacing(8)
+        layout.addSpacing(4)
         layout.addWidget(self.network)
         self.buttons["chat"].setChecked(True)
 

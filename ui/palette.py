@@ -160,7 +160,7 @@ QLabel#held {{ background: {p.chip[0]}; border: 1px solid {p.chip[1]}; border-ra
                padding: 3px 8px; }}
 QLabel#editing {{ background: {p.editing[0]}; border: 1px solid {p.editing[1]};
                   border-radius: 4px; padding: 3px 8px; }}
-QToolButton#mode_button {{ padding: 3px 14px; border: 1px solid {p.border}; }}
+QToolButton#mode_button {{ padding: 3px 10px; border: 1px solid {p.border}; }}
 QToolButton#mode_button:checked {{ background: {p.accent}; color: white; }}
 QWidget#todo {{ background: {p.todo[0]}; border-top: 1px solid {p.todo[1]}; }}
 QLabel[role="muted"] {{ color: {p.muted}; }}

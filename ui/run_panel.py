@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QDockWidget,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -92,7 +93,7 @@ class RunPanel(QDockWidget):
         pick.addWidget(self.workflows, 1)
         layout.addLayout(pick)
         self.workflows.currentTextChanged.connect(self.workflow_chosen)
-        manage = QHBoxLayout()
+        manage = QGridLayout()  # two a row: the panel stays narrow in a small window
         self._manage: dict[str, QPushButton] = {}
         for action, text, tip in (
                 ("new", "New…", "Create a workflow"),
@@ -103,7 +104,7 @@ class RunPanel(QDockWidget):
             button = QPushButton(text, body)
             button.setToolTip(tip)
             button.clicked.connect(lambda _=False, a=action: self._on_manage(a))
-            manage.addWidget(button)
+            manage.addWidget(button, len(self._manage) // 2, len(self._manage) % 2)
             self._manage[action] = button
         layout.addLayout(manage)
         start = QHBoxLayout()
@@ -143,7 +144,7 @@ class RunPanel(QDockWidget):
         self.message.setProperty("role", "accent")
         layout.addWidget(self.message)
 
-        controls = QHBoxLayout()
+        controls = QGridLayout()
         self.pause_button = QPushButton("&Pause", body)
         self.pause_button.setToolTip("Stop after the current round; Resume carries on")
         self.pause_button.clicked.connect(self._on_pause)
@@ -156,8 +157,9 @@ class RunPanel(QDockWidget):
         self.abort_button = QPushButton("A&bort", body)
         self.abort_button.setToolTip("End the run here (its entries stay in the conversation)")
         self.abort_button.clicked.connect(lambda: self.control_requested.emit("abort", ""))
-        for button in (self.pause_button, self.skip_button, self.redo_button, self.abort_button):
-            controls.addWidget(button)
+        for n, button in enumerate((self.pause_button, self.skip_button, self.redo_button,
+                                    self.abort_button)):
+            controls.addWidget(button, n // 2, n % 2)
         layout.addLayout(controls)
         self.setWidget(body)
         self.toggleViewAction().setShortcut(QKeySequence("Ctrl+R"))

@@ -70,6 +70,12 @@ def results_dir(state: Path, conv_id: str) -> Path:
     return state / RESULTS_DIR / safe_name(conv_id)
 
 
+def started_file(state: Path, conv_id: str, call_id: str) -> Path:
+    """Marks a call that has started (written before it runs, removed once its result is in
+    the log): after a crash, a call without it never ran."""
+    return results_dir(state, conv_id) / f".started-{safe_name(call_id)}"
+
+
 def running_file(state: Path, conv_id: str, call_id: str) -> Path:
     """Where a command's output goes while it runs (removed when it is kept or abandoned)."""
     return results_dir(state, conv_id) / f".running-{safe_name(call_id)}"

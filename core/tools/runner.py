@@ -24,7 +24,14 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, Mode, Status, ToolCall
 from core.questions import Question
 from core.redact import redact
-from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from core.tools.base import (
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    started_file,
+)
 from core.tools.files import planned_content, unified_diff
 from core.tools.results import OFFLOAD_TOKENS, READ_TOOL_RESULT, Kept, keep
 from core.tools.shell import Sandbox, ShellArgs
@@ -290,6 +297,7 @@ class ToolRunner:
                                approval, ctx)
         tool = plan.tool
         ctx.change = plan.change  # a write does what was approved, or nothing
+        mark_started(ctx)
         try:
             output = await tool.run(plan.args, ctx)
         except ToolError as e:
@@ -318,3 +326,14 @@ class ToolRunner:
             offload=kept.offload, exit_code=output.exit_code, approval=approval, mode=self.mode)
         return self.counter.with_count(entry)
 
+
+def mark_started(ctx: ToolContext) -> None:
+    """Leave word that the call is about to run (see `started_file`): a crash from here on
+    leaves its outcome unknown; before, it certainly did nothing. A mark that cannot be made
+    only makes a crash's report more cautious."""
+    mark = started_file(ctx.state, ctx.conv_id, ctx.call_id)
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    except OSError:
+        pass

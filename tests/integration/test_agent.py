@@ -91,6 +91,8 @@ def test_agent_reads_lists_searches_edits_and_runs_in_the_project(capsys, projec
     assert {t["function"]["name"] for t in llm_server.requests[0].body["tools"]} >= {
         "read_file", "write_file", "edit_file", "run_shell", "manage_todo_list"}
     assert "workbench: tool run_shell python3 -c" in err
+    # the marks of calls that started go once their results are in the log
+    assert not list((project / ".workbench").rglob(".started-*"))
 
 
 def test_escapes_are_refused_and_the_model_is_told(capsys, project: Path, llm_server,

@@ -20,6 +20,7 @@ from core.runs.driver import RunDriver
 from core.runs.files import RunFiles
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.tools.base import running_file, started_file
 from core.workflows.workflow import Workflow
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
 
@@ -125,6 +126,9 @@ def test_a_pin_made_while_a_command_ran_does_not_hide_it_from_crash_repair(
         ConversationMessage(role="user", content="build it", mode="agent"),
         ConversationMessage(role="assistant", content=None, tool_calls=[call], mode="agent")])
     asked = log(project, conv)[0]
+    printed = running_file(project.state, conv, "call_1")  # the command had begun to print
+    printed.parent.mkdir(parents=True, exist_ok=True)
+    printed.write_text("compiling…")
     project.conversations.append(conv, annotation(asked.id, "pin"))
     llm_server.script(Answer("The build's outcome is unknown; I will run it again."))
     drain(build_engine(project).send(conv, "what happened?", settings(llm_server),
@@ -135,6 +139,30 @@ def test_a_pin_made_while_a_command_ran_does_not_hide_it_from_crash_repair(
     calls = [i for i, m in enumerate(sent) if m.get("tool_calls")]
     assert calls and sent[calls[0] + 1]["tool_call_id"] == "call_1"
     assert "whether it ran" in sent[calls[0] + 1]["content"]
+
+
+def test_a_call_still_waiting_for_approval_when_the_app_died_is_said_not_to_have_run(
+        project: Project, llm_server: FakeLLMServer, tmp_path) -> None:
+    # A write the user had not yet approved when the app was killed: it certainly did nothing,
+    # and the model is told so (not "unknown"), while a call that had started is unknown.
+    conv = project.conversations.create().id
+    calls = [{"id": f"call_{n}", "type": "function", "function": {
+        "name": "write_file", "arguments": json.dumps({"path": f"f{n}.txt", "content": "x"})}}
+        for n in (1, 2)]
+    project.conversations.append_many(conv, [
+        ConversationMessage(role="user", content="write both", mode="agent"),
+        ConversationMessage(role="assistant", content=None, tool_calls=calls, mode="agent")])
+    began = started_file(project.state, conv, "call_2")  # what the runner leaves as it starts
+    began.parent.mkdir(parents=True, exist_ok=True)
+    began.touch()
+    llm_server.script(Answer("Noted."))
+    drain(build_engine(project).send(conv, "what happened?", settings(llm_server),
+                                     TurnOptions(mode="agent", approve="never")))
+    results = {m.tool_call_id: m.text() for m in log(project, conv) if m.role == "tool"}
+    assert results["call_1"].startswith("Not run: the app closed before this call started")
+    assert results["call_2"].startswith("Aborted: the app closed while this call was running")
+    assert not began.exists()  # the mark goes once the result is in the log
+    assert not (project.root / "f1.txt").exists()
 
 
 @pytest.mark.parametrize(("action", "status"), [("pause", "paused"), ("abort", "aborted")])

@@ -203,3 +203,36 @@ def test_settings_keep_each_providers_own_values(qtbot, project_dir) -> None:
     dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))  # and back
     assert (dialog.model.text(), dialog.context_window.value()) == ("gpt-4.1", 50_000)
     dialog.reject()
+
+
+def test_a_small_window_with_a_side_panel_keeps_its_size_and_a_readable_list(
+        qtbot, project_dir) -> None:
+    from app.layout_state import save_layout
+    from core.settings import SettingsStore
+    from ui.main_window import LIST_MIN_WIDTH
+
+    window, controller = open_window(qtbot, project_dir)
+    window.resize(800, 600)
+    qtbot.waitUntil(lambda: window.width() == 800)
+    for action in (window.inspector_action, window.run_panel_action):
+        action.trigger()
+        qtbot.wait(50)
+        assert window.width() == 800
+        assert window.conversations.width() >= LIST_MIN_WIDTH
+        assert window.splitter.sizes()[1] >= 350  # the transcript and the message box
+    window.run_panel_action.trigger()
+    window.resize(1300, 800)
+    qtbot.waitUntil(lambda: window.width() == 1300)
+    window.resizeDocks([window.inspector], [360], Qt.Orientation.Horizontal)
+    qtbot.wait(50)
+    narrowed = window.inspector.width()
+    save_layout(window, SettingsStore(), controller.notices)
+    window.close()
+    window2, _controller2 = open_window(qtbot, project_dir)  # the panel comes back as wide
+    window2.resize(1300, 800)  # (the test screen is smaller than the window that was saved)
+    qtbot.waitUntil(lambda: window2.width() == 1300)
+    window2.inspector_action.trigger()
+    window2.inspector_action.trigger()
+    qtbot.waitUntil(lambda: window2.inspector.isVisible())
+    qtbot.wait(50)
+    assert window2.panel_width == narrowed and abs(window2.inspector.width() - narrowed) <= 8

@@ -64,6 +64,8 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
     provider.script(complete("c1", "three changes"), complete("c2", "notes.md drafted"),
                     complete("c3", "proofread"), Answer("Wrap-up: done."))
     window, controller = open_window(qtbot, project)
+    window.resize(900, 650)  # (800 px and more hold a side panel: test_window_polish)
+    qtbot.waitUntil(lambda: window.width() == 900)
     qtbot.mouseClick(window.mode_switcher.buttons["run"], Qt.MouseButton.LeftButton)
     assert window.run_panel.isVisible()  # switching to Run shows where runs start
     assert window.run_panel.workflows.currentText() == "Release notes"
@@ -149,7 +151,8 @@ def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
     assert window.notice.property("kind") == "info"
     assert panel_steps(window) == ["✓ 1. Collect the changes", "✗ 2. Draft the notes",
                                    "○ 3. Review"]
-    assert "HTTP 500" in window.run_panel.steps.topLevelItem(1).child(0).text(0)
+    failed = window.run_panel.steps.topLevelItem(1)  # its result, wrapped to the panel's width
+    assert "HTTP 500" in " ".join(failed.child(i).text(0) for i in range(failed.childCount()))
     provider.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
     qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)  # Resume
     run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
@@ -227,6 +230,7 @@ def test_the_agents_plan_becomes_a_workflow_and_can_be_duplicated_and_deleted(
     names = [window.run_panel.workflows.itemText(i)
              for i in range(window.run_panel.workflows.count())]
     assert window.run_panel.workflows.currentText().startswith("Plan: ")
+    assert panel_steps(window) == ["○ 1. Read the code", "○ 2. Fix the bug"]  # at once
     saved = sorted(p.name for p in (project / ".workbench" / "workflows").glob("*.json"))
     assert len(saved) == 2 and "release-notes.json" in saved
     # duplicate, then delete the copy (after saying yes)
