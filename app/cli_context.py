@@ -20,6 +20,7 @@ from app.commands import (
     resolve_conversation,
 )
 from core.model import ConversationMessage
+from core.store.project import Project
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -85,12 +86,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from core.model import ANNOTATIONS, annotation
 
     action = args.command
-    project = open_project(args.project, create=False)
+    project, conv_id, entry = _open_entry(args)
     try:
-        require_writable(project)
-        store = project.conversations
-        conv_id = resolve_conversation(store, args.conversation)
-        entry = _entry(store.load(conv_id).messages, args.entry)
         field, value = ANNOTATIONS[action]
         if getattr(entry, field) == value:
             state = {"pin": "pinned", "unpin": "not pinned", "exclude": "excluded",
@@ -109,6 +106,19 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _open_entry(args: argparse.Namespace) -> tuple[Project, str, ConversationMessage]:
+    """The project, open for writing (the caller closes it), the conversation and the entry
+    that `--conversation` and ENTRY_ID name."""
+    project = open_project(args.project, create=False)
+    try:
+        require_writable(project)
+        conv_id = resolve_conversation(project.conversations, args.conversation)
+        return project, conv_id, _entry(project.conversations.load(conv_id).messages, args.entry)
+    except BaseException:
+        project.close()
+        raise
+
+
 def _entry(messages: list[ConversationMessage], given: str) -> ConversationMessage:
     """The entry an id or a unique prefix of one names (annotations are not entries to name)."""
     wanted = given.strip()
@@ -123,14 +133,10 @@ def _entry(messages: list[ConversationMessage], given: str) -> ConversationMessa
 def cmd_fork(args: argparse.Namespace) -> int:
     """A new conversation (a branch) whose history is this one's up to and including the entry
     (with --before, up to just before it); the original is not changed. Prints the new id."""
-    project = open_project(args.project, create=False)
+    project, conv_id, entry = _open_entry(args)
     try:
-        require_writable(project)
-        store = project.conversations
-        conv_id = resolve_conversation(store, args.conversation)
-        entry = _entry(store.load(conv_id).messages, args.entry)
-        meta = store.fork(conv_id, entry.id, args.title, before=args.before)
-        count = store.message_count(meta.id)
+        meta = project.conversations.fork(conv_id, entry.id, args.title, before=args.before)
+        count = project.conversations.message_count(meta.id)
     finally:
         project.close()
     where = "before" if args.before else "at"
