@@ -183,11 +183,10 @@ class BranchFlow(QObject):
             return
         rows = {r.id: r for r in project.conversations.list()}
         me = rows.get(conv_id)
-        messages = self._messages()
+        groups = {key: ms for key, ms in _groups(rows).items() if conv_id in ms}
+        messages = self._messages() if groups else []
         position = {m.id: i for i, m in enumerate(messages)}
-        for (_origin, at), members in _groups(rows).items():
-            if conv_id not in members:
-                continue
+        for (_origin, at), members in groups.items():
             start = position[at] + 1 if at in position else (0 if not at else None)
             if start is None or me is None:
                 continue

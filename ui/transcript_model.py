@@ -143,6 +143,7 @@ class TranscriptModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[Row] = []
+        self._versioned = False  # some row shows "version n of m"
         self._cards: dict[str, int] = {}
         self._expanded: set[str] = set()
         self._stream_dirty = False  # text arrived since the last flush
@@ -183,6 +184,7 @@ class TranscriptModel(QAbstractListModel):
 
     def set_messages(self, messages: list[ConversationMessage]) -> None:
         self.beginResetModel()
+        self._versioned = False
         self._rows = rows_from_messages(messages)
         self._cards = {r.call.id: i for i, r in enumerate(self._rows)
                        if r.call is not None and r.result is None}
@@ -323,6 +325,9 @@ class TranscriptModel(QAbstractListModel):
 
     def set_versions(self, versions: dict[str, tuple[int, int]]) -> None:
         """Show "version n of m" on the first row of each entry named (where branches part)."""
+        if not versions and not self._versioned:
+            return  # the common case, a conversation without branches: no walk over its rows
+        self._versioned = bool(versions)
         seen: set[str] = set()
         for i, r in enumerate(self._rows):
             entry = r.message.id if r.message is not None else ""

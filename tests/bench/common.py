@@ -54,6 +54,8 @@ def headless_window_env(config: Path) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["XDG_CONFIG_HOME"] = str(config)
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    # a title request after a first answer would take the next scripted reply of a run
+    os.environ["WORKBENCH_AUTO_TITLE"] = "0"
 
 
 class StallWatch:
