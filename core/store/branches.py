@@ -20,16 +20,20 @@ import mmap
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from core.model import ConversationMessage
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
+from core.store.fileio import atomic_write_json
 
 CHUNK = 1 << 20
 _ID = re.compile(rb'"id":"([^"]+)"')
+_BRANCH_SUFFIX = re.compile(r" \(branch(?: \d+)?\)$")
 
 
 class NoSuchEntry(StoreError):
@@ -196,3 +200,46 @@ def copy_cache(src: Path, dst: Path) -> None:
 def write_failure(e: OSError) -> StoreWriteError:
     return StoreWriteError(f"Could not fork ({describe_os_error(e)}); nothing was created.",
                            e.errno, describe_os_error(e))
+
+
+class Branchy(Protocol):
+    """What of a conversation's details says where it grew from."""
+
+    @property
+    def branch_of(self) -> str | None: ...
+    @property
+    def branch_at(self) -> str | None: ...
+
+
+def origin_of(conv_id: str, meta: Branchy, cut: Cut, log_of: Callable[[str], Path],
+              meta_of: Callable[[str], Branchy]) -> str:
+    """The conversation whose own entries go on past `cut` (a cut of `conv_id`'s log):
+    `conv_id`, or, when the cut lies in the prefix a branch copied, what it grew from."""
+    seen = {conv_id}
+    while meta.branch_of is not None and meta.branch_at is not None:
+        try:
+            shared = find_cut(log_of(conv_id), meta.branch_at, results=False) \
+                if meta.branch_at else Cut(0, "")
+            parent = meta_of(meta.branch_of)
+        except StoreError:
+            break  # its origin is gone, or the point cannot be found: it is its own
+        if cut.end > shared.end or meta.branch_of in seen:
+            break
+        conv_id = meta.branch_of
+        seen.add(conv_id)
+        meta = parent
+    return conv_id
+
+
+def fill_branch(src: Path, cut: Cut, extra: bytes, view: Path, meta: dict[str, Any],
+                folder: Path) -> None:
+    """The branch's files in `folder` (see `fileio.write_staged`): the copied prefix with
+    what is carried over, the kept compaction, its details."""
+    copy_prefix(src, folder / "messages.jsonl", cut.end, extra)
+    copy_cache(view, folder / view.name)
+    atomic_write_json(folder / "conversation.json", meta)
+
+
+def branch_title(origin_title: str, n: int) -> str:
+    """The n-th branch's title: "<the origin's title> (branch n)", never "(branch) (branch)"."""
+    return f"{_BRANCH_SUFFIX.sub('', origin_title)} (branch {n})"

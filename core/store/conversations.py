@@ -13,7 +13,6 @@ import builtins
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections import OrderedDict, deque
@@ -21,6 +20,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,14 @@ from core.model import (
     new_id,
     utc_now,
 )
-from core.store.branches import Cut, carried_over, copy_cache, copy_prefix, find_cut
+from core.store.branches import (
+    Cut,
+    branch_title,
+    carried_over,
+    fill_branch,
+    find_cut,
+    origin_of,
+)
 from core.store.errors import (
     ConversationNotFound,
     ConversationUnreadable,
@@ -47,9 +54,9 @@ from core.store.fileio import (
     append_durably,
     atomic_write_json,
     atomic_write_json_in_pieces,
-    fsync_dir,
     read_json,
     timestamp_tag,
+    write_staged,
 )
 from core.store.log import (
     encode_line,
@@ -60,7 +67,6 @@ from core.store.log import (
 from core.store.search_index import SearchIndex, searchable
 
 DEFAULT_TITLE = "New conversation"
-_BRANCH_SUFFIX = re.compile(r" \(branch(?: \d+)?\)$")
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
 VIEW_FILE = "view.json"  # the kept compaction (core.context.view): a cache
@@ -495,42 +501,27 @@ class ConversationStore:
 
     def import_conversation(self, title: str | None,
                             messages: Iterable[ConversationMessage]) -> ConversationMeta:
-        """Create a conversation holding `messages`, all or nothing: it is written in a hidden
-        folder and renamed into place only when complete, so an import killed half-way leaves
-        no half conversation behind (the hidden folder is removed on the next open)."""
+        """Create a conversation holding `messages`, all or nothing (`write_staged`)."""
         with self._lock:
             self._check_writable()
             meta = ConversationMeta(id=new_id(), title=_clean_title(title),
                                     titled="user" if title and title.strip() else None)
-            staging = self.root / f"{IMPORTING_PREFIX}{meta.id}"
-            try:
-                staging.mkdir(parents=True)
-                data = b"".join(encode_line(m) for m in messages)
-                append_durably(staging / "messages.jsonl", data)
-                atomic_write_json(staging / "conversation.json", meta.model_dump(mode="json"))
-                os.rename(staging, self.root / meta.id)
-                fsync_dir(self.root)
-            except OSError as e:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise StoreWriteError(
-                    f"Could not import ({describe_os_error(e)}); nothing was created.",
-                    e.errno, describe_os_error(e)) from e
-            except BaseException:  # anything else (an interrupt too): still nothing half made
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+
+            def fill(folder: Path) -> None:
+                append_durably(folder / "messages.jsonl",
+                               b"".join(encode_line(m) for m in messages))
+                atomic_write_json(folder / "conversation.json", meta.model_dump(mode="json"))
+
+            write_staged(self.root / f"{IMPORTING_PREFIX}{meta.id}", self.root / meta.id, fill,
+                         "import")
             return meta
 
     def fork(self, conv_id: str, entry_id: str | None, title: str | None = None,
              before: bool = False) -> ConversationMeta:
-        """A new conversation, a branch of `conv_id`, whose history is its history up to and
-        including `entry_id` (with `before`, up to just before it; None: none of it), and the
-        parent's pins, exclusions and summaries of that part. The parent is never written; a
-        fork killed half-way leaves nothing behind (see core.store.branches).
-
-        Raises:
-            NoSuchEntry: the conversation has no such entry.
-            StoreWriteError: the copy could not be written (nothing was created).
-        """
+        """A branch of `conv_id`: its history up to and including `entry_id` (with `before`, up
+        to just before it; None: none of it) and the pins, exclusions and summaries of that part
+        (see core.store.branches). The parent is never written. Raises NoSuchEntry (no such
+        entry) or StoreWriteError (not written: nothing was created)."""
         with self._lock:
             self._check_writable()
             parent = self.meta(conv_id)
@@ -538,7 +529,8 @@ class ConversationStore:
             try:
                 cut = Cut(0, "") if entry_id is None else find_cut(src, entry_id, before)
                 extra = carried_over(src, cut)
-                origin = self._origin(conv_id, parent, cut)
+                origin = origin_of(conv_id, parent, cut,
+                                   lambda c: self._dir(c) / "messages.jsonl", self.meta)
             except OSError as e:
                 raise ConversationUnreadable(
                     f"The messages of conversation {conv_id[:8]}… cannot be read "
@@ -551,54 +543,20 @@ class ConversationStore:
                 **parent.model_dump(include={"mode", "model", "context_window", "compaction",
                                              "agent", "allow_network"}),
                 branch_of=origin, branch_at=cut.last_id)
-            staging = self.root / f"{IMPORTING_PREFIX}{meta.id}"
-            try:
-                staging.mkdir(parents=True)
-                copy_prefix(src, staging / "messages.jsonl", cut.end, extra)
-                copy_cache(self._dir(conv_id) / VIEW_FILE, staging / VIEW_FILE)
-                atomic_write_json(staging / "conversation.json", meta.model_dump(mode="json"))
-                os.rename(staging, self.root / meta.id)
-                fsync_dir(self.root)
-            except OSError as e:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise StoreWriteError(f"Could not fork ({describe_os_error(e)}); nothing was "
-                                      "created.", e.errno, describe_os_error(e)) from e
-            except BaseException:  # anything else (an interrupt too): still nothing half made
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+            write_staged(self.root / f"{IMPORTING_PREFIX}{meta.id}", self.root / meta.id,
+                         partial(fill_branch, src, cut, extra, self._dir(conv_id) / VIEW_FILE,
+                                 meta.model_dump(mode="json")), "fork")
             return meta
 
     def _branch_title(self, origin: str, parent: ConversationMeta) -> str:
-        """"<the origin's title> (branch n)": the n-th branch of it (an untitled one's stays
-        untitled: it is titled after its next answer)."""
+        """"<the origin's title> (branch n)" (an untitled one's stays untitled)."""
         if self.untitled(parent):
             return parent.title
         try:
             base = self.meta(origin).title
         except StoreError:
             base = parent.title
-        base = _BRANCH_SUFFIX.sub("", base)
-        n = 1 + sum(1 for r in self.list() if r.branch_of == origin)
-        return f"{base} (branch {n})"
-
-    def _origin(self, conv_id: str, meta: ConversationMeta, cut: Cut) -> str:
-        """The conversation whose own entries go on past `cut` (a cut of `conv_id`'s log):
-        `conv_id`, or, when the cut lies in the prefix a branch copied, what it grew from."""
-        seen = {conv_id}
-        while meta.branch_of is not None and meta.branch_at is not None:
-            log = self._dir(conv_id) / "messages.jsonl"
-            try:
-                shared = find_cut(log, meta.branch_at, results=False) if meta.branch_at \
-                    else Cut(0, "")
-                parent = self.meta(meta.branch_of)
-            except StoreError:
-                break  # its origin is gone, or the point cannot be found: it is its own
-            if cut.end > shared.end or meta.branch_of in seen:
-                break
-            conv_id = meta.branch_of
-            seen.add(conv_id)
-            meta = parent
-        return conv_id
+        return branch_title(base, 1 + sum(1 for r in self.list() if r.branch_of == origin))
 
     def remove_unfinished_imports(self) -> builtins.list[str]:
         """Remove what imports that were killed half-way left behind; returns their names."""

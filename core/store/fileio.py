@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,27 @@ def quarantine(original: Path, chunks: list[tuple[int, bytes]]) -> Path:
         body += b"\n"
     atomic_write_bytes(target, bytes(body))
     return target
+
+
+def write_staged(staging: Path, target: Path, fill: Callable[[Path], None], what: str) -> None:
+    """Make the folder `target` whole in the hidden folder `staging` (`fill` writes its files)
+    and rename it into place: a failure or an interrupt (a kill: the hidden folder, removed on
+    the next open) never leaves a half-made `target`.
+
+    Raises:
+        StoreWriteError: "Could not <what> (why); nothing was created."
+    """
+    from core.store.errors import StoreWriteError, describe_os_error
+
+    try:
+        staging.mkdir(parents=True)
+        fill(staging)
+        os.rename(staging, target)
+        fsync_dir(target.parent)
+    except OSError as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StoreWriteError(f"Could not {what} ({describe_os_error(e)}); nothing was created.",
+                              e.errno, describe_os_error(e)) from e
+    except BaseException:  # anything else (an interrupt too): still nothing half made
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -160,8 +160,7 @@ def test_a_fork_killed_half_way_leaves_nothing(project_dir: Path, tmp_path: Path
             real(src, dst, end // 2, b"")
             Path({str(started)!r}).touch()
             time.sleep(60)
-        import core.store.conversations as conversations
-        conversations.copy_prefix = slow
+        branches.copy_prefix = slow
         with Project.open(Path({str(project_dir)!r})) as p:
             p.conversations.fork({conv!r}, {msgs[-1].id!r})
     """)
