@@ -38,6 +38,7 @@ class InterchangeHost(Protocol):
 
 class InterchangeFlow(QObject):
     _imported = Signal(object, str, int)  # the new conversation's meta (None: failed), why, count
+    _exported = Signal(str, bool)  # what to say, whether it went well
 
     def __init__(self, window: MainWindow, notices: Notices, host: InterchangeHost) -> None:
         super().__init__(window)
@@ -46,6 +47,7 @@ class InterchangeFlow(QObject):
         self.host = host
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import")
         self._imported.connect(self._on_imported)
+        self._exported.connect(self._on_exported)
         window.import_requested.connect(self.import_file)
         window.conversations.files_dropped.connect(self._on_files_dropped)
         window.export_requested.connect(self.export)
@@ -99,31 +101,38 @@ class InterchangeFlow(QObject):
     # --- export ----------------------------------------------------------------------------------
 
     def export(self, path: str, fmt: str) -> None:
+        """Write the open conversation (on the reading thread: a long one takes a while)."""
         project, conv = self.host.project, self.host.current_id
         if project is None or conv is None:
             return
-        try:
-            loaded = project.conversations.load(conv)
-        except StoreError as e:
-            self.notices.warning(f"Not exported: {e}")
-            return
-        title, pending = loaded.meta.title, loaded.pending_partial
-        if fmt == "jsonl":
-            text = export_jsonl(loaded.messages, pending)
-        elif fmt == "markdown":
-            text = export_markdown(loaded.messages, title, pending)
-        else:
-            text = export_openai(loaded.messages, title, pending)
+        store = project.conversations
         target = Path(path)
         if not target.suffix:
             target = target.with_suffix({"jsonl": ".jsonl", "markdown": ".md"}.get(fmt, ".json"))
-        try:
-            atomic_write_bytes(target, text.encode("utf-8"))
-        except OSError as e:
-            self.notices.warning(f"Not exported: {target} cannot be written "
-                                 f"({describe_os_error(e)}).")
-            return
-        self.notices.info(f"Exported “{title}” to {target}.")
+
+        def write() -> None:
+            try:
+                loaded = store.load(conv)
+                title, pending = loaded.meta.title, loaded.pending_partial
+                if fmt == "jsonl":
+                    text = export_jsonl(loaded.messages, pending)
+                elif fmt == "markdown":
+                    text = export_markdown(loaded.messages, title, pending)
+                else:
+                    text = export_openai(loaded.messages, title, pending)
+                atomic_write_bytes(target, text.encode("utf-8"))
+            except StoreError as e:
+                self._exported.emit(f"Not exported: {e}", False)
+            except OSError as e:
+                self._exported.emit(f"Not exported: {target} cannot be written "
+                                    f"({describe_os_error(e)}).", False)
+            else:
+                self._exported.emit(f"Exported “{title}” to {target}.", True)
+
+        self._reader.submit(write)
+
+    def _on_exported(self, text: str, ok: bool) -> None:
+        (self.notices.info if ok else self.notices.warning)(text)
 
     def close(self) -> None:
         self._reader.shutdown(wait=True)

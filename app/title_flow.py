@@ -33,16 +33,20 @@ class TitleFlow(QObject):
         self.bridge = EventBridge(self)
         self.bridge.engine_event.connect(self._on_event)
         self._asked: set[str] = set()  # conversations whose title is being written
+        # Conversations found titled: never read again after their turns (a title only comes,
+        # it is never taken away by the app).
+        self._titled: set[str] = set()
         host.turns.finished.connect(self._after_turn)
 
     def _after_turn(self, status: str) -> None:
         project, engine, conv = self.host.project, self.host.engine, self.host.current_id
         if status != "ok" or project is None or engine is None or conv is None \
-                or project.read_only or conv in self._asked:
+                or project.read_only or conv in self._asked or conv in self._titled:
             return
         store = project.conversations
         try:
             if not store.untitled(store.meta(conv)):
+                self._titled.add(conv)
                 return
         except StoreError:
             return

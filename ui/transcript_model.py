@@ -144,6 +144,7 @@ class TranscriptModel(QAbstractListModel):
         super().__init__(parent)
         self._rows: list[Row] = []
         self._versioned = False  # some row shows "version n of m"
+        self._marked = False  # some row may show a search's marks
         self._cards: dict[str, int] = {}
         self._expanded: set[str] = set()
         self._stream_dirty = False  # text arrived since the last flush
@@ -184,7 +185,7 @@ class TranscriptModel(QAbstractListModel):
 
     def set_messages(self, messages: list[ConversationMessage]) -> None:
         self.beginResetModel()
-        self._versioned = False
+        self._versioned = self._marked = False
         self._rows = rows_from_messages(messages)
         self._cards = {r.call.id: i for i, r in enumerate(self._rows)
                        if r.call is not None and r.result is None}
@@ -340,6 +341,9 @@ class TranscriptModel(QAbstractListModel):
     def set_found(self, term: str) -> list[int]:
         """Mark `term` (case ignored) in the rows that hold it; returns their indexes."""
         needle = term.casefold().strip()
+        if not needle and not self._marked:
+            return []  # no search, nothing marked: no walk over the rows
+        self._marked = bool(needle)
         hits = []
         for i, r in enumerate(self._rows):
             want = term.strip() if needle and needle in r.copy_text().casefold() else ""

@@ -48,8 +48,10 @@ def test_import_and_export_from_the_window(qtbot, qloop, project_dir: Path, tmp_
     controller.inspector.annotate([first_user.id], "pin")
     window.export_requested.emit(str(tmp_path / "trip-log"), "jsonl")
     exported = tmp_path / "trip-log.jsonl"
+    run_until(qloop, lambda: "Exported" in window.notice_label.text())  # written aside
     assert exported.exists() and "Exported “Trip planning”" in window.notice_label.text()
     window.export_requested.emit(str(tmp_path / "trip.md"), "markdown")
+    run_until(qloop, lambda: "trip.md" in window.notice_label.text())
     markdown = (tmp_path / "trip.md").read_text(encoding="utf-8")
     assert markdown.startswith("# Trip planning") and "Day 2: Belém." in markdown
 
