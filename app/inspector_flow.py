@@ -22,6 +22,7 @@ from core.context.report_text import (
     cached_tokens,
     inspector_header,
     inspector_rows,
+    instructions_switch,
     saved_view,
     sent_before,
     since_last,
@@ -63,6 +64,7 @@ class InspectorFlow:
         self.panel.summary_action.connect(lambda entry, action: self.annotate([entry], action))
         window.transcript.entry_action.connect(self.annotate)
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
+        self.panel.instructions_toggled.connect(self._on_instructions_toggled)
         self.slider_timer = QTimer(self.panel)  # a slider step rebuilds once it rests
         self.slider_timer.setSingleShot(True)
         self.slider_timer.setInterval(SLIDER_DEBOUNCE_MS)
@@ -118,6 +120,18 @@ class InspectorFlow:
         if not self._shown:
             return None
         return self._kept_rows(built.report, messages, give_way)
+
+    def _on_instructions_toggled(self, on: bool) -> None:
+        """Send the project's AGENTS.md in this conversation, or not: kept with the
+        conversation; the next request changes its prefix once (a new compaction, named)."""
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None or project.read_only:
+            return
+        try:
+            project.conversations.update_meta(conv, project_instructions=on)
+        except StoreError as e:
+            self.notices.warning(f"Not changed: {e}")
+        self.host.refresh_usage()
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible
@@ -192,6 +206,7 @@ class InspectorFlow:
         draft_tokens = self._draft if report is self.meter.report else 0
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report, draft_tokens), rows)
+        self.panel.show_instructions(*instructions_switch(report))
         if self.panel.model_view.isChecked():
             self._dim(left_out(rows))
         prepared = self.meter.prepared.get("summaries")

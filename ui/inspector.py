@@ -41,7 +41,9 @@ Row = tuple[int, str, str, str, int, int, str, str]
 DECISIONS = ("all", "kept", "previewed", "referenced", "summarized", "digested", "dropped",
              "excluded", "synthetic")
 COLUMNS = ("#", "decision", "role", "tokens", "stage", "reason")
-BAR_PARTS = ("system", "tools", "summary", "history", "draft", "reserved", "free")
+BAR_PARTS = ("system", "instructions", "tools", "summary", "history", "draft", "reserved",
+             "free")
+LABELS = {"instructions": "project instructions"}  # a part's name where it is not its key
 _Index = QModelIndex | QPersistentModelIndex
 _DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
 _TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
@@ -128,7 +130,8 @@ class BudgetBar(QWidget):
 
     def set_parts(self, parts: list[tuple[str, int]]) -> None:
         self.parts = parts
-        self.setToolTip("\n".join(f"{name}: {tokens:,} tokens" for name, tokens in parts))
+        self.setToolTip("\n".join(f"{LABELS.get(name, name)}: {tokens:,} tokens"
+                                   for name, tokens in parts))
         self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:
@@ -155,6 +158,7 @@ class InspectorPanel(QDockWidget):
     compact_requested = Signal(str)  # the focus (may be empty)
     budget_changed = Signal(int)  # percent of the usable budget to preview (100: as it is)
     request_picked = Signal(int)  # 0: the next request (live); k: the k-th saved, newest first
+    instructions_toggled = Signal(bool)  # send the project instructions in this conversation
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -192,6 +196,10 @@ class InspectorPanel(QDockWidget):
                                      "slider)")
         self.slider_reset.clicked.connect(lambda: self.slider.setValue(100))
         self.slider_reset.hide()
+        self.instructions = QCheckBox("Project instructions", body)
+        self.instructions.setObjectName("project_instructions")
+        self.instructions.hide()  # shown when the project has an AGENTS.md (or CLAUDE.md)
+        self.instructions.toggled.connect(self.instructions_toggled)
         self.model_view = QCheckBox("Model view: dim what is left out", body)
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
@@ -247,7 +255,8 @@ class InspectorPanel(QDockWidget):
         layout.addWidget(self.picker)
         layout.addWidget(self.header)
         layout.addLayout(slider_row)
-        for widget in (self.bar, self.legend, self.model_view, self.filter, self.table):
+        for widget in (self.bar, self.legend, self.instructions, self.model_view, self.filter,
+                       self.table):
             layout.addWidget(widget)
         layout.addLayout(row)
         layout.addWidget(self.history)
@@ -261,6 +270,16 @@ class InspectorPanel(QDockWidget):
         if rows is not self._all:  # the same decisions as shown: the table keeps its place
             self._all = rows
             self._apply_filter()
+
+    def show_instructions(self, text: str, sent: bool, tip: str) -> None:
+        """The project instructions' switch: `text` names the file and its cost ("" hides
+        it: the project has none); `sent`: the request carries them."""
+        self.instructions.setVisible(bool(text))
+        self.instructions.setText(text)
+        self.instructions.setToolTip(tip)
+        self.instructions.blockSignals(True)
+        self.instructions.setChecked(sent)
+        self.instructions.blockSignals(False)
 
     def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
         """(entry id, one line, in force) per summary, oldest first."""
@@ -353,4 +372,5 @@ class _BudgetSlider(QSlider):
 def legend() -> str:
     """The bar's key: a square of each part's colour in the palette in use, and its name."""
     bar = current().bar
-    return " ".join(f"<span style='color:{bar[n]}'>■</span> {n}" for n in BAR_PARTS)
+    return " ".join(f"<span style='color:{bar[n]}'>■</span> {LABELS.get(n, n)}"
+                    for n in BAR_PARTS)

@@ -24,6 +24,7 @@ from typing import Any
 from core.context.budget import Budget, BudgetError
 from core.context.candidates import BuildCache
 from core.context.fit import NormalizeStage, TrimStage
+from core.context.instructions import Instructions
 from core.context.pipeline import (
     CandidateStage,
     DigestStage,
@@ -76,6 +77,7 @@ def build_request(
     keep_view: bool = True,
     kept: dict[str, Any] | None = None,
     count_tools: bool = True,
+    instructions: Instructions | None = None,
 ) -> BuiltRequest:
     """The request for `history` (see the module's doc).
 
@@ -89,6 +91,8 @@ def build_request(
             yet (a new process).
         count_tools: False when the server leaves the tools out of the prompt (they are
             sent, and cost nothing).
+        instructions: the project's instructions (AGENTS.md), a part of the system prefix
+            counted on its own ("instructions" in the report's totals).
 
     Raises:
         BudgetError: even the system prefix and the latest user message do not fit.
@@ -97,12 +101,20 @@ def build_request(
     tools = list(tools or [])
     report = BuildReport(model, mode, budget.window, budget.usable, budget.reserved_output,
                          budget.safety, budget.source, budget.note, calibration=budget.calibration)
-    system_msg = {"role": "system", "content": composer.compose(mode, run_context, persona)}
+    system_msg = {"role": "system", "content": composer.compose(
+        mode, run_context, persona, instructions.text if instructions else None)}
     system_tokens = counter.openai_message(system_msg)
     tools_tokens = counter.text(json.dumps(tools)) if tools and count_tools else 0
     draft = Draft(history, budget, counter, report, cache or BuildCache(),
                   system_tokens + tools_tokens + REPLY_PRIMER, user_cap, recent_rounds,
-                  compact, keep_view, kept)
+                  compact, keep_view, kept,
+                  instructions=instructions.fingerprint if instructions else 0)
+    if instructions is not None:
+        report.instructions, report.instructions_sent = instructions.name, True
+        # exactly what leaving them out saves (the separators included)
+        without = counter.openai_message(
+            {"role": "system", "content": composer.compose(mode, run_context, persona)})
+        report.totals["instructions"] = max(0, system_tokens - without)
     for stage in (CANDIDATES, *(stages or ()), *PIPELINE):
         stage.run(draft)
     if keep_view:
@@ -131,7 +143,9 @@ def _account(draft: Draft, system_tokens: int, tools_tokens: int) -> None:
     history_tokens = draft.used - draft.fixed
     summary_tokens = sum(cands[i][1] for i in draft.kept_items if cands[i][0].kind == "summary")
     summary_tokens += digest_tokens
-    report.totals = {"system": system_tokens, "tools": tools_tokens,
+    instructions = report.totals.get("instructions", 0)
+    report.totals = {"system": system_tokens - instructions, "instructions": instructions,
+                     "tools": tools_tokens,
                      "summary": summary_tokens,
                      "history": history_tokens + REPLY_PRIMER - summary_tokens + digest_tokens,
                      "reserved": draft.budget.reserved_output}

@@ -62,7 +62,8 @@ class KeptViewStage(BuildStage):
             return
         t = time.perf_counter()
         cache, counter, report = draft.cache, draft.counter, draft.report
-        key = (counter.encoding_name, draft.budget.usable, fixed, draft.recent_rounds)
+        key = (counter.encoding_name, draft.budget.usable, fixed, draft.recent_rounds,
+               draft.instructions)
         view = draft.view
         if view is None and draft.kept is not None and not cache.reset:
             view = view_from_json(draft.kept, draft.cands, draft.units, counter, draft.memo())

@@ -63,8 +63,11 @@ class PromptComposer:
         return (self.defaults / f"{name}.md").read_text(encoding="utf-8").strip(), "default"
 
     def sections(self, mode: Mode, run: RunContext | None = None,
-                 persona: str | None = None) -> list[Section]:
-        """`persona`: the chosen agent's instructions, in place of the built-in persona."""
+                 persona: str | None = None, instructions: str | None = None
+                 ) -> list[Section]:
+        """`persona`: the chosen agent's instructions, in place of the built-in persona;
+        `instructions`: the project's (core.context.instructions), right after our rules and
+        before the mode's part, so every mode's prefix starts with the same bytes."""
         names: list[tuple[str, dict[str, object]]] = []
         if mode == "chat":
             names = [("base_chat", {})]
@@ -94,11 +97,13 @@ class PromptComposer:
                 continue
             text, source = self.template(name)
             out.append(Section(name, _fill(text, fields), source))
+        if instructions:
+            out.insert(1, Section("project_instructions", instructions, "project"))
         return out
 
     def compose(self, mode: Mode, run: RunContext | None = None,
-                persona: str | None = None) -> str:
-        return "\n\n".join(s.text for s in self.sections(mode, run, persona))
+                persona: str | None = None, instructions: str | None = None) -> str:
+        return "\n\n".join(s.text for s in self.sections(mode, run, persona, instructions))
 
 
 def _fill(text: str, fields: dict[str, object]) -> str:

@@ -66,6 +66,12 @@ class BuildReport:
     stages: list[dict[str, Any]] = field(default_factory=list)
     elapsed_ms: float = 0.0
     compaction: str = ""  # why the history's compaction is what it is (kept, or new and why)
+    # The project instructions: the project's file ("" when none), whether the request
+    # carries it (its tokens are totals["instructions"]), and what the user should know
+    # (turned off for this conversation, cut, unreadable).
+    instructions: str = ""
+    instructions_sent: bool = False
+    instructions_note: str = ""
     # Against the request sent before it (set by the engine as it sends): the leading
     # messages identical to it and their tokens ({"messages", "tokens", "of_tokens"}), and
     # what the provider said it read from its cache for this one.

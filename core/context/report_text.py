@@ -51,9 +51,12 @@ def _tooltip_parts(r: BuildReport, draft: int, set_in: str | None
     """The meter's breakdown: a head line, (part, tokens) rows, and notes."""
     used = r.provider_estimate + draft
     head = f"{used:,} of {r.usable:,} usable tokens ({r.model}, {r.mode} mode)"
-    rows = [("system prompt", r.shown(r.totals["system"])), ("tools", r.shown(r.totals["tools"])),
-            ("summary, digest", r.shown(r.totals.get("summary", 0))),
-            ("history", r.shown(r.totals["history"])), ("your draft", draft)]
+    rows = [("system prompt", r.shown(r.totals["system"]))]
+    if r.instructions_sent:
+        rows.append(("project instructions", r.shown(r.totals.get("instructions", 0))))
+    rows += [("tools", r.shown(r.totals["tools"])),
+             ("summary, digest", r.shown(r.totals.get("summary", 0))),
+             ("history", r.shown(r.totals["history"])), ("your draft", draft)]
     source = (f"your setting: {SET_IN.get(set_in, set_in)}"
               if r.budget_source == "override" and set_in else window_source(r.budget_source))
     notes = [f"reserved for the answer {r.reserved_output:,}; window {r.window:,} ({source})"]
@@ -63,6 +66,8 @@ def _tooltip_parts(r: BuildReport, draft: int, set_in: str | None
         notes.append(f"calibrated against the provider: x{r.calibration:.3f}")
     if r.budget_note:
         notes.append(r.budget_note)
+    if r.instructions or r.instructions_note:
+        notes.append(instructions_line(r))
     if usage_state(used, r.usable) != "normal":
         counts = decision_counts(r)
         left = sum(counts.get(d, 0) for d in LEFT_OUT)
@@ -78,7 +83,7 @@ def tooltip_lines(r: BuildReport, draft: int, set_in: str | None = None) -> list
     """The meter's breakdown as plain lines: what the next request would use, the draft
     included (`set_in`: where a window the user set came from, LLMSettings.sources)."""
     head, rows, notes = _tooltip_parts(r, draft, set_in)
-    return [head, *(f"  {name:<15} {n:>9,}" for name, n in rows), *(f"  {n}" for n in notes)]
+    return [head, *(f"  {name:<20} {n:>9,}" for name, n in rows), *(f"  {n}" for n in notes)]
 
 
 def tooltip_html(r: BuildReport, draft: int, set_in: str | None = None) -> str:
@@ -93,6 +98,34 @@ def tooltip_html(r: BuildReport, draft: int, set_in: str | None = None) -> str:
 
 
 LEFT_OUT = ("dropped", "digested", "summarized")
+
+
+def instructions_switch(r: BuildReport) -> tuple[str, bool, str]:
+    """The Inspector's switch for the project instructions: its text ("" when the project has
+    none), whether they are sent, and its tooltip."""
+    if not r.instructions:
+        return "", False, ""
+    if not r.instructions_sent:
+        return (f"Send {r.instructions} (project instructions): off", False,
+                f"{r.instructions} is in the project folder but not sent in this conversation.")
+    tokens = r.shown(r.totals.get("instructions", 0))
+    tip = (f"{r.instructions} from the project folder is part of every request's system "
+           "prefix, after Context Workbench's rules. Turning it off here changes this "
+           "conversation's requests only.")
+    return (f"Send {r.instructions} (project instructions): {tokens:,} tokens", True,
+            f"{tip} {r.instructions_note}." if r.instructions_note else tip)
+
+
+def instructions_line(r: BuildReport) -> str:
+    """The project instructions in a sentence: the file sent and its cost, or why none is."""
+    if not r.instructions:
+        return ("project instructions: "
+                f"{r.instructions_note or 'none (the project has no AGENTS.md or CLAUDE.md)'}")
+    if not r.instructions_sent:
+        return f"project instructions: {r.instructions} not sent ({r.instructions_note})"
+    line = (f"project instructions: {r.instructions}, "
+            f"{r.shown(r.totals.get('instructions', 0)):,} tokens")
+    return f"{line} ({r.instructions_note})" if r.instructions_note else line
 
 
 def decision_counts(r: BuildReport) -> dict[str, int]:
@@ -127,9 +160,12 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     if r.budget_note:
         lines.append(f"note: {r.budget_note}")
     lines.append(f"used {r.provider_estimate:,} of {r.usable:,} tokens ({r.percent:.1f}%): "
-                 f"system {r.shown(r.totals['system']):,}, tools {r.shown(r.totals['tools']):,}, "
+                 f"system {r.shown(r.totals['system']):,}, "
+                 f"project instructions {r.shown(r.totals.get('instructions', 0)):,}, "
+                 f"tools {r.shown(r.totals['tools']):,}, "
                  f"summary/digest {r.shown(r.totals.get('summary', 0)):,}, "
                  f"history {r.shown(r.totals['history']):,}")
+    lines.append(instructions_line(r))
     if r.calibration_basis:
         lines.append(f"counts: {r.calibration_basis}")
     elif r.calibration != 1.0:
@@ -158,9 +194,11 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
 
 def budget_parts(r: BuildReport, draft: int = 0) -> list[tuple[str, int]]:
     """The request against its window, part by part (the Inspector's bar): system prompt,
-    tools, summary and digest, history, your draft, reserved for the answer, free."""
+    project instructions, tools, summary and digest, history, your draft, reserved for the
+    answer, free."""
     shown = r.shown
     parts = [("system", shown(r.totals.get("system", 0))),
+             ("instructions", shown(r.totals.get("instructions", 0))),
              ("tools", shown(r.totals.get("tools", 0))),
              ("summary", shown(r.totals.get("summary", 0))),
              ("history", shown(r.totals.get("history", 0))),
@@ -281,7 +319,8 @@ def saved_view(report: dict[str, Any], positions: dict[str, int]
 
     totals = report.get("totals") if isinstance(report.get("totals"), dict) else {}
     assert isinstance(totals, dict)
-    parts = [(name, num(name, totals)) for name in ("system", "tools", "summary", "history")]
+    parts = [(name, num(name, totals))
+             for name in ("system", "instructions", "tools", "summary", "history")]
     parts += [("draft", 0), ("reserved", num("reserved_output"))]
     parts.append(("free", max(0, num("window") - sum(t for _, t in parts))))
     rows = []

@@ -36,6 +36,7 @@ from core.approval_seal import ApprovalSeal
 from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
+from core.context.instructions import InstructionFile, Instructions
 from core.context.prompts import PromptComposer, RunContext
 from core.context.server_window import (
     PROBE_MARK,
@@ -51,7 +52,7 @@ from core.llm.tokens import REPLY_PRIMER, TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, config_dir
-from core.store.conversations import ConversationStore
+from core.store.conversations import ConversationMeta, ConversationStore
 from core.store.project import Project
 from core.tools import Tool, tool_schemas, tools_for
 from core.workflows.state import RunState, RunTracker, fold
@@ -123,11 +124,13 @@ class ProjectContext:
         offer_tools: bool = False,
         state_dir: Path | None = None,
         seal: ApprovalSeal | None = None,
+        instructions: InstructionFile | None = None,
     ) -> None:
         """`state_dir`: the project's `.workbench/` (where run files are kept), if any;
         `seal`: the user's seal on remembered allowances (default: the one in their config
-        folder)."""
+        folder); `instructions`: the project's AGENTS.md, if it has a folder."""
         self.offer_tools = offer_tools
+        self.instruction_file = instructions
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
@@ -148,7 +151,8 @@ class ProjectContext:
         builds a request or writes to the log."""
         return cls(project.conversations, PromptComposer(project.state / "prompts"),
                    calibration, offer_tools=True,
-                   state_dir=None if project.read_only else project.state)
+                   state_dir=None if project.read_only else project.state,
+                   instructions=InstructionFile(project.root))
 
     def refuses_tools(self, model: str) -> bool:
         """A server refused a request of `model` that offered tools: no build offers them."""
@@ -168,13 +172,14 @@ class ProjectContext:
 
     def budget(self, conv_id: str | None, settings: LLMSettings,
                usable_override: int | None = None, known_window: int | None = None,
-               ask_servers: bool = True) -> Budget:
+               ask_servers: bool = True, meta: ConversationMeta | None = None) -> Budget:
         """The budget for the conversation's next request (the policy in the module's doc).
         `ask_servers=False` on the window's thread: only what a server already said is used
-        (the engine's thread asks)."""
+        (the engine's thread asks). `meta`: the conversation's, when already read."""
         window = settings.context_window
         if conv_id is not None:
-            window = self.store.meta(conv_id).context_window or window  # the most specific
+            meta = meta or self.store.meta(conv_id)
+            window = meta.context_window or window  # the most specific
         if known_window is None and self.calibration is not None:
             known_window = self.calibration.window(settings.model)
         served = None
@@ -253,7 +258,9 @@ class ProjectContext:
         Raises:
             BudgetError: not even the system prompt and the latest user message fit.
         """
-        budget = self.budget(conv_id, settings, usable_override, known_window, ask_servers)
+        meta = self.store.meta(conv_id) if conv_id is not None else None
+        budget = self.budget(conv_id, settings, usable_override, known_window, ask_servers, meta)
+        instructions, found, instructions_note = self.project_instructions(meta)
         run = self.run_state(conv_id, history, remember=not what_if) if mode == "run" else None
         if run_context is None and run is not None and run.status != "aborted":
             run_context = run.context()
@@ -274,12 +281,27 @@ class ProjectContext:
                                   counter=self.counter(settings.model), composer=self.composer,
                                   cache=cache, run_context=run_context, tools=tools,
                                   persona=persona, keep_view=not what_if, kept=kept,
-                                  count_tools=counted)
+                                  count_tools=counted, instructions=instructions)
             if conv_id is not None and cache is not None and not what_if and \
                     cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
+        built.report.instructions, built.report.instructions_note = found, instructions_note
         self._say_counts(built, settings, usable_override is None, bool(tools) and not counted)
         return built
+
+    def project_instructions(self, meta: ConversationMeta | None
+                             ) -> tuple[Instructions | None, str, str]:
+        """The project's instructions a build of the conversation (`meta`) sends, the file's
+        name ("" when the project has none) and what the user is told about them: turned off
+        here, cut, or why the file is not used."""
+        if self.instruction_file is None:
+            return None, "", ""
+        found = self.instruction_file.current()
+        if found is None:
+            return None, "", self.instruction_file.problem
+        if meta is not None and not meta.project_instructions:
+            return None, found.name, "turned off for this conversation"
+        return found, found.name, found.notice
 
     def _say_counts(self, built: BuiltRequest, settings: LLMSettings, calibrated: bool,
                     tools_left_out: bool) -> None:

@@ -100,6 +100,7 @@ class Draft:
     compact: bool = True
     keep_view: bool = True
     kept: dict[str, Any] | None = None
+    instructions: int = 0  # the project instructions' fingerprint (0: none), for the kept view
     cands: list[tuple[ConversationMessage, int]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
     staged: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)

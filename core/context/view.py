@@ -26,7 +26,8 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
 VERSION = 1
-Key = tuple[str, int, int, int]  # (encoding, usable, fixed tokens, recent rounds)
+# (encoding, usable, fixed tokens, recent rounds, project instructions' fingerprint or 0)
+Key = tuple[str, int, int, int, int]
 
 
 @dataclass
@@ -88,6 +89,10 @@ def why_key_changed(old: Key, new: Key) -> str:
         return "the model changed (another tokenizer)"
     if old[1] != new[1]:
         return f"the usable budget changed ({old[1]:,} -> {new[1]:,} tokens)"
+    if old[4] != new[4]:
+        return ("the project instructions were turned on" if not old[4] else
+                "the project instructions were turned off or removed" if not new[4] else
+                "the project instructions (AGENTS.md) changed")
     if old[2] != new[2]:
         return "the system prompt or the tools changed (mode, agent or run step)"
     return "the recent rounds kept verbatim changed"
@@ -135,8 +140,9 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
                                         if n not in plan.left_out)
         if sent != int(data["sent"]):
             return None  # counted otherwise now: not the request that was sent
-        key = tuple(data["key"])
-        return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3])), decided, plan,
+        key = tuple(data["key"])  # kept before project instructions: four parts, none
+        return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3]),
+                         int(key[4]) if len(key) > 4 else 0), decided, plan,
                         kept_units, sent, float(data["room"]), int(data.get("builds", 0)))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
@@ -150,7 +156,7 @@ def _decided(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
         return None
     decided = int(data["decided"])
     k = decided - 1
-    if len(tuple(data["key"])) != 4 or k < 1 or len(units) < decided:
+    if len(tuple(data["key"])) not in (4, 5) or k < 1 or len(units) < decided:
         return None
     anchors = [cands[units[n].items[0]][0].id for n in (0, k - 1)]
     if list(data["anchors"]) != anchors:

@@ -88,6 +88,7 @@ class ConversationMeta(BaseModel):
     compaction: dict[str, Any] = Field(default_factory=dict)
     agent: str | None = None  # the agent chosen for the conversation (None: the default)
     allow_network: bool = False  # commands the agent runs may use the network
+    project_instructions: bool = True  # send the project's AGENTS.md (core.context.instructions)
     # A branch: the conversation it grew from and the last entry they share ("" for none);
     # see core.store.branches.
     branch_of: str | None = None

@@ -51,8 +51,10 @@ def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop,
     assert {"kept", "digested", "synthetic"} <= set(shown.values())
     assert {"previewed", "referenced"} & set(shown.values())
     assert "usable tokens" in panel.header.text() and "compaction" in panel.header.text()
-    assert [name for name, _ in panel.bar.parts] == ["system", "tools", "summary", "history",
-                                                     "draft", "reserved", "free"]
+    assert [name for name, _ in panel.bar.parts] == ["system", "instructions", "tools",
+                                                     "summary", "history", "draft", "reserved",
+                                                     "free"]
+    assert not panel.instructions.isVisible()  # the project has no AGENTS.md
     panel.filter.setCurrentIndex(panel.filter.findText("only digested"))
     digested = panel.rows()
     assert digested and all(r[2] == "digested" for r in digested)
@@ -297,3 +299,32 @@ def test_the_digest_row_opens_the_digest_as_the_request_sends_it(qtbot, qloop,
     assert "pytest tests/test_0.py → ok" in viewer.view.toPlainText()
     assert window.transcript.currentIndex() == before
     viewer.close()
+
+
+def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversation(
+        qtbot, qloop, project_dir) -> None:
+    conv = agent_session_project(project_dir, 2, 2, "short")  # no compaction either way
+    (project_dir / "AGENTS.md").write_text("Always answer in French. " * 20, encoding="utf-8")
+    window, controller, panel = inspect(qtbot, project_dir, conv)
+    report = controller.meter.report
+    assert report is not None and report.instructions_sent
+    tokens = report.shown(report.totals["instructions"])
+    assert panel.instructions.isVisible() and panel.instructions.isChecked()
+    assert panel.instructions.text() == \
+        f"Send AGENTS.md (project instructions): {tokens:,} tokens"
+    assert dict(panel.bar.parts)["instructions"] == tokens
+    assert "project instructions" in window.usage.toolTip()
+    used = report.used
+    panel.instructions.click()  # off, for this conversation only
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and not controller.meter.report.instructions_sent, timeout=5000)
+    assert controller.meter.report.used == used - report.totals["instructions"]
+    assert not panel.instructions.isChecked()
+    assert panel.instructions.text() == "Send AGENTS.md (project instructions): off"
+    assert dict(panel.bar.parts)["instructions"] == 0
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.meta(conv).project_instructions is False
+    panel.instructions.click()  # and on again
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and controller.meter.report.instructions_sent, timeout=5000)
+    assert controller.meter.report.used == used
