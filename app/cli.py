@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     model_flags(p)
     agent_flags(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
+    p.add_argument("--attach", action="append", default=[], metavar="PATH",
+                   help="send this file with the message (text files, PNG/JPEG/GIF/WebP "
+                        "images; repeat for more)")
 
     for name, what in (("continue", "resume the unfinished answer the conversation ends with"),
                        ("retry", "run the failed request again from scratch")):

@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.commands import (
@@ -28,6 +29,7 @@ from app.term import for_stream
 from core.store.project import Project
 
 if TYPE_CHECKING:
+    from core.attachments import Attachment
     from core.engine import Engine, EngineEvent, TurnOptions  # litellm behind it: imported late
     from core.model import Mode
     from core.settings import LLMSettings
@@ -42,7 +44,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         raise CliError("the message is not valid UTF-8 text; nothing was sent") from None
     if "\x00" in text:
         raise CliError("the message contains NUL bytes (binary data?); nothing was sent")
-    if not text.strip():
+    if not text.strip() and not args.attach:
         raise CliError("the message is empty", EXIT_USAGE)
     return _run_turn(args, "send", text)
 
@@ -63,7 +65,8 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     engine, conv_id, settings, options = turn.engine, turn.conv_id, turn.settings, turn.options
     try:
         if action == "send":
-            events = engine.send(conv_id, text, settings, options)
+            attached = _attach(turn, getattr(args, "attach", []), text)
+            events = engine.send(conv_id, text, settings, options, attached)
         elif action == "continue":
             events = engine.continue_(conv_id, settings, options)
         else:
@@ -87,6 +90,45 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         if turn.created:  # `--new` whose first message could not be saved: nothing to keep
             turn.project.conversations.discard_if_empty(conv_id)
         turn.project.close()
+
+
+def _attach(turn: Turn, paths: list[str], text: str) -> list[Attachment]:
+    """`send --attach`: the files read and checked before anything is sent (a binary file, an
+    image for a model without vision, more than the window has room for: refused, with why)."""
+    from core.attachments import (
+        AttachmentError,
+        accepts_images,
+        attach_file,
+        images_refused,
+        room_problem,
+    )
+    from core.context.builder import BudgetError
+
+    if not paths:
+        return []
+    context, settings = turn.engine.context, turn.settings
+    if context.attachments is None:
+        raise CliError("this project cannot keep attachments; nothing was sent")
+    counter = context.counter(settings.model)
+    out = []
+    for path in paths:
+        try:
+            out.append(attach_file(Path(path).expanduser(), context.attachments, counter,
+                                   turn.project.root))
+        except AttachmentError as e:
+            raise CliError(f"{e}; nothing was sent") from None
+    if any(a.kind == "image" for a in out) and not accepts_images(settings.model,
+                                                                  settings.images):
+        raise CliError(f"{images_refused(settings.model)}; nothing was sent")
+    try:
+        room = context.message_room(turn.conv_id, settings, turn.options.mode,
+                                    turn.options.agent) - counter.text(text)
+    except BudgetError as e:
+        raise CliError(f"{e}; nothing was sent") from None
+    problem = room_problem(out, room)
+    if problem:
+        raise CliError(f"{problem}; nothing was sent")
+    return out
 
 
 def _title(turn: Turn) -> None:

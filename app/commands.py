@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.term import for_stream
+from core.attachments import AttachmentStore
 from core.store.conversations import ConversationStore
 from core.store.errors import ConversationNotFound, ProjectPathError, StoreError
 from core.store.project import Project
@@ -52,7 +53,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         settings = resolve_llm_settings(project=project.overrides,
                                         global_settings=SettingsStore().load())
         counter = TokenCounter.for_model(settings.model)
-        messages = [counter.with_count(m) for m in messages]
+        kept = AttachmentStore.of(project.state)  # inline images: kept once, referred to
+        messages = [counter.with_count(kept.extern(m)) for m in messages]
         meta = project.conversations.import_conversation(args.title or title, messages)
     except (StoreError, OSError) as e:
         raise _store_failure(e, "nothing was imported") from None
@@ -77,8 +79,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         project.close()
     for problem in loaded.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
-    if args.format == "openai":
-        out = export_openai(loaded.messages, loaded.meta.title, loaded.pending_partial)
+    if args.format == "openai":  # self-contained: attached images inline
+        out = export_openai(loaded.messages, loaded.meta.title, loaded.pending_partial,
+                            AttachmentStore.of(project.state).inline)
     elif args.format == "jsonl":
         out = export_jsonl(loaded.messages, loaded.pending_partial)
     else:

@@ -12,6 +12,7 @@ from typing import Protocol
 from PySide6.QtCore import QObject, Signal
 
 from app.notices import Notices
+from core.attachments import AttachmentStore
 from core.interchange import (
     ImportProblem,
     export_jsonl,
@@ -70,12 +71,14 @@ class InterchangeFlow(QObject):
         except SettingsError:
             model = None
         store, counter = project.conversations, TokenCounter.for_model(model)
+        kept = AttachmentStore.of(project.state)  # inline images: kept once, referred to
         self.notices.info(f"Importing {Path(path).name}…")
 
         def read_and_add() -> None:
             try:
                 title, messages = read_import(Path(path))
-                meta = store.import_conversation(title, [counter.with_count(m) for m in messages])
+                meta = store.import_conversation(
+                    title, [counter.with_count(kept.extern(m)) for m in messages])
             except ImportProblem as e:
                 self._imported.emit(None, f"{e}", 0)
             except (StoreError, OSError) as e:
@@ -105,7 +108,7 @@ class InterchangeFlow(QObject):
         project, conv = self.host.project, self.host.current_id
         if project is None or conv is None:
             return
-        store = project.conversations
+        store, attachments = project.conversations, AttachmentStore.of(project.state)
         target = Path(path)
         if not target.suffix:
             target = target.with_suffix({"jsonl": ".jsonl", "markdown": ".md"}.get(fmt, ".json"))
@@ -119,7 +122,7 @@ class InterchangeFlow(QObject):
                 elif fmt == "markdown":
                     text = export_markdown(loaded.messages, title, pending)
                 else:
-                    text = export_openai(loaded.messages, title, pending)
+                    text = export_openai(loaded.messages, title, pending, attachments.inline)
                 atomic_write_bytes(target, text.encode("utf-8"))
             except StoreError as e:
                 self._exported.emit(f"Not exported: {e}", False)

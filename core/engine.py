@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from core.attachments import Attachment, user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.service import ProjectContext, run_tools
 from core.exchange import Exchange, error_entry, settled
@@ -109,14 +110,16 @@ class Engine:
         self.kept: dict[str, tuple[Path, BuiltRequest]] = {}
 
     async def send(
-        self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN
+        self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
+        attachments: list[Attachment] | None = None,
     ) -> AsyncIterator[EngineEvent]:
-        """Append the user's message and stream the answer (running the tools it calls)."""
+        """Append the user's message (with its attachments as content parts, see
+        core.attachments) and stream the answer (running the tools it calls)."""
         settings = _for_agent(settings, options)
         for event in self.close_interrupted(conv_id):
             yield event
         user = self.context.counter(settings.model).with_count(
-            ConversationMessage(role="user", content=text, mode=options.mode))
+            user_message(text, attachments or [], mode=options.mode))
         written = self.writer.write(conv_id, [user], "your message")
         for event in written.events:
             yield event

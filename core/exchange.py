@@ -120,7 +120,9 @@ class Exchange:
         # reserves and the `max_tokens` asked are one number (without a reserve, as with the
         # CLI's --budget, the setting stands).
         room = built.report.reserved_output or self.settings.max_output_tokens
-        self.request = replace(self.request, messages=messages, max_tokens=room,
+        attachments = self.engine.context.attachments
+        sent = attachments.inline(messages) if attachments is not None else messages
+        self.request = replace(self.request, messages=sent, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))
         remember(self.engine.sent, self.conv_id, messages)

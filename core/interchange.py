@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -214,10 +214,14 @@ def parse_openai_messages(raw: Iterable[Any]) -> list[ConversationMessage]:
 
 
 def export_openai(messages: Iterable[ConversationMessage], title: str | None = None,
-                  pending: str | None = None) -> str:
+                  pending: str | None = None,
+                  inline: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+                  ) -> str:
     """OpenAI `messages[]` with every character the user saw: answers that were stopped, cut
     or interrupted keep their text, and a continued answer is one message (its parts joined).
-    `pending` is the text of an answer a crashed app was receiving (not yet in the log)."""
+    `pending` is the text of an answer a crashed app was receiving (not yet in the log);
+    `inline` makes attached images the images themselves (AttachmentStore.inline), so the file
+    stands on its own."""
     body: dict[str, Any] = {}
     if title:
         body["title"] = title
@@ -250,7 +254,7 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
         out.append(message)
     if pending:
         out.append({"role": "assistant", "content": pending})
-    body["messages"] = out
+    body["messages"] = inline(out) if inline is not None else out
     return document(body) + "\n"
 
 

@@ -119,6 +119,11 @@ class ImageUrl(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     url: str
     detail: str | None = None
+    # An attached image's (core.attachments): never sent, the request carries the image.
+    name: str | None = None
+    width: int | None = None
+    height: int | None = None
+    bytes: int | None = None
 
 
 class ImagePart(_Part):

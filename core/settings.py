@@ -52,6 +52,7 @@ ENV_TOOL_OUTPUT_TOKENS = "WORKBENCH_TOOL_OUTPUT_TOKENS"
 ENV_SUMMARY_MODEL = "WORKBENCH_SUMMARY_MODEL"
 ENV_AUTO_SUMMARY = "WORKBENCH_AUTO_SUMMARY"
 ENV_AUTO_TITLE = "WORKBENCH_AUTO_TITLE"
+ENV_IMAGES = "WORKBENCH_IMAGES"  # the model accepts images (1/0); unset: as litellm knows it
 DEFAULT_STEP_LIMIT = 50  # rounds of tool calls in one turn before the agent pauses
 DEFAULT_TOOL_OUTPUT_TOKENS = 4000  # a larger tool result is offloaded with a preview
 DEFAULT_AUTO_RETRIES = 3
@@ -72,6 +73,7 @@ class ProviderEntry(BaseModel):
     max_output_tokens: int | None = Field(default=None, gt=0)
     context_window: int | None = Field(default=None, gt=0)  # None: from the model or server
     key_name: str | None = None  # the keyring entry holding this provider's key
+    images: bool | None = None  # the model accepts images (None: as litellm's map says)
 
 
 class GlobalSettings(BaseModel):
@@ -106,6 +108,7 @@ class LLMSettings(BaseModel):
     summary_model: str | None = None  # None: the conversation's model writes its summaries
     auto_summary: bool = True  # a summary is prepared in the background after a long turn
     auto_title: bool = True  # an untitled conversation is titled after its first answer
+    images: bool | None = None  # the model accepts images (None: as litellm's map says)
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -187,7 +190,7 @@ class SettingsStore:
 
 LLM_KEYS = ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
             "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
-            "auto_summary", "auto_title")
+            "auto_summary", "auto_title", "images")
 
 
 def resolve_llm_settings(
@@ -252,12 +255,14 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, str | None]:
         "summary_model": env.get(ENV_SUMMARY_MODEL),
         "auto_summary": env.get(ENV_AUTO_SUMMARY),
         "auto_title": env.get(ENV_AUTO_TITLE),
+        "images": env.get(ENV_IMAGES),
     }
 
 
 def _check_flag_and_text(values: dict[str, Any], sources: dict[str, str]) -> None:
     """Make the on/off flag a bool; text settings must be text. Raises SettingsError."""
-    for key, what in (("auto_summary", "automatic summaries"), ("auto_title", "automatic titles")):
+    for key, what in (("auto_summary", "automatic summaries"), ("auto_title", "automatic titles"),
+                      ("images", "whether the model accepts images")):
         if key not in values or isinstance(values[key], bool):
             continue
         flag = str(values[key]).strip().lower()

@@ -33,6 +33,7 @@ from typing import Any
 
 from core.agents import Agent
 from core.approval_seal import ApprovalSeal
+from core.attachments import AttachmentStore
 from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
@@ -125,12 +126,15 @@ class ProjectContext:
         state_dir: Path | None = None,
         seal: ApprovalSeal | None = None,
         instructions: InstructionFile | None = None,
+        attachments: AttachmentStore | None = None,
     ) -> None:
         """`state_dir`: the project's `.workbench/` (where run files are kept), if any;
         `seal`: the user's seal on remembered allowances (default: the one in their config
-        folder); `instructions`: the project's AGENTS.md, if it has a folder."""
+        folder); `instructions`: the project's AGENTS.md, if it has a folder; `attachments`:
+        where its images are kept (core.attachments)."""
         self.offer_tools = offer_tools
         self.instruction_file = instructions
+        self.attachments = attachments
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
@@ -152,7 +156,8 @@ class ProjectContext:
         return cls(project.conversations, PromptComposer(project.state / "prompts"),
                    calibration, offer_tools=True,
                    state_dir=None if project.read_only else project.state,
-                   instructions=InstructionFile(project.root))
+                   instructions=InstructionFile(project.root),
+                   attachments=AttachmentStore.of(project.state, project.read_only))
 
     def refuses_tools(self, model: str) -> bool:
         """A server refused a request of `model` that offered tools: no build offers them."""
@@ -345,6 +350,18 @@ class ProjectContext:
         """The request the conversation's next turn would send, as it stands on disk."""
         history = self.store.load(conv_id).messages
         return self.build(conv_id, history, settings, mode, usable_override, agent=agent)
+
+    def message_room(self, conv_id: str, settings: LLMSettings, mode: Mode = "chat",
+                     agent: Agent | None = None) -> int:
+        """The tokens a new message may take in the conversation's next request: the usable
+        budget less what every request carries (the history can be compacted; this cannot).
+
+        Raises:
+            BudgetError: not even the prefix fits.
+        """
+        report = self.preview(conv_id, settings, mode, agent=agent).report
+        fixed = sum(report.totals.get(k, 0) for k in ("system", "instructions", "tools"))
+        return report.usable - fixed - REPLY_PRIMER
 
     def uncounted(self, conv_id: str, history: list[ConversationMessage], model: str) -> int:
         """How many entries the next build of `conv_id` would have to tokenize: those past

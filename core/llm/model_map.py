@@ -34,6 +34,11 @@ def model_info(model: str) -> dict[str, Any] | None:
     return None
 
 
+def supports_vision(model: str) -> bool:
+    """litellm's map says the model reads images (an unknown model: no)."""
+    return bool((model_info(model) or {}).get("supports_vision"))
+
+
 def _load() -> dict[str, Any]:
     global _map
     with _lock:

@@ -20,7 +20,22 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMER = 3
 TOKENS_PER_TOOL_CALL = 7  # framing of one call: id, type, name/arguments keys
-TOKENS_PER_IMAGE = 85  # the low-detail price; a floor, not an exact figure
+TOKENS_PER_IMAGE = 85  # the low-detail price: an image whose size is not known
+
+
+def image_tokens(width: int, height: int) -> int:
+    """What an image costs by OpenAI's published rule for detail "high" (auto picks it for
+    all but small images): scaled to fit 2048x2048, then its shorter side to at most 768, it
+    is 85 tokens plus 170 per 512-pixel tile. Other providers count otherwise (Anthropic:
+    about width x height / 750); this is the estimate the meter states."""
+    if width <= 0 or height <= 0:
+        return TOKENS_PER_IMAGE
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    tiles = -(-int(w) // 512) * -(-int(h) // 512)
+    return 85 + 170 * tiles
 
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
 
@@ -110,6 +125,11 @@ class TokenCounter:
             for part in content:
                 if part.get("type") == "text":
                     n += self.text(str(part.get("text", "")))
+                elif part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+                    image = part["image_url"]  # an attachment's part says its size
+                    width, height = image.get("width"), image.get("height")
+                    n += image_tokens(width, height) if isinstance(width, int) and \
+                        isinstance(height, int) else TOKENS_PER_IMAGE
                 else:
                     n += TOKENS_PER_IMAGE
         if m.get("name"):
