@@ -69,6 +69,7 @@ class UsageMeter:
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
+        self.attached_tokens: Callable[[], int] = lambda: 0  # what waits to go with the draft
         # Work on each new request that a listener will want, done where the build is done
         # (on the meter's thread for a long log, so the window never waits for it): name ->
         # f(request, log) -> result or None; the results are in `prepared`.
@@ -201,13 +202,15 @@ class UsageMeter:
         self._aside.submit(run)
 
     def draft_tokens(self) -> int:
+        """The draft's tokens, the attachments waiting with it included."""
         text = self.window.composer.text()
+        attached = self.attached_tokens()
         if not text:
-            return 0
+            return attached + 4 if attached else 0
         if len(text) > EXACT_DRAFT_CHARS or self.context is None or self.report is None:
-            return len(text) // 4 + 4
+            return len(text) // 4 + 4 + attached
         # Per keystroke: the model comes from the last build, not from settings.json on disk.
-        return self.context.counter(self.report.model).text(text) + 4
+        return self.context.counter(self.report.model).text(text) + 4 + attached
 
     def show(self) -> None:
         meter = self.window.usage
@@ -228,7 +231,8 @@ class UsageMeter:
         r = self.report
         if r is None:
             return True
-        need = round((r.totals["system"] + self.draft_tokens()) * r.calibration)
+        need = round((r.totals["system"] + r.totals.get("instructions", 0) +
+                      self.draft_tokens()) * r.calibration)
         if need <= r.usable:
             return True
         self.notices.not_sent(

@@ -16,11 +16,13 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox
 
 from app.agent_flow import AgentFlow
+from app.attachment_flow import AttachmentFlow
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker, EventBridge, TurnHandle
 from core.agents import Agent
+from core.attachments import Attachment
 from core.context.report import BuildReport
 from core.engine import (
     Engine,
@@ -94,6 +96,7 @@ class TurnRunner(QObject):
         self.bridge.finished.connect(self._on_bridge_finished)
         self._turn: TurnHandle | None = None
         self._turn_text = ""
+        self._turn_attached: list[Attachment] = []  # sent with the turn's message
         self._turn_entries = 0
         self._busy = False
         self._turn_conv: str | None = None
@@ -113,6 +116,7 @@ class TurnRunner(QObject):
         self._flush_timer.setInterval(STREAM_FLUSH_MS)
         self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
         window.notice_action.connect(self.save_unsaved)
+        self.attachments = AttachmentFlow(window, notices, host, meter)
 
     def busy(self) -> bool:
         """A turn is running (until its last event has reached the window)."""
@@ -139,16 +143,19 @@ class TurnRunner(QObject):
         settings = self._turn_settings()
         if settings is None or self.host.engine is None or self.host.current_id is None:
             return
-        if not self.meter.message_fits():
+        attached = self.attachments.take(settings)
+        if attached is None or not self.meter.message_fits():
             return
         self.notices.not_sent(None)
         self.window.composer.set_text("")
         self.host.forget_draft(self.host.current_id)
         conv, options = self.host.current_id, self._options()
+        self.attachments.sent(conv)
         driver = self.host.run_driver() if options.mode == "run" else None
-        events = (driver.send(conv, text, settings, options) if driver is not None
-                  else self.host.engine.send(conv, text, settings, options))
+        events = (driver.send(conv, text, settings, options, attached) if driver is not None
+                  else self.host.engine.send(conv, text, settings, options, attached))
         self._start(events, text)
+        self._turn_attached = attached
 
     def start_run(self, make: Callable[[str, LLMSettings, TurnOptions],
                                        AsyncIterator[EngineEvent]]) -> bool:
@@ -192,7 +199,7 @@ class TurnRunner(QObject):
         self._busy = True
         self.last_report = None
         self._turn_notices = []
-        self._turn_text = text
+        self._turn_text, self._turn_attached = text, []
         self._turn_entries = 0
         self._turn_conv = self.host.current_id
         self._turn_status = "error"
@@ -288,6 +295,7 @@ class TurnRunner(QObject):
         if any(m.role == "user" for m in event.unsaved):
             # Nothing was sent: the message goes back to the box, as typed.
             self.window.composer.set_text(self._turn_text)
+            self.attachments.give_back(self._turn_conv, self._turn_attached)
             self.notices.not_sent(
                 f"Not sent: {event.cause}, so your message could not be saved. Free some space "
                 "and send it again.")
@@ -318,6 +326,7 @@ class TurnRunner(QObject):
                     and self._turn_conv == self.host.current_id):
                 # Stopped before the message was even saved: give the text back, lose nothing.
                 self.window.composer.set_text(self._turn_text)
+                self.attachments.give_back(self._turn_conv, self._turn_attached)
         elif outcome == "failed":
             status = "error"
         self._flush_timer.stop()

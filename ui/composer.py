@@ -3,14 +3,16 @@ an earlier message)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import (
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -18,12 +20,37 @@ from PySide6.QtWidgets import (
 LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
 
 
+def png_bytes(image: QImage) -> bytes:
+    """A pasted image as PNG, made in memory."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # its stub says bytes; str works
+    buffer.close()
+    return bytes(data.data())
+
+
 class _Editor(QPlainTextEdit):
     submit = Signal()
     escape = Signal()
     large_paste = Signal(str)
+    files_dropped = Signal(list)  # local paths dropped or pasted: attached, not typed
+    image_pasted = Signal(bytes)  # a pasted image (a screenshot), as PNG
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return source.hasImage() or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:
+        files = [u.toLocalFile() for u in source.urls() if u.isLocalFile()] \
+            if source.hasUrls() else []
+        if files:
+            self.files_dropped.emit(files)
+            return
+        if source.hasImage():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                self.image_pasted.emit(png_bytes(image))
+                return
         if source.hasText() and len(source.text()) > LARGE_PASTE_CHARS:
             self.large_paste.emit(source.text())  # laying out megabytes would freeze the window
             return
@@ -53,6 +80,9 @@ class Composer(QWidget):
     stop_requested = Signal()
     draft_changed = Signal()
     edit_cancelled = Signal()
+    files_chosen = Signal(list)  # paths to attach (Attach…, dropped or pasted files)
+    image_pasted = Signal(bytes)  # a pasted image, as PNG
+    attachment_removed = Signal(int)  # the chip's place
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,6 +98,19 @@ class Composer(QWidget):
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip("Stop the answer (Esc); what arrived is kept")
         self.stop_button.hide()
+        self.attach_button = QPushButton("Attach…", self)
+        self.attach_button.setObjectName("attach")
+        self.attach_button.setToolTip("Attach files or images to the next message "
+                                      "(Ctrl+Shift+A); you can also drop files on the box, "
+                                      "paste a screenshot, or type @ to name a project file")
+        self.attach_button.clicked.connect(self.choose_files)
+        self._chips: list[str] = []
+        self.chips = QWidget(self)
+        self.chips.setObjectName("chips")
+        self.chips_row = QHBoxLayout(self.chips)
+        self.chips_row.setContentsMargins(0, 0, 0, 0)
+        self.chips_row.addStretch(1)
+        self.chips.hide()
         self.hint = QLabel("", self)
         self.hint.setObjectName("hint")  # colours: ui/palette.py's sheet
         self.hint.setWordWrap(True)
@@ -99,6 +142,7 @@ class Composer(QWidget):
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attach_button)
         buttons.addStretch(1)
         row = QHBoxLayout()
         row.addWidget(self.editor, 1)
@@ -108,6 +152,7 @@ class Composer(QWidget):
         outer.addWidget(self.hint)
         outer.addLayout(editing_row)
         outer.addLayout(held_row)
+        outer.addWidget(self.chips)
         outer.addLayout(row)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
 
@@ -117,6 +162,8 @@ class Composer(QWidget):
         self.editor.escape.connect(self._on_editor_escape)
         self.editor.textChanged.connect(self._on_editor_text_changed)
         self.editor.large_paste.connect(self._hold)
+        self.editor.files_dropped.connect(self.files_chosen)
+        self.editor.image_pasted.connect(self.image_pasted)
         self.send_button.clicked.connect(self._on_editor_submit)
         self.stop_button.clicked.connect(self.stop_requested)
         self._update_buttons()
@@ -156,6 +203,34 @@ class Composer(QWidget):
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
+    def choose_files(self) -> None:
+        """Attach… (and File → Attach…): the files picked go to the owner to be read."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message")
+        if paths:
+            self.files_chosen.emit(paths)
+
+    def set_attachments(self, chips: list[tuple[str, str]]) -> None:
+        """The attachments of the next message: (label, tooltip) each, removable."""
+        self._chips = [label for label, _ in chips]
+        while self.chips_row.count() > 1:
+            item = self.chips_row.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
+        for n, (label, tip) in enumerate(chips):
+            chip = QToolButton(self.chips)
+            chip.setObjectName("chip")
+            chip.setText(f"{label}  ✕")
+            chip.setToolTip(f"{tip}\nClick to remove it from the message.")
+            chip.setAccessibleName(f"Attachment {label}; press to remove")
+            chip.clicked.connect(lambda _=False, n=n: self.attachment_removed.emit(n))
+            self.chips_row.insertWidget(n, chip)
+        self.chips.setVisible(bool(chips))
+        self._on_editor_text_changed()
+
+    def attachment_labels(self) -> list[str]:
+        return list(self._chips)
+
     def set_editing(self, note: str | None) -> None:
         """Editing an earlier message: `note` says what sending will do (None: not editing)."""
         self.editing_label.setText(note or "")
@@ -186,7 +261,8 @@ class Composer(QWidget):
             self.hint.setVisible(bool(text))
 
     def _update_buttons(self) -> None:
-        has_text = bool(self._held) or bool(self.editor.toPlainText().strip())
+        has_text = bool(self._held) or bool(self._chips) or \
+            bool(self.editor.toPlainText().strip())
         can_send = not self._busy and self._blocked_reason is None and has_text
         self.send_button.setEnabled(can_send)
 
@@ -194,7 +270,7 @@ class Composer(QWidget):
         if self._busy or self._blocked_reason is not None:
             return
         text = self.text()
-        if text.strip():
+        if text.strip() or self._chips:
             self.send_requested.emit(text)
 
     def _on_editor_escape(self) -> None:

@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
     compact_requested = Signal()
     regenerate_requested = Signal()
     import_requested = Signal(str)  # a file to import as a new conversation
+    attach_requested = Signal()  # File → Attach files…
     export_requested = Signal(str, str)  # where to write the open conversation, the format
     theme_chosen = Signal(str)  # View → Theme: "system", "light" or "dark"
     find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
     new_conversation_action: QAction
     recent_menu: QMenu
     import_action: QAction
+    attach_action: QAction
     compact_action: QAction
     regenerate_action: QAction
     export_action: QAction

@@ -160,6 +160,8 @@ QWidget#notice[kind="info"] QLabel {{ color: {info[2]}; }}
 QLabel#hint {{ color: {p.error_text}; }}
 QLabel#held {{ background: {p.chip[0]}; border: 1px solid {p.chip[1]}; border-radius: 4px;
                padding: 3px 8px; }}
+QToolButton#chip {{ background: {p.chip[0]}; border: 1px solid {p.chip[1]};
+                   border-radius: 4px; padding: 3px 8px; }}
 QLabel#editing {{ background: {p.editing[0]}; border: 1px solid {p.editing[1]};
                   border-radius: 4px; padding: 3px 8px; }}
 QToolButton#mode_button {{ padding: 3px 10px; border: 1px solid {p.border}; }}

@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from core.model import ConversationMessage, ToolCall
+from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart, ToolCall
 
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1
 KIND_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -80,6 +80,24 @@ def main_argument(call: ToolCall) -> str:
     return f"{key}={value}"[:120]
 
 
+def with_parts(m: ConversationMessage) -> str:
+    """A message of several parts as shown: its texts (an attached file's with its heading)
+    apart, and a line for each image (its name and size; the Inspector and an export have the
+    image itself)."""
+    shown = []
+    for part in m.content if isinstance(m.content, list) else []:
+        if isinstance(part, TextPart):
+            shown.append(part.text)
+        elif isinstance(part, ImagePart):
+            image = part.image_url
+            if isinstance(image, ImageUrl) and image.name:
+                size = f" · {image.width}×{image.height}" if image.width else ""
+                shown.append(f"[image: {image.name}{size}]")
+            else:
+                shown.append("[image]")
+    return "\n\n".join(shown)
+
+
 def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
     rows: list[Row] = []
     for m in messages:
@@ -126,7 +144,8 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
         return []
     kind = RowKind.USER if m.role == "user" else RowKind.ASSISTANT
     if m.text() or not m.tool_calls:
-        rows.append(Row(kind, m.id, message=m, text=m.text()))
+        rows.append(Row(kind, m.id, message=m,
+                        text=with_parts(m) if isinstance(m.content, list) else m.text()))
     for call in m.tool_calls or []:
         cards[call.id] = len(rows)
         rows.append(Row(RowKind.TOOL, f"{m.id}:{call.id}", message=m, call=call))

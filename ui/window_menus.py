@@ -39,6 +39,12 @@ def build_menus(window: MainWindow) -> None:
                                     "JSONL log; or drop the file on the list")
     window.import_action.triggered.connect(partial(_choose_import, window))
     file_menu.addAction(window.import_action)
+    window.attach_action = QAction("&Attach files…", window)
+    window.attach_action.setShortcut(QKeySequence("Ctrl+Shift+A"))
+    window.attach_action.setStatusTip("Send files or images with the next message (or drop "
+                                      "them on the message box, or paste a screenshot)")
+    window.attach_action.triggered.connect(window.attach_requested)
+    file_menu.addAction(window.attach_action)
     file_menu.addSeparator()
     settings = QAction("&Settings…", window)
     settings.setShortcut(QKeySequence("Ctrl+,"))

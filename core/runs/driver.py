@@ -20,6 +20,7 @@ import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
+from core.attachments import Attachment
 from core.engine import (
     DEFAULT_TURN,
     Engine,
@@ -100,12 +101,12 @@ class RunDriver:
 
     async def send(
         self, conv_id: str, text: str, settings: LLMSettings,
-        options: TurnOptions = DEFAULT_TURN,
+        options: TurnOptions = DEFAULT_TURN, attachments: list[Attachment] | None = None,
     ) -> AsyncIterator[EngineEvent]:
         """The user's message during a run: it joins the active step, which then goes on."""
         options = replace(options, mode="run")
-        async for event in self.carry(conv_id, self.engine.send(conv_id, text, settings, options),
-                                      settings, options):
+        turn = self.engine.send(conv_id, text, settings, options, attachments)
+        async for event in self.carry(conv_id, turn, settings, options):
             yield event
 
     async def carry(

@@ -1,0 +1,159 @@
+"""Attachments in the window: Attach… (and File → Attach…, Ctrl+Shift+A), files dropped on the
+message box, a pasted screenshot and @-mentions become chips above the box with their size and
+token cost; the meter counts them with the draft; Send takes them with the message
+(core/attachments.py reads, checks and keeps them).
+
+Each conversation has its own: switching away and back finds them again (until the app closes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from app.meter import UsageMeter
+from app.notices import Notices
+from core.attachments import (
+    Attachment,
+    AttachmentError,
+    AttachmentStore,
+    accepts_images,
+    attach_bytes,
+    attach_file,
+    images_refused,
+    size_text,
+)
+from core.settings import LLMSettings
+from core.store.project import Project
+from ui.main_window import MainWindow
+
+
+class AttachmentHost(Protocol):
+    project: Project | None
+    current_id: str | None
+
+
+class AttachmentFlow:
+    def __init__(self, window: MainWindow, notices: Notices, host: AttachmentHost,
+                 meter: UsageMeter) -> None:
+        self.window = window
+        self.notices = notices
+        self.host = host
+        self.meter = meter
+        self._pending: dict[str, list[Attachment]] = {}
+        self._shown: tuple[str | None, int] = (None, 0)  # whose chips, how many
+        self._pasted = 0
+        composer = window.composer
+        composer.files_chosen.connect(self.add_paths)
+        composer.image_pasted.connect(self.add_image)
+        composer.attachment_removed.connect(self.remove)
+        window.attach_requested.connect(self._choose)
+        meter.attached_tokens = self.tokens
+        meter.listeners.append(self._follow)
+
+    def current(self) -> list[Attachment]:
+        conv = self.host.current_id
+        return list(self._pending.get(conv, [])) if conv is not None else []
+
+    def tokens(self) -> int:
+        return sum(a.tokens for a in self.current())
+
+    def _choose(self) -> None:
+        if self._where() is not None:
+            self.window.composer.choose_files()
+
+    def _where(self) -> tuple[Project, str, AttachmentStore] | None:
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None:
+            return None
+        if project.read_only:
+            self.notices.not_sent(f"Not attached: {project.read_only_reason}")
+            return None
+        return project, conv, AttachmentStore.of(project.state)
+
+    def _counter_model(self) -> str | None:
+        report = self.meter.report
+        return report.model if report is not None else None
+
+    def add_paths(self, paths: list[str]) -> None:
+        where = self._where()
+        if where is None or self.meter.context is None:
+            return
+        project, conv, store = where
+        counter = self.meter.context.counter(self._counter_model())
+        refused = []
+        for path in paths:
+            try:
+                self._add(conv, attach_file(Path(path), store, counter, project.root))
+            except AttachmentError as e:
+                refused.append(str(e))
+        self.notices.not_sent(f"Not attached: {'; '.join(refused)}." if refused else None)
+        self.show()
+
+    def add_image(self, data: bytes) -> None:
+        where = self._where()
+        if where is None or self.meter.context is None:
+            return
+        _, conv, store = where
+        self._pasted += 1
+        name = f"pasted image {self._pasted}.png"
+        try:
+            self._add(conv, attach_bytes(data, name, store,
+                                         self.meter.context.counter(self._counter_model())))
+        except AttachmentError as e:
+            self.notices.not_sent(f"Not attached: {e}.")
+            return
+        self.notices.not_sent(None)
+        self.show()
+
+    def _add(self, conv: str, attachment: Attachment) -> None:
+        pending = self._pending.setdefault(conv, [])
+        if any(a.name == attachment.name and a.part == attachment.part for a in pending):
+            return  # the same file twice: once
+        pending.append(attachment)
+
+    def remove(self, index: int) -> None:
+        pending = self._pending.get(self.host.current_id or "", [])
+        if 0 <= index < len(pending):
+            del pending[index]
+        self.notices.not_sent(None)
+        self.show()
+
+    def show(self) -> None:
+        """The chips of the conversation shown, and the meter with them."""
+        current = self.current()
+        self._shown = (self.host.current_id, len(current))
+        self.window.composer.set_attachments([
+            (f"{a.name} · {size_text(a.size)} · {a.tokens:,} tokens",
+             f"{'Image' if a.kind == 'image' else 'Text file'} {a.name}, {size_text(a.size)}: "
+             f"{a.tokens:,} tokens of the request"
+             + (" (an estimate: OpenAI's rule for images)" if a.kind == "image" else ""))
+            for a in current])
+        self.meter.show()
+
+    def _follow(self) -> None:
+        """After each build of the meter: another conversation shows its own chips."""
+        if self._shown != (self.host.current_id, len(self.current())):
+            self.show()
+
+    def take(self, settings: LLMSettings) -> list[Attachment] | None:
+        """The attachments to send with the message, or None (and why on screen) when they
+        cannot go to this model."""
+        current = self.current()
+        if any(a.kind == "image" for a in current) and \
+                not accepts_images(settings.model, settings.images):
+            self.notices.not_sent(f"Not sent: {images_refused(settings.model)}.")
+            return None
+        return current
+
+    def sent(self, conv: str) -> None:
+        """The message left with them: the box starts empty."""
+        self._pending.pop(conv, None)
+        self.show()
+
+    def give_back(self, conv: str | None, attachments: list[Attachment]) -> None:
+        """The message was not saved (a full disk, a Stop before it was): its attachments
+        wait again with its text."""
+        if conv is not None and attachments:
+            self._pending[conv] = [*attachments, *self._pending.get(conv, [])]
+            self.show()

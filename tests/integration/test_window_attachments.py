@@ -1,0 +1,127 @@
+"""Attachments in the window, as a user makes them: files dropped on the message box, a pasted
+screenshot, chips that say what each costs (and go with a click), the meter counting them, and
+the message reaching the loopback server with them; refusals said under the box, nothing lost."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QToolButton
+
+from core.llm.runtime import load_litellm
+from core.store.project import Project
+from tests.helpers.fake_llm import Answer, FakeLLMServer
+from tests.helpers.gui import open_window, run_until, type_and_send
+from tests.integration.test_attachments import png
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()
+    from tests.helpers.gui import use_fake_provider
+    return use_fake_provider(monkeypatch, llm_server, context_window="16000")
+
+
+def drop(window, *paths) -> None:
+    """What a drop of files on the message box hands the editor."""
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    window.composer.editor.insertFromMimeData(data)
+
+
+def open_on_new(qtbot, project_dir):
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=5000)
+    return window, controller
+
+
+def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot, qloop, project_dir,
+                                                                llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / "notes.md").write_text("# Plan\n\n- parse\n- test\n" * 30, encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    drop(window, project_dir / "notes.md")
+    labels = window.composer.attachment_labels()
+    assert len(labels) == 1 and labels[0].startswith("notes.md · 690 bytes · ")
+    attached = controller.turns.attachments.current()[0]
+    assert labels[0].endswith(f"· {attached.tokens:,} tokens")
+    assert window.composer.send_button.isEnabled()  # a file alone may be sent
+    qtbot.keyClicks(window.composer.editor, "Summarize")
+    before = controller.meter.report.used + controller.meter.draft_tokens()
+    llm_server.script(Answer("Read it."))
+    window.composer.send_button.click()
+    run_until(qloop, lambda: not controller.busy())
+    user = llm_server.requests[-1].body["messages"][-1]
+    assert user["content"][0] == {"type": "text", "text": "Summarize"}
+    assert user["content"][1]["text"].startswith("Attached file notes.md (690 bytes):")
+    # the meter's figure before sending is what the request counted
+    assert controller.turns.last_report is not None
+    assert controller.turns.last_report.used == before
+    assert window.composer.attachment_labels() == []  # the box starts empty again
+    shown = window.transcript_model.rows()[-2].text
+    assert shown.startswith("Summarize\n\nAttached file notes.md")
+
+
+def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(qtbot, qloop, project_dir,
+                                                                    llm_server,
+                                                                    monkeypatch) -> None:
+    window, controller = open_on_new(qtbot, project_dir)
+    image = QImage(640, 480, QImage.Format.Format_RGB32)
+    image.fill(QColor("#3366aa"))
+    data = QMimeData()
+    data.setImageData(image)
+    window.composer.editor.insertFromMimeData(data)
+    assert window.composer.attachment_labels()[0].startswith("pasted image 1.png · ")
+    assert controller.turns.attachments.current()[0].tokens == 85 + 170 * 2  # 640x480: 2 tiles
+    type_and_send(qtbot, window, "What colour?")
+    assert "does not take images" in window.composer.hint.text()
+    assert not llm_server.requests  # nothing left
+    assert window.composer.text() == "What colour?"  # nothing lost: text and chip stay
+    assert len(window.composer.attachment_labels()) == 1
+    monkeypatch.setenv("WORKBENCH_IMAGES", "1")  # the user says this model reads images
+    llm_server.script(Answer("Blue."))
+    window.composer.editor.setFocus()
+    window.composer.send_button.click()
+    run_until(qloop, lambda: not controller.busy())
+    part = llm_server.requests[-1].body["messages"][-1]["content"][1]
+    assert part["image_url"]["url"].startswith("data:image/png;base64,")
+    assert "[image: pasted image 1.png · 640×480]" in window.transcript_model.rows()[-2].text
+    kept = list((project_dir / ".workbench" / "attachments").iterdir())
+    assert len(kept) == 1 and kept[0].read_bytes().startswith(b"\x89PNG")
+
+
+def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(qtbot, qloop, project_dir,
+                                                                 llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / "a.txt").write_text("alpha", encoding="utf-8")
+    (project_dir / "b.bin").write_bytes(b"\x00\x01\x02binary")
+    window, controller = open_on_new(qtbot, project_dir)
+    drop(window, project_dir / "a.txt", project_dir / "b.bin")
+    assert [x.split(" · ")[0] for x in window.composer.attachment_labels()] == ["a.txt"]
+    assert "b.bin is not a text file" in window.composer.hint.text()
+    with_chip = controller.meter.draft_tokens()
+    chips = window.composer.chips.findChildren(QToolButton)
+    assert len(chips) == 1
+    chips[0].click()
+    assert window.composer.attachment_labels() == []
+    assert controller.meter.draft_tokens() < with_chip
+    assert not window.composer.send_button.isEnabled()
+
+
+def test_attachments_wait_with_their_own_conversation(qtbot, qloop, project_dir,
+                                                      llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / "a.txt").write_text("alpha", encoding="utf-8")
+    with Project.open(project_dir) as p:
+        other = p.conversations.create("other").id
+    window, controller = open_on_new(qtbot, project_dir)
+    first = controller.current_id
+    drop(window, project_dir / "a.txt")
+    controller.show_conversation(other)
+    qtbot.waitUntil(lambda: window.composer.attachment_labels() == [], timeout=5000)
+    controller.show_conversation(first)
+    qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
