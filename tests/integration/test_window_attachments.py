@@ -13,7 +13,6 @@ from core.llm.runtime import load_litellm
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send
-from tests.integration.test_attachments import png
 
 pytestmark = pytest.mark.gui
 
