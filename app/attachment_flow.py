@@ -8,8 +8,12 @@ Each conversation has its own: switching away and back finds them again (until t
 
 from __future__ import annotations
 
+import re
+import threading
 from pathlib import Path
 from typing import Protocol
+
+from PySide6.QtCore import QObject, Signal
 
 from app.meter import UsageMeter
 from app.notices import Notices
@@ -23,9 +27,12 @@ from core.attachments import (
     images_refused,
     size_text,
 )
+from core.project_files import SKIPPED, project_files
 from core.settings import LLMSettings
 from core.store.project import Project
 from ui.main_window import MainWindow
+
+MENTION = re.compile(r"(?<!\S)@([\w./-]+)")
 
 
 class AttachmentHost(Protocol):
@@ -33,9 +40,12 @@ class AttachmentHost(Protocol):
     current_id: str | None
 
 
-class AttachmentFlow:
+class AttachmentFlow(QObject):
+    _listed = Signal(object, object)  # the project's root, its files (for @-mentions)
+
     def __init__(self, window: MainWindow, notices: Notices, host: AttachmentHost,
                  meter: UsageMeter) -> None:
+        super().__init__(window)
         self.window = window
         self.notices = notices
         self.host = host
@@ -50,6 +60,11 @@ class AttachmentFlow:
         window.attach_requested.connect(self._choose)
         meter.attached_tokens = self.tokens
         meter.listeners.append(self._follow)
+        self._listing: Path | None = None  # the project whose files are being listed
+        self._listed.connect(self._on_listed)
+        composer.mentions.wanted.connect(self._list_files)
+        composer.mentions.chosen.connect(self._mentioned)
+        self._root: Path | None = None  # the project the mention list is of
 
     def current(self) -> list[Attachment]:
         conv = self.host.current_id
@@ -132,14 +147,75 @@ class AttachmentFlow:
         self.meter.show()
 
     def _follow(self) -> None:
-        """After each build of the meter: another conversation shows its own chips."""
+        """After each build of the meter: another conversation shows its own chips; another
+        project lists its own files for mentions."""
+        project = self.host.project
+        if project is not None and project.root != self._root:
+            self._root = project.root
+            self.window.composer.mentions.forget_paths()
         if self._shown != (self.host.current_id, len(self.current())):
             self.show()
 
-    def take(self, settings: LLMSettings) -> list[Attachment] | None:
-        """The attachments to send with the message, or None (and why on screen) when they
-        cannot go to this model."""
+    # --- @-mentions ------------------------------------------------------------------------------
+
+    def _list_files(self) -> None:
+        """The first `@`: the project's files, listed on a thread (a large tree takes a while)."""
+        project = self.host.project
+        if project is None or self._listing == project.root:
+            return
+        root = self._listing = project.root
+        threading.Thread(target=lambda: self._listed.emit(root, project_files(root)[0]),
+                         name="mentions", daemon=True).start()
+
+    def _on_listed(self, root: Path, paths: list[str]) -> None:
+        self._listing = None
+        project = self.host.project
+        if project is not None and project.root == root:
+            self.window.composer.mentions.set_paths(paths)
+
+    def _mentioned(self, path: str) -> None:
+        project = self.host.project
+        if project is not None:
+            self.add_paths([str(project.root / path)])
+
+    def _typed_mentions(self, text: str) -> None:
+        """`@path` typed (not chosen from the list) of a file in the project: attached too."""
+        project, conv = self.host.project, self.host.current_id
+        if project is None or conv is None or "@" not in text:
+            return
+        have = {a.source for a in self._pending.get(conv, [])}
+        root = project.root.resolve()
+        paths = []
+        for word in MENTION.findall(text):
+            path = (root / word.rstrip(".,;:!?)")).resolve()
+            if path.is_file() and path.is_relative_to(root) and path not in have and \
+                    path.relative_to(root).parts[0] not in SKIPPED:
+                paths.append(str(path))
+                have.add(path)
+        if paths:
+            self.add_paths(paths)
+
+    # --- sending ---------------------------------------------------------------------------------
+
+    def take(self, settings: LLMSettings, text: str = "") -> list[Attachment] | None:
+        """The attachments to send with the message, files read again as they are now (a
+        mention is the file as of sending), or None (and why on screen) when they cannot go."""
+        self._typed_mentions(text)
+        conv = self.host.current_id
         current = self.current()
+        if conv is not None and any(a.source is not None for a in current) and \
+                self.meter.context is not None:
+            counter = self.meter.context.counter(settings.model)
+            store = AttachmentStore.of(self.host.project.state) if self.host.project else None
+            try:
+                current = [attach_file(a.source, store, counter, self._root)
+                           if a.source is not None and store is not None else a
+                           for a in current]
+            except AttachmentError as e:
+                self.notices.not_sent(f"Not sent: {e}.")
+                return None
+            self._pending[conv] = current
+            self.show()
         if any(a.kind == "image" for a in current) and \
                 not accepts_images(settings.model, settings.images):
             self.notices.not_sent(f"Not sent: {images_refused(settings.model)}.")

@@ -143,7 +143,7 @@ class TurnRunner(QObject):
         settings = self._turn_settings()
         if settings is None or self.host.engine is None or self.host.current_id is None:
             return
-        attached = self.attachments.take(settings)
+        attached = self.attachments.take(settings, text)
         if attached is None or not self.meter.message_fits():
             return
         self.notices.not_sent(None)

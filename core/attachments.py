@@ -25,7 +25,7 @@ import hashlib
 import os
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +54,7 @@ class Attachment:
         kind: "text" or "image"; size: its bytes.
         part: the content part as logged (see the module's doc).
         tokens: what it adds to the request (an image: the provider's rule, see image_tokens).
+        source: the file it was read from, if any.
     """
 
     name: str
@@ -61,6 +62,7 @@ class Attachment:
     size: int
     part: TextPart | ImagePart
     tokens: int
+    source: Path | None = None  # the file it was read from (read again as the message leaves)
 
 
 def size_text(n: int) -> str:
@@ -330,7 +332,7 @@ def attach_file(path: Path, store: AttachmentStore, counter: TokenCounter,
         data = path.read_bytes()
     except OSError as e:
         raise AttachmentError(f"{name} could not be read ({e.strerror or e})") from e
-    return attach_bytes(data, name, store, counter)
+    return replace(attach_bytes(data, name, store, counter), source=path)
 
 
 def room_problem(attachments: list[Attachment], room: int) -> str | None:

@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.mentions import MentionCompleter
+
 LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
 
 
@@ -36,6 +38,9 @@ class _Editor(QPlainTextEdit):
     large_paste = Signal(str)
     files_dropped = Signal(list)  # local paths dropped or pasted: attached, not typed
     image_pasted = Signal(bytes)  # a pasted image (a screenshot), as PNG
+
+    def popup_open(self) -> bool:  # the @-mention list is open (set by the Composer)
+        return False
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
         return source.hasImage() or super().canInsertFromMimeData(source)
@@ -57,6 +62,11 @@ class _Editor(QPlainTextEdit):
         super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
+        if self.popup_open() and event.key() in (
+                Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Tab, Qt.Key.Key_Backtab,
+                Qt.Key.Key_Escape):
+            event.ignore()  # the @-mention list takes them
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
             event.modifiers() & Qt.KeyboardModifier.ControlModifier
         ):
@@ -87,7 +97,10 @@ class Composer(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.editor = _Editor(self)
-        self.editor.setPlaceholderText("Message…  (Ctrl+Enter to send, Esc to stop)")
+        self.mentions = MentionCompleter(self.editor)
+        self.editor.popup_open = self.mentions.popup_open  # type: ignore[method-assign]
+        self.editor.setPlaceholderText("Message…  (Ctrl+Enter to send, Esc to stop, @ to attach "
+                                       "a project file)")
         self.editor.setTabChangesFocus(True)
         self.editor.setMinimumHeight(60)
         self.editor.setMaximumHeight(160)

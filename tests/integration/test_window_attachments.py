@@ -5,7 +5,7 @@ the message reaching the loopback server with them; refusals said under the box,
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QToolButton
 
@@ -124,3 +124,55 @@ def test_attachments_wait_with_their_own_conversation(qtbot, qloop, project_dir,
     qtbot.waitUntil(lambda: window.composer.attachment_labels() == [], timeout=5000)
     controller.show_conversation(first)
     qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
+
+
+def test_project_files_leave_out_what_git_ignores(tmp_path) -> None:
+    from core.project_files import project_files
+
+    root = tmp_path / "p"
+    for rel in ("src/app.py", "src/gen/out.js", "build/x.o", ".git/HEAD", ".workbench/a",
+                "docs/guide.md", "docs/draft.tmp", "logs/today.log"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x", encoding="utf-8")
+    (root / ".gitignore").write_text("build/\n*.log\n", encoding="utf-8")
+    (root / "docs" / ".gitignore").write_text("*.tmp\n", encoding="utf-8")
+    (root / "src" / ".gitignore").write_text("gen/\n", encoding="utf-8")
+    files, cut = project_files(root)
+    assert files == [".gitignore", "docs/.gitignore", "docs/guide.md", "src/.gitignore",
+                     "src/app.py"] and not cut
+    assert project_files(root, limit=2) == ([".gitignore", "docs/.gitignore"], True)
+
+
+@pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing")  # a popup
+def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    (project_dir / "src").mkdir(parents=True)
+    (project_dir / "src" / "parser.py").write_text("VERSION = 1\n", encoding="utf-8")
+    (project_dir / "src" / "lexer.py").write_text("TOKENS = []\n", encoding="utf-8")
+    (project_dir / ".gitignore").write_text("secret.txt\n", encoding="utf-8")
+    (project_dir / "secret.txt").write_text("hidden", encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    editor, mentions = window.composer.editor, window.composer.mentions
+    editor.setFocus()
+    qtbot.keyClicks(editor, "Check @pars")
+    qtbot.waitUntil(mentions.popup_open, timeout=5000)
+    shown = [mentions.completer.completionModel().index(i, 0).data()
+             for i in range(mentions.completer.completionCount())]
+    assert shown == ["src/parser.py"]
+    qtbot.keyClick(mentions.popup(), Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
+    assert editor.toPlainText() == "Check @src/parser.py "
+    assert window.composer.attachment_labels()[0].startswith("src/parser.py · 12 bytes")
+    # the file changes before the message leaves: what is sent is the file as it is then
+    (project_dir / "src" / "parser.py").write_text("VERSION = 2\n", encoding="utf-8")
+    qtbot.keyClicks(editor, "and @src/lexer.py")  # typed, not chosen: attached as it goes
+    llm_server.script(Answer("Done."))
+    qtbot.keyClick(editor, Qt.Key.Key_Escape)  # closes the list, if open
+    window.composer.send_button.click()
+    run_until(qloop, lambda: not controller.busy())
+    parts = llm_server.requests[-1].body["messages"][-1]["content"]
+    assert parts[0]["text"] == "Check @src/parser.py and @src/lexer.py"
+    assert "VERSION = 2" in parts[1]["text"] and "Attached file src/parser.py" in parts[1]["text"]
+    assert "TOKENS = []" in parts[2]["text"]
+    offered = mentions.model.stringList()  # what git ignores is not offered
+    assert "src/lexer.py" in offered and "secret.txt" not in offered

@@ -1,0 +1,61 @@
+"""The project's files as @-mentions offer them: paths inside the project folder, with what git
+would ignore left out (the `.gitignore` files of the folder and its subfolders, read with
+pathspec, the library git's own rules are implemented in), `.git/` and `.workbench/` skipped,
+symbolic links not followed out of the folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+SKIPPED = frozenset({".git", ".workbench"})
+MAX_FILES = 20_000  # a mention list longer than this is not read further (said by `cut`)
+
+
+def _spec(folder: Path) -> GitIgnoreSpec | None:
+    try:
+        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return GitIgnoreSpec.from_lines(lines)
+
+
+def project_files(root: Path, limit: int = MAX_FILES) -> tuple[list[str], bool]:
+    """The project's files as POSIX paths relative to `root`, sorted folder by folder; and
+    whether the list stopped at `limit`."""
+    out: list[str] = []
+    specs: list[tuple[str, GitIgnoreSpec]] = []  # (folder relative to root, its .gitignore)
+
+    def ignored(rel: str, is_dir: bool) -> bool:
+        for base, spec in specs:
+            if base and not rel.startswith(base + "/"):
+                continue
+            inner = rel[len(base) + 1:] if base else rel
+            if spec.match_file(inner + "/" if is_dir else inner):
+                return True
+        return False
+
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        base = here.relative_to(root).as_posix()
+        base = "" if base == "." else base
+        spec = _spec(here)
+        if spec is not None:
+            specs.append((base, spec))
+        kept_dirs = []
+        for d in sorted(dirs):
+            rel = f"{base}/{d}" if base else d
+            if d in SKIPPED or (here / d).is_symlink() or ignored(rel, True):
+                continue
+            kept_dirs.append(d)
+        dirs[:] = kept_dirs
+        for name in sorted(files):
+            rel = f"{base}/{name}" if base else name
+            if not ignored(rel, False):
+                out.append(rel)
+                if len(out) >= limit:
+                    return out, True
+    return out, False
