@@ -150,6 +150,7 @@ class SettingsFlow(QObject):
                 s = LLMSettings()
         keys = {p.provider: bool(lookup_api_key(p.provider)) for p in PRESETS if p.key_env}
         budget = self._budget(s)
+        active = g.provider(g.active_provider)
         self.dialog = SettingsDialog(
             self.window, preset_name=g.active_provider, model=s.model, api_base=s.api_base,
             max_output_tokens=s.max_output_tokens, keyring_available=keyring_works(),
@@ -160,7 +161,7 @@ class SettingsFlow(QObject):
             if budget is not None else None,
             auto_summary=g.auto_summary if g.auto_summary is not None else True,
             auto_title=g.auto_title if g.auto_title is not None else True,
-            saved={p.name: p for p in g.providers})
+            saved={p.name: p for p in g.providers}, images=bool(active and active.images))
         from core.tools.shell import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
@@ -179,7 +180,8 @@ class SettingsFlow(QObject):
         entry = ProviderEntry(name=choice.preset.name, model=choice.model,
                               api_base=choice.api_base, max_output_tokens=choice.max_output_tokens,
                               context_window=choice.context_window,
-                              key_name=choice.preset.provider)
+                              key_name=choice.preset.provider,
+                              images=True if choice.images else None)
         g.providers = [p for p in g.providers if p.name != entry.name] + [entry]
         g.active_provider = entry.name
         g.model = g.api_base = g.max_output_tokens = None  # the provider entry decides now

@@ -56,6 +56,7 @@ class SettingsChoice:
     summary_model: str | None = None  # None: the model writes its own summaries
     auto_summary: bool = True
     auto_title: bool = True
+    images: bool = False  # the user says the model reads images (else: litellm's map says)
 
 
 class SettingsDialog(QDialog):
@@ -84,6 +85,7 @@ class SettingsDialog(QDialog):
         auto_summary: bool = True,
         auto_title: bool = True,
         saved: dict[str, ProviderEntry] | None = None,
+        images: bool = False,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -128,6 +130,13 @@ class SettingsDialog(QDialog):
         self.auto_title = QCheckBox("Title new conversations with the summary model after "
                                     "their first answer (else: their first words)", self)
         self.auto_title.setChecked(auto_title)
+        self.images = QCheckBox("This model reads images (pasted or attached screenshots)",
+                                self)
+        self.images.setObjectName("images")
+        self.images.setChecked(images)
+        self.images.setToolTip(
+            "litellm knows which hosted models take images; tick this for a model it does not "
+            "know that does (a local vision model). Unticked: as litellm says.")
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
@@ -146,6 +155,7 @@ class SettingsDialog(QDialog):
         form.addRow("Max output tokens", self.max_tokens)
         form.addRow("Context window", self.context_window)
         form.addRow("", self.window_applied)
+        form.addRow("Images", self.images)
         form.addRow("Summary model", self.summary_model)
         form.addRow("", self.auto_summary)
         form.addRow("", self.auto_title)
@@ -215,6 +225,7 @@ class SettingsDialog(QDialog):
             summary_model=self.summary_model.text().strip() or None,
             auto_summary=self.auto_summary.isChecked(),
             auto_title=self.auto_title.isChecked(),
+            images=self.images.isChecked(),
         )
 
     def _on_preset_changed(self, _index: int) -> None:
@@ -227,6 +238,7 @@ class SettingsDialog(QDialog):
         if entry is not None and entry.max_output_tokens:
             self.max_tokens.setValue(entry.max_output_tokens)
         self.context_window.setValue(entry.context_window or 0 if entry is not None else 0)
+        self.images.setChecked(bool(entry is not None and entry.images))
         self._update_key_note()
 
     def _update_key_note(self) -> None:

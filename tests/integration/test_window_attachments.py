@@ -176,3 +176,28 @@ def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
     assert "TOKENS = []" in parts[2]["text"]
     offered = mentions.model.stringList()  # what git ignores is not offered
     assert "src/lexer.py" in offered and "secret.txt" not in offered
+
+
+def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
+                                                             project_dir) -> None:
+    from core.settings import GlobalSettings, ProviderEntry, SettingsStore, resolve_llm_settings
+
+    store = SettingsStore()
+    store.save(GlobalSettings(active_provider="OpenAI-compatible server", providers=[
+        ProviderEntry(name="OpenAI-compatible server", model="openai/llava",
+                      api_base="http://127.0.0.1:8081/v1")]))
+    window, controller = open_window(qtbot, project_dir)
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None and not dialog.images.isChecked()
+    dialog.images.setChecked(True)
+    dialog.accept()
+    saved = store.load()
+    assert saved.provider("OpenAI-compatible server").images is True
+    assert resolve_llm_settings(env={}, global_settings=saved).images is True
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog.images.isChecked()
+    dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))  # another provider's own
+    assert not dialog.images.isChecked()
+    dialog.reject()
