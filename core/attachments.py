@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import mmap
 import os
 import re
 import struct
@@ -366,6 +367,49 @@ def images_refused(model: str) -> str:
     return (f"{model} does not take images (as litellm knows it); remove the image, choose a "
             "vision model, or, if this model does read images (a local server's), tick "
             "\"The model accepts images\" in Settings or set WORKBENCH_IMAGES=1")
+
+
+_LOGGED_REF = re.compile(rb"attachment:([0-9a-f]{64}\.(?:png|jpg|gif|webp))")
+
+
+def _refs_in(log: Path) -> set[bytes]:
+    try:
+        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return set(_LOGGED_REF.findall(m))
+    except (OSError, ValueError):  # gone, or empty (an empty file cannot be mapped)
+        return set()
+
+
+def _mentions(log: Path, refs: set[bytes]) -> set[bytes]:
+    try:
+        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return {r for r in refs if m.find(r) >= 0}
+    except (OSError, ValueError):
+        return set()
+
+
+def trash_unused(folder: Path, deleted_log: Path, other_logs: list[Path], into: Path
+                 ) -> list[str]:
+    """After a conversation went to the trash (its log now `deleted_log`): the images only it
+    used go with it (to `into`, beside its log), those another conversation uses stay.
+    Returns the references moved."""
+    refs = _refs_in(deleted_log)
+    for log in other_logs:
+        if not refs:
+            break
+        refs -= _mentions(log, refs)
+    moved = []
+    for ref in sorted(r.decode() for r in refs):
+        src = folder / ref
+        if not src.is_file():
+            continue
+        try:
+            into.mkdir(parents=True, exist_ok=True)
+            os.replace(src, into / ref)
+        except OSError:
+            continue  # kept where it is: nothing is lost
+        moved.append(ref)
+    return moved
 
 
 def has_images(messages: list[dict[str, Any]]) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.attachments import trash_unused
 from core.model import (
     ConversationMessage,
     Mode,
@@ -598,6 +599,10 @@ class ConversationStore:
             shutil.move(str(src), dst)
             self._clean_tails.discard(conv_id)
             self._loaded.pop(conv_id, None)
+            # the images only it used go with it (those others use stay)
+            trash_unused(self.root.parent / "attachments", dst / "messages.jsonl",
+                         [d / "messages.jsonl" for d in self.root.iterdir() if d.is_dir()],
+                         dst / "attachments")
             self.list()  # drop the row from the index now
             return dst
 

@@ -157,3 +157,21 @@ def test_export_then_import_gives_the_same_image_bytes(capsys, project_dir, llm_
     with Project.open(other, read_only=True) as p:
         first = p.conversations.load(out.strip()).messages[0]
     assert first.to_openai()["content"][1]["image_url"]["url"] == f"attachment:{kept[0].name}"
+
+
+def test_deleting_a_conversation_takes_only_the_images_no_other_one_uses(
+        capsys, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_IMAGES", "1")
+    shared, own = png(16, 16, shade=1), png(16, 16, shade=2)
+    (project_dir / "shared.png").write_bytes(shared)
+    (project_dir / "own.png").write_bytes(own)
+    _, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shared.png",
+                     "--attach", project_dir / "own.png")
+    first = err.split()[1]
+    _, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shared.png")
+    folder = project_dir / ".workbench" / "attachments"
+    assert len(list(folder.iterdir())) == 2
+    with Project.open(project_dir) as p:
+        trashed = p.conversations.delete(first)
+    assert [x.read_bytes() for x in folder.iterdir()] == [shared]  # the other one uses it
+    assert [x.read_bytes() for x in (trashed / "attachments").iterdir()] == [own]  # with it
