@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QImage
 
 from app.meter import UsageMeter
 from app.notices import Notices
@@ -30,7 +31,9 @@ from core.attachments import (
 from core.project_files import SKIPPED, project_files
 from core.settings import LLMSettings
 from core.store.project import Project
+from ui.image_viewer import ImageViewer
 from ui.main_window import MainWindow
+from ui.transcript_model import THUMBNAIL, image_refs
 
 MENTION = re.compile(r"(?<!\S)@([\w./-]+)")
 
@@ -155,6 +158,45 @@ class AttachmentFlow(QObject):
             self.window.composer.mentions.forget_paths()
         if self._shown != (self.host.current_id, len(self.current())):
             self.show()
+        self._thumbnails()
+
+    # --- images in the transcript ----------------------------------------------------------------
+
+    def _thumbnails(self) -> None:
+        """Thumbnails of the images the transcript's rows carry, read once each."""
+        project = self.host.project
+        if project is None:
+            return
+        model, delegate = self.window.transcript_model, self.window.transcript.delegate
+        store = AttachmentStore.of(project.state)
+        changed = []
+        for i, row in enumerate(model.rows()):
+            refs = [r for r, _ in image_refs(row) if r not in delegate.thumbnails]
+            for ref in refs:
+                image = self._image(store, ref)
+                if image is not None:
+                    delegate.thumbnails[ref] = image.scaled(
+                        THUMBNAIL, THUMBNAIL, Qt.AspectRatioMode.KeepAspectRatio,
+                        Qt.TransformationMode.SmoothTransformation)
+            if refs:
+                changed.append(i)
+        model.relayout(changed)
+
+    def _image(self, store: AttachmentStore, ref: str) -> QImage | None:
+        try:
+            image = QImage.fromData(store.read(ref))
+        except (OSError, ValueError):
+            return None
+        return None if image.isNull() else image
+
+    def view(self, ref: str) -> None:
+        """A thumbnail's View: the image at its own size."""
+        project = self.host.project
+        image = self._image(AttachmentStore.of(project.state), ref) if project else None
+        if image is None:
+            self.notices.warning("That image is no longer in .workbench/attachments.")
+            return
+        ImageViewer(self.window, "Attached image", image).open()
 
     # --- @-mentions ------------------------------------------------------------------------------
 

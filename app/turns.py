@@ -356,6 +356,9 @@ class TurnRunner(QObject):
         if action == "settings":
             self.settings_flow.open()
             return
+        if action.startswith("view_image:"):
+            self.attachments.view(action.partition(":")[2])
+            return
         if action == "open_output":
             result = self.window.transcript_model.row(row).result
             if result is not None:

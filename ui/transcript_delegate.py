@@ -32,6 +32,7 @@ from PySide6.QtGui import (
     QFont,
     QFontDatabase,
     QFontMetrics,
+    QImage,
     QMouseEvent,
     QPainter,
     QPixmap,
@@ -55,7 +56,14 @@ from ui.row_paint import (
     draw_placeholder,
     draw_row,
 )
-from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
+from ui.transcript_model import (
+    ROW_ROLE,
+    Row,
+    RowKind,
+    TranscriptModel,
+    add_thumbnails,
+    image_refs,
+)
 from ui.transcript_text import (
     body_text,
     clip,
@@ -99,6 +107,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         # The Inspector's model view: entries the selected request leaves out, and why.
         self.model_view = False
         self.left_out: dict[str, str] = {}
+        # Attached images' thumbnails, by reference (the app reads them; see app/attachment_flow)
+        self.thumbnails: dict[str, QImage] = {}
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -187,6 +197,9 @@ class TranscriptDelegate(QStyledItemDelegate):
             doc.setMarkdown(shown)
         else:
             doc.setPlainText(shown)
+        images = image_refs(row) if row.kind is RowKind.USER else []
+        if images:
+            add_thumbnails(doc, [self.thumbnails[r] for r, _ in images if r in self.thumbnails])
         highlight_found(doc, row.found)
         doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
         header, meta = header_line(row)
@@ -214,6 +227,8 @@ class TranscriptDelegate(QStyledItemDelegate):
             actions.append(("continue", "Continue the agent"))
         if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
             actions.append(("open_output", "Open full output"))
+        for ref, name in images:
+            actions.append((f"view_image:{ref}", f"View {name}"))
         if row.versions is not None:  # where branches part: ‹ version n of m ›
             n, of = row.versions
             actions[:0] = ([("version_prev", "‹ previous")] if n > 1 else []) + \

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    QUrl,
+    Signal,
+)
+from PySide6.QtGui import QImage, QTextCursor, QTextDocument
 
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart, ToolCall
 
@@ -96,6 +104,34 @@ def with_parts(m: ConversationMessage) -> str:
             else:
                 shown.append("[image]")
     return "\n\n".join(shown)
+
+
+THUMBNAIL = 160  # an attached image's thumbnail fits this square (pixels)
+
+
+def image_refs(row: Row) -> list[tuple[str, str]]:
+    """The attached images of a row's message: (reference, name) each."""
+    m = row.message
+    if m is None or not isinstance(m.content, list):
+        return []
+    out = []
+    for part in m.content:
+        image = part.image_url if isinstance(part, ImagePart) else None
+        if isinstance(image, ImageUrl) and image.url.startswith("attachment:"):
+            out.append((image.url[len("attachment:"):], image.name or "image"))
+    return out
+
+
+def add_thumbnails(doc: QTextDocument, images: list[QImage]) -> None:
+    """The images at the end of a row's text, side by side."""
+    cursor = QTextCursor(doc)
+    cursor.movePosition(QTextCursor.MoveOperation.End)
+    cursor.insertBlock()
+    for n, image in enumerate(images):
+        name = f"thumbnail:{n}"
+        doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image)
+        cursor.insertImage(image, name)
+        cursor.insertText("  ")
 
 
 def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
@@ -377,6 +413,12 @@ class TranscriptModel(QAbstractListModel):
         """Lay the last row out again (its actions depend on whether a turn runs)."""
         if self._rows:
             self._changed(len(self._rows) - 1)
+
+    def relayout(self, indexes: list[int]) -> None:
+        """Lay these rows out again (their thumbnails arrived)."""
+        for i in indexes:
+            if 0 <= i < len(self._rows):
+                self._changed(i)
 
     def _changed(self, i: int) -> None:
         self._rows[i].version += 1

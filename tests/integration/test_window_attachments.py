@@ -13,6 +13,7 @@ from core.llm.runtime import load_litellm
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send
+from ui.image_viewer import ImageViewer
 
 pytestmark = pytest.mark.gui
 
@@ -91,6 +92,18 @@ def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(qtbot, qloop
     assert "[image: pasted image 1.png · 640×480]" in window.transcript_model.rows()[-2].text
     kept = list((project_dir / ".workbench" / "attachments").iterdir())
     assert len(kept) == 1 and kept[0].read_bytes().startswith(b"\x89PNG")
+    # a thumbnail in the row, and View opens the image at its own size
+    delegate = window.transcript.delegate
+    qtbot.waitUntil(lambda: kept[0].name in delegate.thumbnails, timeout=5000)
+    assert delegate.thumbnails[kept[0].name].width() == 160  # 640x480 fits 160x160
+    row = len(window.transcript_model.rows()) - 2
+    lay = delegate.layout(window.transcript_model.rows()[row], 600, window.font())
+    assert ("view_image:" + kept[0].name, "View pasted image 1.png") in lay.actions
+    assert lay.doc.toHtml().count("<img") == 1
+    window.transcript.action_requested.emit(row, "view_image:" + kept[0].name)
+    viewer = window.findChild(ImageViewer)
+    assert viewer is not None and viewer.label.pixmap().width() == 640
+    viewer.close()
 
 
 def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(qtbot, qloop, project_dir,
