@@ -61,7 +61,7 @@ class AttachmentFlow(QObject):
         composer.image_pasted.connect(self.add_image)
         composer.attachment_removed.connect(self.remove)
         window.attach_requested.connect(self._choose)
-        meter.attached_tokens = self.tokens
+        meter.attached = self.current
         meter.listeners.append(self._follow)
         self._listing: Path | None = None  # the project whose files are being listed
         self._listed.connect(self._on_listed)
@@ -72,9 +72,6 @@ class AttachmentFlow(QObject):
     def current(self) -> list[Attachment]:
         conv = self.host.current_id
         return list(self._pending.get(conv, [])) if conv is not None else []
-
-    def tokens(self) -> int:
-        return sum(a.tokens for a in self.current())
 
     def _choose(self) -> None:
         if self._where() is not None:

@@ -13,6 +13,7 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 from app.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
 from app.meter import UsageMeter
 from app.notices import Notices
+from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
 from core.context.projection import summary_tokens
@@ -82,7 +83,8 @@ class InspectorFlow:
         self._positions: tuple[int, str, dict[str, int]] = (0, "", {})  # see _positions_in
         self._since: tuple[BuildReport, Path, str] | None = None  # and its "since the last"
         self._comparing: tuple[BuildReport, Path] | None = None  # a comparison under way
-        self._shown_draft = ""  # the draft the decisions follow now ("" none)
+        # the draft the decisions follow now, and its attachments ("", 0: none)
+        self._shown_draft: tuple[str, int] = ("", 0)
         self._header: tuple[BuildReport, str] | None = None  # the live view's, without "since"
         self._shown = False  # the panel is open (read on the meter's thread)
         self._sent: list[Any] = []  # the messages of the request shown (its digest, on a click)
@@ -176,12 +178,13 @@ class InspectorFlow:
         percent = self.panel.slider.value()
         preview = None
         draft = self._draft_text()
-        self._shown_draft = draft
-        if percent != 100 or draft:
+        attached = self.meter.attached() if percent == 100 else []
+        self._shown_draft = (draft, len(attached))
+        if percent != 100 or draft or attached:
             # Another budget, or the request as it would go if the draft were sent now
             # (debounced as it is typed): a what-if build, nothing sent.
             usable = max(1, report.usable * percent // 100) if percent != 100 else None
-            what_if = [*messages, ConversationMessage(role="user", content=draft)] if draft \
+            what_if = [*messages, user_message(draft, attached)] if draft or attached \
                 else messages
             try:
                 built = self.meter.preview(conv, what_if, usable)
@@ -309,7 +312,7 @@ class InspectorFlow:
         if (self.panel.isVisible() and report is not None
                 and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
             self.panel.bar.set_parts(budget_parts(report, tokens))
-            if self._draft_text() != self._shown_draft:  # else the decisions shown hold
+            if (self._draft_text(), len(self.meter.attached())) != self._shown_draft:
                 self.draft_timer.start()
 
     def _show_saved(self, path: Path, messages: list[ConversationMessage]) -> None:

@@ -17,6 +17,7 @@ from app import memory
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from core.agents import Agent
+from core.attachments import Attachment
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
@@ -69,7 +70,8 @@ class UsageMeter:
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
-        self.attached_tokens: Callable[[], int] = lambda: 0  # what waits to go with the draft
+        # what waits to go with the draft (app/attachment_flow.py)
+        self.attached: Callable[[], list[Attachment]] = list
         # Work on each new request that a listener will want, done where the build is done
         # (on the meter's thread for a long log, so the window never waits for it): name ->
         # f(request, log) -> result or None; the results are in `prepared`.
@@ -204,7 +206,7 @@ class UsageMeter:
     def draft_tokens(self) -> int:
         """The draft's tokens, the attachments waiting with it included."""
         text = self.window.composer.text()
-        attached = self.attached_tokens()
+        attached = sum(a.tokens for a in self.attached())
         if not text:
             return attached + 4 if attached else 0
         if len(text) > EXACT_DRAFT_CHARS or self.context is None or self.report is None:

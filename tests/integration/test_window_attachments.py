@@ -214,3 +214,18 @@ def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
     dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))  # another provider's own
     assert not dialog.images.isChecked()
     dialog.reject()
+
+
+def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / "notes.md").write_text("- parse\n- test\n" * 40, encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    window.inspector_action.trigger()
+    drop(window, project_dir / "notes.md")  # a chip, no text
+    attached = controller.turns.attachments.current()[0].tokens
+    meter = controller.meter
+    shown = meter.report.provider_estimate + round(meter.draft_tokens() * meter.report.calibration)
+    qtbot.waitUntil(lambda: "With your draft" in window.inspector.header.text(), timeout=5000)
+    assert f"{shown:,} of " in window.inspector.header.text()
+    assert dict(window.inspector.bar.parts)["history"] >= attached
