@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
 from app import memory
 from app.notices import Notices
@@ -19,6 +19,7 @@ from app.settings_flow import SettingsFlow
 from core.agents import Agent
 from core.attachments import Attachment
 from core.context.builder import BudgetError, BuiltRequest
+from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
 from core.context.service import ProjectContext
@@ -78,6 +79,34 @@ class UsageMeter:
         self.preparers: dict[str, Callable[[BuiltRequest, list[ConversationMessage]], Any]] = {}
         self.prepared: dict[str, Any] = {}
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
+        self._last: tuple[str, Callable[[], list[ConversationMessage]]] | None = None
+        self._watcher: QFileSystemWatcher | None = None  # the project's AGENTS.md
+        self._instructions_timer = QTimer()  # an editor's save is several changes: one count
+        self._instructions_timer.setSingleShot(True)
+        self._instructions_timer.setInterval(300)
+        self._instructions_timer.timeout.connect(self._instructions_changed)
+
+    def _watch(self, context: ProjectContext) -> None:
+        """The project's AGENTS.md (or CLAUDE.md), watched: an edit, a new or a removed file
+        is counted at once (its requests read it anew anyway)."""
+        found = context.instruction_file
+        if found is None:
+            return
+        if self._watcher is None:
+            self._watcher = QFileSystemWatcher()
+            self._watcher.fileChanged.connect(lambda _p: self._instructions_timer.start())
+            self._watcher.directoryChanged.connect(lambda _p: self._instructions_timer.start())
+        wanted = [str(found.root)] + [str(found.root / n) for n in FILES
+                                      if (found.root / n).is_file()]
+        watched = self._watcher.files() + self._watcher.directories()
+        if sorted(wanted) != sorted(watched):
+            if watched:
+                self._watcher.removePaths(watched)
+            self._watcher.addPaths(wanted)
+
+    def _instructions_changed(self) -> None:
+        if self._last is not None:
+            self.refresh(*self._last)
 
     def preview(self, conv_id: str, messages: list[ConversationMessage],
                 usable: int | None) -> BuiltRequest | None:
@@ -117,6 +146,8 @@ class UsageMeter:
         context = self.context
         if conv_id is None or context is None:
             return
+        self._last = (conv_id, history)
+        self._watch(context)
         try:
             settings = self.settings.llm_settings()
         except SettingsError as e:

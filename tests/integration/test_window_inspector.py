@@ -328,3 +328,23 @@ def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversatio
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and controller.meter.report.instructions_sent, timeout=5000)
     assert controller.meter.report.used == used
+
+
+def test_an_agents_md_written_while_the_window_is_open_is_counted_at_once(
+        qtbot, qloop, project_dir) -> None:
+    conv = agent_session_project(project_dir, 2, 2, "short")
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=5000)
+    assert not controller.meter.report.instructions
+    (project_dir / "AGENTS.md").write_text("Use tabs.", encoding="utf-8")
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and controller.meter.report.instructions_sent, timeout=5000)
+    tokens = controller.meter.report.totals["instructions"]
+    (project_dir / "AGENTS.md").write_text("Use tabs. " * 50, encoding="utf-8")
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and controller.meter.report.totals["instructions"] > tokens + 50,
+                    timeout=5000)
+    (project_dir / "AGENTS.md").unlink()
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and not controller.meter.report.instructions, timeout=5000)
