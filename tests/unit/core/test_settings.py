@@ -32,7 +32,8 @@ def test_precedence_cli_env_project_global_default() -> None:
                          "context_window": "default", "auto_retries": "default",
                          "request_timeout": "default", "step_limit": "default",
                          "tool_output_tokens": "default", "summary_model": "default",
-                         "auto_summary": "default", "auto_title": "default"}
+                         "auto_summary": "default", "auto_title": "default",
+                         "images": "default"}
     assert d.summary_model is None and d.auto_summary is True
     off = resolve_llm_settings(env={"WORKBENCH_AUTO_SUMMARY": "off",
                                     "WORKBENCH_SUMMARY_MODEL": "openai/cheap"})
@@ -119,3 +120,12 @@ def test_the_request_timeout_comes_from_every_layer_and_must_be_positive() -> No
         with pytest.raises(SettingsError, match="request timeout from the project must be a "
                                                 "positive number of seconds"):
             resolve_llm_settings(env={}, project={"request_timeout": bad})
+
+
+def test_images_is_an_on_off_setting_with_a_clear_error() -> None:
+    assert resolve_llm_settings(env={"WORKBENCH_IMAGES": "1"}).images is True
+    assert resolve_llm_settings(env={"WORKBENCH_IMAGES": "off"}).images is False
+    assert resolve_llm_settings(env={}).images is None  # as litellm's map says
+    with pytest.raises(SettingsError, match="whether the model accepts images from the "
+                                            "environment must be on or off"):
+        resolve_llm_settings(env={"WORKBENCH_IMAGES": "maybe"})
