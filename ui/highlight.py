@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
+    QTextTable,
 )
 from PySide6.QtGui import QTextFormat as F
 
@@ -53,6 +54,24 @@ def highlight_code_blocks(doc: QTextDocument) -> int:
         if _colour(doc, lines, language):
             coloured += 1
     return coloured
+
+
+def align_table_headers(doc: QTextDocument) -> int:
+    """Each markdown table's header cells aligned as their column is (Qt's reader leaves a
+    header on the left over a right-aligned or centred column). Returns the cells moved."""
+    moved = 0
+    for frame in doc.rootFrame().childFrames():
+        if not isinstance(frame, QTextTable) or frame.rows() < 2:
+            continue
+        for col in range(frame.columns()):
+            below = frame.cellAt(1, col).firstCursorPosition().block().blockFormat()
+            head = frame.cellAt(0, col).firstCursorPosition()
+            if head.block().blockFormat().alignment() != below.alignment():
+                fmt = QTextBlockFormat()
+                fmt.setAlignment(below.alignment())
+                head.mergeBlockFormat(fmt)
+                moved += 1
+    return moved
 
 
 def _colour(doc: QTextDocument, lines: list[QTextBlock], language: str) -> bool:

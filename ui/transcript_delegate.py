@@ -47,7 +47,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.model import continuable
-from ui.highlight import highlight_code_blocks, highlight_found
+from ui.highlight import align_table_headers, highlight_code_blocks, highlight_found
 from ui.row_heights import GAP, PAD, SIDE, RowHeights
 from ui.row_paint import (
     Layout,
@@ -68,6 +68,7 @@ from ui.transcript_text import (
     body_text,
     clip,
     header_line,
+    keep_line_breaks,
     truncated,
 )
 
@@ -188,13 +189,14 @@ class TranscriptDelegate(QStyledItemDelegate):
         body = body_text(row)
         shown, hidden_lines = clip(row, body)
         if row.kind is RowKind.ASSISTANT:
-            doc.setMarkdown(shown)
+            doc.setMarkdown(keep_line_breaks(shown))
             highlight_code_blocks(doc)
+            align_table_headers(doc)
         elif row.kind is RowKind.STREAMING and len(shown) <= STREAM_MARKDOWN_CHARS:
             # Read as it arrives (headings, lists, fences), so the answer does not jump into
             # another layout when it ends; its code colours come then (Pygments per frame is
             # too dear). A very long answer streams as plain text.
-            doc.setMarkdown(shown)
+            doc.setMarkdown(keep_line_breaks(shown))
         else:
             doc.setPlainText(shown)
         images = image_refs(row) if row.kind is RowKind.USER else []

@@ -167,3 +167,34 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
     if fence is not None and body:
         blocks.append((lang, "\n".join(body)))
     return blocks
+
+
+_BLOCK_START = ("#", ">", "|", "- ", "* ", "+ ", "```", "~~~", "    ", "\t")
+
+
+def _plain_line(line: str) -> bool:
+    """A line of a paragraph (not a heading, quote, table row, list item, fence, indented
+    code or a blank line)."""
+    stripped = line.lstrip(" ")
+    if not stripped or line.startswith(("    ", "\t")) or stripped.startswith(_BLOCK_START):
+        return False
+    head = stripped.split(" ", 1)[0]
+    return not (head[:-1].isdigit() and head[-1:] in ".)")  # "1." or "1)": a numbered item
+
+
+def keep_line_breaks(text: str) -> str:
+    """Markdown joins the lines of a paragraph into one; an answer's single line breaks (a
+    poem, an address, lines the model put one under the other) stay as written: a hard break
+    is added between two paragraph lines, outside code fences."""
+    lines = text.split("\n")
+    fence: str | None = None
+    for i, line in enumerate(lines[:-1]):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            fence = None if fence == marker else fence or marker
+            continue
+        if fence is None and _plain_line(line) and _plain_line(lines[i + 1]) and \
+                not line.endswith(("  ", "\\")):
+            lines[i] = line + "  "
+    return "\n".join(lines)

@@ -87,3 +87,39 @@ def test_a_long_stream_keeps_the_rows_around_it_laid_out(qapp: object) -> None:
     assert len(delegate._cache) == len(rows) + 1
     delegate.stream_ended()
     assert len(delegate._cache) == len(rows)
+
+
+def test_an_answers_single_line_breaks_stay_and_markdown_blocks_are_untouched(
+        qapp: object) -> None:
+    """A poem's lines stay lines (markdown would join them into one paragraph), in a finished
+    answer as while it streams; lists, code and tables read as before."""
+    from PySide6.QtGui import QFont
+
+    from ui.transcript_delegate import TranscriptDelegate
+
+    text = ("Roses are red,\nviolets are blue.\n\n- one\n- two\n\n```py\nx = 1\ny = 2\n```\n\n"
+            "| name | size |\n|---|---:|\n| a.txt | 12 |")
+    delegate = TranscriptDelegate()
+    for kind in (RowKind.ASSISTANT, RowKind.STREAMING):
+        doc = delegate.layout(Row(kind, f"{kind}", text=text), 600, QFont()).doc
+        shown = doc.toPlainText()
+        assert shown.startswith("Roses are red,\nviolets are blue.\none\ntwo\nx = 1\ny = 2")
+        assert "x = 1  " not in shown  # code keeps its bytes
+
+
+def test_a_tables_header_is_aligned_as_its_column(qapp: object) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFont, QTextTable
+
+    from ui.transcript_delegate import TranscriptDelegate
+
+    row = Row(RowKind.ASSISTANT, "t", text="| name | size |\n|:---|---:|\n| a.txt | 12 |")
+    doc = TranscriptDelegate().layout(row, 600, QFont()).doc
+    table = next(f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable))
+
+    def align(r: int, c: int) -> int:  # left, right, centre or justified
+        flag = table.cellAt(r, c).firstCursorPosition().block().blockFormat().alignment()
+        return int(flag.value) & 0xF
+
+    assert align(0, 1) == align(1, 1) == Qt.AlignmentFlag.AlignRight.value
+    assert align(0, 0) == align(1, 0) == Qt.AlignmentFlag.AlignLeft.value
