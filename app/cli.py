@@ -9,6 +9,7 @@
     workbench export PROJECT --conversation ID [--format openai|jsonl|markdown]
     workbench list PROJECT
     workbench agents PROJECT                          (the project's agents and the sandbox)
+    workbench mcp PROJECT                             (MCP servers, their tools and costs)
     workbench context PROJECT --conversation ID [--mode M] [--model M] [--budget N] [--json]
     workbench compact PROJECT --conversation ID [--focus TEXT] [--model M] [--api-base URL]
                       [--summary-model M]        (summarize the older history now)
@@ -52,6 +53,7 @@ from app.commands import (
     cmd_export,
     cmd_import,
     cmd_list,
+    cmd_mcp,
 )
 from core.store.errors import StoreError
 
@@ -136,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the conversations of a project")
     p.add_argument("project", type=Path)
 
+    p = sub.add_parser("mcp", help="start the project's MCP servers and list their tools")
+    p.add_argument("project", type=Path)
     p = sub.add_parser("agents", help="list the project's agents (.workbench/agents/)")
     p.add_argument("project", type=Path)
 
@@ -249,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_context(args)
         if args.command == "agents":
             return cmd_agents(args)
+        if args.command == "mcp":
+            return cmd_mcp(args)
         if args.command == "compact":
             return cmd_compact(args)
         if args.command == "run":

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_turn import prepare_turn, print_turn
+from app.cli_turn import closing, prepare_turn, print_turn
 from app.commands import (
     EXIT_FAIL,
     EXIT_INTERRUPTED,
@@ -91,7 +91,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 driver.control(turn.conv_id, "resume")
             events = driver.drive(turn.conv_id, turn.settings, turn.options)
         final: list[RunState] = []
-        code = print_turn(events, run_progress(final, args.project, turn.conv_id))
+        code = print_turn(closing(events, turn.engine),
+                          run_progress(final, args.project, turn.conv_id))
     except (RunControlError, WorkflowError) as e:
         raise CliError(str(e)) from None
     finally:

@@ -78,9 +78,9 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             driver = RunDriver(engine)
             run = driver.state(conv_id)
             if run is not None and run.open:
-                return print_turn(driver.carry(conv_id, events, settings, options),
-                                  run_progress([], args.project, conv_id))
-        code = print_turn(events)
+                return print_turn(closing(driver.carry(conv_id, events, settings, options),
+                                          engine), run_progress([], args.project, conv_id))
+        code = print_turn(closing(events, engine))
         if code == EXIT_OK:
             _title(turn)
         return code
@@ -129,6 +129,17 @@ def _attach(turn: Turn, paths: list[str], text: str) -> list[Attachment]:
     if problem:
         raise CliError(f"{problem}; nothing was sent")
     return out
+
+
+async def closing(events: AsyncIterator[EngineEvent], engine: Engine
+                  ) -> AsyncIterator[EngineEvent]:
+    """A command's turn, then the project's MCP servers stopped (on the turn's own loop, where
+    they were started)."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await engine.close()
 
 
 def _title(turn: Turn) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from core.engine import Engine  # litellm behind it: imported when needed
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
-COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents",
+COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents", "mcp",
             "compact", "pin", "unpin", "exclude", "include", "fork", "run", "workflows")
 
 
@@ -181,6 +181,48 @@ def cmd_agents(args: argparse.Namespace) -> int:
     print(f"tools in agent mode: {', '.join(every)}", file=sys.stderr)
     print(f"commands run with: {detect_sandbox().describe()}", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The project's MCP servers: each one started, its state, and its tools with what each
+    schema costs in a request (exit 1 when one failed)."""
+    import asyncio
+    import json
+
+    from core.llm.tokens import TokenCounter
+    from core.mcp import McpHub
+    from core.settings import config_dir
+
+    project = open_project(args.project, create=False, read_only=True)
+    try:
+        hub = McpHub.for_project(project.root, project.state, config_dir())
+    finally:
+        project.close()
+    for problem in hub.problems:
+        print(for_stream(f"workbench: warning: {problem}", sys.stderr), file=sys.stderr)
+    if not hub.servers:
+        print("no MCP servers: add them to .workbench/mcp.json (or mcp.json in the config "
+              "folder) as {\"mcpServers\": {...}}", file=sys.stderr)
+        return EXIT_OK
+
+    async def start() -> None:
+        try:
+            await hub.start()
+        finally:
+            await hub.close_keeping_states()
+
+    asyncio.run(start())
+    counter = TokenCounter("o200k_base")
+    failed = False
+    for s in hub.servers.values():
+        failed |= s.status == "failed"
+        print(for_stream(f"{s.name}  {s.config.describe()}\n  {s.line()}", sys.stdout))
+        for t in s.tools:
+            tokens = counter.text(json.dumps({"name": t.name, "description": t.description,
+                                              "parameters": t.schema}))
+            mark = "  (read-only)" if t.read_only else ""
+            print(for_stream(f"  {t.name:<40} {tokens:>6,} tokens{mark}", sys.stdout))
+    return EXIT_FAIL if failed else EXIT_OK
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from core.engine import Engine
 from core.factory import build_engine
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage, ErrorInfo, Mode
+from core.model import Mode, pending_entry
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
@@ -208,6 +208,8 @@ class Controller(QObject):
         finally:
             if self.project is not None:
                 self.project.close()
+            if self.engine is not None:  # its MCP servers stop (on the engine's loop)
+                self.turns.worker.call_soon(self.engine.close())
             self.project = None
             self.current_id = None
             memory.settle()
@@ -245,12 +247,7 @@ class Controller(QObject):
         self.current_id = conv_id
         shown = loaded.messages
         if loaded.pending_partial is not None:  # a read-only view: show it, never write it
-            shown = [*shown, ConversationMessage(
-                role="assistant", kind="error", content=loaded.pending_partial, status="aborted",
-                error=ErrorInfo(type="app_closed", partial=bool(loaded.pending_partial),
-                                message="Pending: an app closed while this answer was arriving. "
-                                        "It becomes an entry when the project is opened for "
-                                        "writing."))]
+            shown = [*shown, pending_entry(loaded.pending_partial)]
         left_long = self.window.transcript_model.rowCount() >= memory.COLLECT_AFTER_ROWS
         self.window.transcript_model.set_messages(shown)
         memory.settle(collect=left_long)  # collect when a long conversation was left

@@ -16,7 +16,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -147,6 +147,14 @@ class EngineWorker:
 
         self.loop.call_soon_threadsafe(start)
         return handle
+
+    def call_soon(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` on the worker loop, not waiting for it (closing what a project kept
+        open there)."""
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(work, self.loop)
+        else:
+            work.close()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel running turns, give them `timeout` seconds to persist what they have, stop."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from core.attachments import Attachment, user_message
 from core.context.builder import BudgetError, BuiltRequest
-from core.context.service import ProjectContext, run_tools
+from core.context.service import ProjectContext
 from core.exchange import Exchange, error_entry, settled
 from core.last_turn import last_turn
 from core.llm.adapter import LLMClient
@@ -206,6 +206,7 @@ class Engine:
         to settle when the turn ends (the tools do not wait for them)."""
         if not self.store.writable:  # a read-only view never sends: it could not keep the answer
             raise ReadOnlyError(self.store.read_only_reason or "the project is read-only")
+        await self._start_servers(options)
         history = self.store.load(conv_id).messages
         if drop_failed:
             history = last_turn(history).without_failed(history)
@@ -319,15 +320,31 @@ class Engine:
                                      automatic):
             yield event
 
+    async def _start_servers(self, options: TurnOptions) -> None:
+        """The project's MCP servers, started the first time a turn offers tools (they stay
+        up until the project closes); their secrets never reach a log."""
+        hub = self.context.mcp
+        if hub is None or not hub.servers or options.mode == "chat" or self.tools is None:
+            return
+        await hub.start()
+        self.writer.add_secrets(hub.secrets())
+
+    async def close(self) -> None:
+        """The project closes: its MCP servers stop."""
+        if self.context.mcp is not None:
+            await self.context.mcp.close()
+
     def runner(self, conv_id: str, settings: LLMSettings, options: TurnOptions) -> ToolRunner:
         """The tool runner for one turn of `conv_id` (the mode's and agent's tools)."""
         assert self.tools is not None
         setup = self.tools
+        meta = self.store.meta(conv_id)
         network = options.network
         if network is None:
-            network = self.store.meta(conv_id).allow_network
+            network = meta.allow_network
         run = self.context.run_state(conv_id) if options.mode == "run" else None
-        return ToolRunner(setup.root, setup.state, run_tools(options.mode, options.agent, run),
+        return ToolRunner(setup.root, setup.state,
+                          self.context.tools(options.mode, options.agent, run, meta),
                           self.context.counter(settings.model), options.approve,
                           setup.sandbox, network, options.mode, settings.tool_output_tokens,
                           setup.env, run,

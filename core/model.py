@@ -406,6 +406,15 @@ def app_closed_entry(text: str) -> ConversationMessage:
                         message=APP_CLOSED_MESSAGE))
 
 
+def pending_entry(text: str) -> ConversationMessage:
+    """How a read-only view shows an answer a crashed app was receiving (never written)."""
+    return ConversationMessage(
+        role="assistant", kind="error", content=text, status="aborted",
+        error=ErrorInfo(type="app_closed", partial=bool(text),
+                        message="Pending: an app closed while this answer was arriving. It "
+                                "becomes an entry when the project is opened for writing."))
+
+
 def content_text(content: Content | None) -> str:
     if content is None:
         return ""

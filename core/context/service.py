@@ -51,11 +51,14 @@ from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
 from core.llm.tokens import REPLY_PRIMER, TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
+from core.mcp import SEP, McpHub
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, config_dir
 from core.store.conversations import ConversationMeta, ConversationStore
 from core.store.project import Project
+from core.tool_names import COMPLETE_STEP
 from core.tools import Tool, tool_schemas, tools_for
+from core.tools.mcp_tools import McpToolset
 from core.workflows.state import RunState, RunTracker, fold
 
 CACHED_CONVERSATIONS = 2
@@ -127,6 +130,7 @@ class ProjectContext:
         seal: ApprovalSeal | None = None,
         instructions: InstructionFile | None = None,
         attachments: AttachmentStore | None = None,
+        mcp: McpHub | None = None,
     ) -> None:
         """`state_dir`: the project's `.workbench/` (where run files are kept), if any;
         `seal`: the user's seal on remembered allowances (default: the one in their config
@@ -135,6 +139,8 @@ class ProjectContext:
         self.offer_tools = offer_tools
         self.instruction_file = instructions
         self.attachments = attachments
+        self.mcp = mcp  # the project's MCP servers (core.mcp), if it has any configured
+        self._mcp_tools = McpToolset(mcp) if mcp is not None else None
         self.store = store
         self.composer = composer or PromptComposer()
         self.calibration = calibration
@@ -157,7 +163,8 @@ class ProjectContext:
                    calibration, offer_tools=True,
                    state_dir=None if project.read_only else project.state,
                    instructions=InstructionFile(project.root),
-                   attachments=AttachmentStore.of(project.state, project.read_only))
+                   attachments=AttachmentStore.of(project.state, project.read_only),
+                   mcp=McpHub.for_project(project.root, project.state, config_dir()))
 
     def refuses_tools(self, model: str) -> bool:
         """A server refused a request of `model` that offered tools: no build offers them."""
@@ -270,7 +277,7 @@ class ProjectContext:
         if run_context is None and run is not None and run.status != "aborted":
             run_context = run.context()
         tools = [] if self.refuses_tools(settings.model) else \
-            self.tool_schemas(mode, agent, run)
+            self.tool_schemas(mode, agent, run, meta)
         persona = agent.instructions if agent is not None else None
         cache, lock = self.caches.take(conv_id) if conv_id is not None else (None, nullcontext())
         with lock:
@@ -320,12 +327,35 @@ class ProjectContext:
             built.report.budget_note = f"{said.rstrip('.')}. {left_out}" if said else left_out
 
     def tool_schemas(self, mode: Mode, agent: Agent | None = None,
-                     run: RunState | None = None) -> list[dict[str, Any]]:
+                     run: RunState | None = None, meta: ConversationMeta | None = None
+                     ) -> list[dict[str, Any]]:
         """The `tools[]` a request in `mode` offers (none when this service's engine cannot
         run tools); in run mode, those of the active step of `run`, and complete_step."""
         if not self.offer_tools:
             return []
-        return tool_schemas(run_tools(mode, agent, run))
+        return tool_schemas(self.tools(mode, agent, run, meta))
+
+    def tools(self, mode: Mode, agent: Agent | None = None, run: RunState | None = None,
+              meta: ConversationMeta | None = None) -> list[Tool]:
+        """The tools a turn offers: ours (run_tools), then the MCP servers' in agent and run
+        mode (in their fixed order; an agent's or a step's list narrows them too), less those
+        the conversation switched off (`tools_off`: a tool's name, or `server__*`); the
+        runner of the turn gets the same list."""
+        ours = run_tools(mode, agent, run)
+        if mode == "chat" or self._mcp_tools is None:
+            return ours
+        extra = self._mcp_tools.tools()
+        if agent is not None and agent.tools is not None:
+            extra = [t for t in extra if t.name in agent.tools]
+        active = run.active if run is not None and run.open and mode == "run" else None
+        if active is not None and active.step.tools is not None:
+            extra = [t for t in extra if t.name in active.step.tools]
+        off = set(meta.tools_off) if meta is not None else set()
+        extra = [t for t in extra if t.name not in off
+                 and f"{t.name.split(SEP, 1)[0]}{SEP}*" not in off]
+        if ours and ours[-1].name == COMPLETE_STEP:  # complete_step stays last
+            return [*ours[:-1], *extra, ours[-1]]
+        return [*ours, *extra]
 
     def run_state(self, conv_id: str | None,
                   history: list[ConversationMessage] | None = None,

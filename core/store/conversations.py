@@ -90,6 +90,7 @@ class ConversationMeta(BaseModel):
     agent: str | None = None  # the agent chosen for the conversation (None: the default)
     allow_network: bool = False  # commands the agent runs may use the network
     project_instructions: bool = True  # send the project's AGENTS.md (core.context.instructions)
+    tools_off: list[str] = Field(default_factory=list)  # MCP tools switched off (core.mcp)
     # A branch: the conversation it grew from and the last entry they share ("" for none);
     # see core.store.branches.
     branch_of: str | None = None

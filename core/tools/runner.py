@@ -33,6 +33,7 @@ from core.tools.base import (
     started_file,
 )
 from core.tools.files import planned_content, unified_diff
+from core.tools.mcp_tools import McpTool
 from core.tools.results import OFFLOAD_TOKENS, READ_TOOL_RESULT, Kept, keep
 from core.tools.shell import Sandbox, ShellArgs
 from core.tools.todo import TodoBoard, todo_state
@@ -276,7 +277,14 @@ class ToolRunner:
         yield ("conversation" if choice == ALLOW_CONVERSATION else "once", None)
 
     def _describe(self, plan: _Plan) -> str:
-        """What the user approves: the diff of a write, the command and its sandbox."""
+        """What the user approves: the diff of a write, the command and its sandbox, an MCP
+        tool's server and arguments."""
+        if isinstance(plan.tool, McpTool) and plan.tool.info is not None and plan.args:
+            info = plan.tool.info
+            arguments = json.dumps(plan.args.model_dump(), ensure_ascii=False, indent=1)
+            return (f"MCP server {info.server!r}, tool {info.tool!r}\n\n{arguments}\n\n"
+                    "Protection: none of ours. The server is a program of its own and runs "
+                    "with your rights, outside Context Workbench's sandbox.")
         if isinstance(plan.args, ShellArgs):
             return (f"$ {plan.args.command}\n\nin {self.root}, timeout {plan.args.timeout} s\n"
                     f"Protection: {self.sandbox.describe(self.network)}")

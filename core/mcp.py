@@ -1,0 +1,436 @@
+"""MCP servers as tool sources, through the official `mcp` SDK (stdio and streamable HTTP).
+
+Configuration is the `mcpServers` shape other clients use (Claude Desktop, Cursor), so a user
+can copy theirs: `mcp.json` in the config folder, then `.workbench/mcp.json` in the project
+(a project's server of the same name wins):
+
+    {"mcpServers": {"files": {"command": "npx", "args": ["-y", "@scope/server"],
+                              "env": {"TOKEN": "..."}, "cwd": "..."},
+                    "search": {"url": "http://127.0.0.1:8765/mcp", "headers": {...}}}}
+
+Two more keys of ours per server: `"autoApproveReadOnly": true` lets the tools its server marks
+`readOnlyHint` run without asking (off unless the user says so); `"timeout": 30` gives its
+calls that many seconds (default CALL_TIMEOUT).
+
+The `McpHub` starts the servers lazily (the first time an agent or run turn needs tools), each
+in a task of the engine's loop that holds its connection; a server that cannot start, crashes,
+hangs or lists an unusable schema becomes a state in plain words, and a call to it a tool result
+the model reads. Tools are offered as `server__tool`, in a fixed order (servers by name, their
+tools by name), so the request's prefix stays the same from turn to turn. What each server
+listed is kept in `.workbench/mcp-tools.json`, so the meter and `workbench context` count the
+tools before a server is started. Commands of stdio servers run with the user's rights: they are
+not sandboxed by us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_FILE = "mcp.json"
+TOOLS_CACHE = "mcp-tools.json"
+LOGS_DIR = "mcp-logs"
+SEP = "__"
+START_TIMEOUT = 30.0  # a server that has not listed its tools by then has failed
+CALL_TIMEOUT = 120.0  # a call without an answer by then is answered "timed out"
+MAX_NAME = 64  # OpenAI's limit on a function's name
+
+State = Literal["not started", "starting", "ready", "failed"]
+
+
+class ServerConfig(BaseModel):
+    """One entry of `mcpServers`: a command (stdio) or a URL (streamable HTTP)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    auto_approve_read_only: bool = Field(default=False, alias="autoApproveReadOnly")
+    timeout: float | None = Field(default=None, gt=0)  # seconds a call may take (ours)
+
+    def describe(self) -> str:
+        return self.url or " ".join([self.command or "", *self.args]).strip()
+
+    def fingerprint(self) -> str:
+        """What the kept tool list was listed for (a changed entry lists anew)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class McpToolInfo:
+    """A tool a server listed. `name` is what the model calls (`server__tool`)."""
+
+    server: str
+    tool: str
+    name: str
+    description: str
+    schema: dict[str, Any]
+    read_only: bool = False
+
+
+@dataclass
+class ServerState:
+    name: str
+    config: ServerConfig
+    status: State = "not started"
+    tools: list[McpToolInfo] = field(default_factory=list)
+    error: str = ""
+    session: Any = None  # the SDK's ClientSession while ready
+    stop: asyncio.Event | None = None
+    task: asyncio.Task[None] | None = None
+
+    def line(self) -> str:
+        """Its state in a few words, for Settings and `workbench mcp`."""
+        if self.status == "ready":
+            n = len(self.tools)
+            return f"ready with {n} tool{'s' if n != 1 else ''}"
+        if self.status == "failed":
+            return f"failed: {self.error}"
+        return self.status
+
+
+def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
+    """The servers of the config files, later files winning by name; and the problems found,
+    one sentence each (a broken entry is left out, the others still start)."""
+    servers: dict[str, ServerConfig] = {}
+    problems: list[str] = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as e:
+            problems.append(f"{path} could not be read ({e}); its servers are not started")
+            continue
+        entries = data.get("mcpServers") if isinstance(data, dict) else None
+        if not isinstance(entries, dict):
+            problems.append(f'{path} has no "mcpServers" object; its servers are not started')
+            continue
+        for name, raw in entries.items():
+            try:
+                config = ServerConfig.model_validate(raw)
+            except ValidationError as e:
+                why = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+                problems.append(f"MCP server {name!r} in {path}: {why}")
+                continue
+            if bool(config.command) == bool(config.url):
+                problems.append(f"MCP server {name!r} in {path} needs either a command or a "
+                                "url")
+                continue
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
+                problems.append(f"MCP server {name!r} in {path}: a name is letters, digits, "
+                                "'-' or '_' (40 at most)")
+                continue
+            servers[name] = config
+    return dict(sorted(servers.items())), problems
+
+
+def tool_name(server: str, tool: str) -> str:
+    name = f"{server}{SEP}{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
+    return name[:MAX_NAME]
+
+
+def _describe_error(e: BaseException) -> str:
+    """An exception as a sentence (an ExceptionGroup from the SDK's task groups: its first
+    real cause)."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    if isinstance(e, TimeoutError | asyncio.TimeoutError):
+        return "it did not answer in time"
+    if isinstance(e, FileNotFoundError):
+        return f"the command was not found ({e.filename or e})"
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0][:300]
+
+
+def _schema_problem(schema: Any) -> str | None:
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return "its input schema is not a JSON object schema"
+    try:
+        from jsonschema import Draft202012Validator
+        Draft202012Validator.check_schema(schema)
+    except Exception as e:  # the validator's own error types
+        return f"its input schema is invalid ({str(e).splitlines()[0][:120]})"
+    return None
+
+
+class McpHub:
+    """The project's MCP servers: started together, once, on the engine's loop.
+
+    Attributes:
+        servers: by name, in a fixed order.
+        problems: what the configuration files got wrong.
+    """
+
+    def __init__(self, servers: dict[str, ServerConfig], problems: list[str],
+                 state_dir: Path | None, cwd: Path | None = None) -> None:
+        self.servers = {name: ServerState(name, c) for name, c in servers.items()}
+        self.problems = problems
+        self.state_dir = state_dir
+        self.cwd = cwd
+        self._cache = self._read_cache()
+        self._starting: asyncio.Task[None] | None = None
+
+    @classmethod
+    def for_project(cls, root: Path, state: Path, config_dir: Path) -> McpHub:
+        servers, problems = load_config([config_dir / CONFIG_FILE, state / CONFIG_FILE])
+        return cls(servers, problems, state, root)
+
+    # --- what is offered -------------------------------------------------------------------------
+
+    def tools(self) -> list[McpToolInfo]:
+        """Every tool the servers offer, in the fixed order: a started server's own list,
+        else the one it gave when last started (kept on disk); a failed server offers none."""
+        out: list[McpToolInfo] = []
+        for s in self.servers.values():
+            if s.status == "ready":
+                out += s.tools
+            elif s.status != "failed":
+                out += self._cached(s)
+        return out
+
+    def secrets(self) -> list[str]:
+        """Values of the servers' `env` and `headers`: never written to a log."""
+        return [v for s in self.servers.values()
+                for v in (*s.config.env.values(), *s.config.headers.values()) if len(v) >= 8]
+
+    def _cached(self, s: ServerState) -> list[McpToolInfo]:
+        entry = self._cache.get(s.name)
+        if not isinstance(entry, dict) or entry.get("config") != s.config.fingerprint():
+            return []
+        try:
+            return [McpToolInfo(**t) for t in entry.get("tools", [])]
+        except TypeError:
+            return []
+
+    def _read_cache(self) -> dict[str, Any]:
+        if self.state_dir is None:
+            return {}
+        try:
+            data = json.loads((self.state_dir / TOOLS_CACHE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _keep(self, s: ServerState) -> None:
+        if self.state_dir is None:
+            return
+        self._cache[s.name] = {"config": s.config.fingerprint(),
+                               "tools": [t.__dict__ for t in s.tools]}
+        try:
+            tmp = self.state_dir / f".{TOOLS_CACHE}.tmp"
+            tmp.write_text(json.dumps(self._cache, indent=1, sort_keys=True), encoding="utf-8")
+            tmp.replace(self.state_dir / TOOLS_CACHE)
+        except OSError:
+            pass  # a cache: the next start lists them again
+
+    # --- starting and stopping -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every server not started yet and wait until each is ready or has failed (at
+        most START_TIMEOUT each, together). Safe to call again: it waits for the same start."""
+        if self._starting is None or self._starting.done() and any(
+                s.status == "not started" for s in self.servers.values()):
+            self._starting = asyncio.ensure_future(self._start_all())
+        await asyncio.shield(self._starting)
+
+    async def _start_all(self) -> None:
+        waits = []
+        for s in self.servers.values():
+            if s.status != "not started":
+                continue
+            ready = asyncio.Event()
+            s.status, s.stop = "starting", asyncio.Event()
+            s.task = asyncio.ensure_future(self._serve(s, ready))
+            waits.append(ready.wait())
+        if waits:
+            await asyncio.gather(*waits)
+
+    async def _serve(self, s: ServerState, ready: asyncio.Event) -> None:
+        """Hold one server's connection: open, list its tools, wait to be stopped."""
+        assert s.stop is not None
+        try:
+            async with AsyncExitStack() as stack:
+                streams = await asyncio.wait_for(self._connect(s, stack), START_TIMEOUT)
+                from mcp import ClientSession
+
+                session = await stack.enter_async_context(ClientSession(*streams))
+                await asyncio.wait_for(session.initialize(), START_TIMEOUT)
+                listed = await asyncio.wait_for(session.list_tools(), START_TIMEOUT)
+                s.tools, skipped = self._infos(s, listed.tools)
+                s.session, s.status, s.error = session, "ready", ""
+                if skipped:
+                    s.error = "; ".join(skipped)
+                self._keep(s)
+                ready.set()
+                await s.stop.wait()
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            s.status = "failed"
+            s.error = s.error or "stopped"
+            raise
+        except BaseException as e:  # noqa: BLE001 - whatever the server did: a state, said
+            if s.status != "failed":
+                s.status, s.error = "failed", self._why(s, e)
+        finally:
+            s.session = None
+            if s.status == "ready":
+                s.status = "not started"  # stopped: a later start opens it again
+            ready.set()
+
+    async def _connect(self, s: ServerState, stack: AsyncExitStack) -> tuple[Any, Any]:
+        c = s.config
+        if c.url:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            client = await stack.enter_async_context(
+                create_mcp_http_client(headers=c.headers or None))
+            read, write, _ = await stack.enter_async_context(
+                streamable_http_client(c.url, http_client=client))
+            return read, write
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        log = self._log(s)
+        if self.state_dir is not None:
+            stack.callback(log.close)  # after the process is gone
+        params = StdioServerParameters(command=c.command or "", args=c.args, env=c.env or None,
+                                       cwd=c.cwd or (str(self.cwd) if self.cwd else None))
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=log))
+        return read, write
+
+    def _log(self, s: ServerState) -> Any:
+        """Where a stdio server's stderr goes: `.workbench/mcp-logs/<name>.log` (the last lines
+        say why it failed)."""
+        import sys
+
+        if self.state_dir is None:
+            return sys.stderr
+        folder = self.state_dir / LOGS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        return open(folder / f"{s.name}.log", "a", encoding="utf-8")  # noqa: SIM115
+
+    def _why(self, s: ServerState, e: BaseException) -> str:
+        why = _describe_error(e)
+        if self.state_dir is not None and s.config.command:
+            try:
+                lines = (self.state_dir / LOGS_DIR / f"{s.name}.log").read_text(
+                    encoding="utf-8", errors="replace").strip().splitlines()
+            except OSError:
+                lines = []
+            if lines:
+                why += f" (its last output: {lines[-1][:200]})"
+        return why
+
+    def _infos(self, s: ServerState, listed: list[Any]) -> tuple[list[McpToolInfo], list[str]]:
+        out, skipped, seen = [], [], set()
+        for t in sorted(listed, key=lambda t: t.name):
+            problem = _schema_problem(t.inputSchema)
+            name = tool_name(s.name, t.name)
+            if problem is None and name in seen:
+                problem = "its name repeats another's"
+            if problem is not None:
+                skipped.append(f"tool {t.name!r} left out: {problem}")
+                continue
+            seen.add(name)
+            hints = getattr(t, "annotations", None)
+            out.append(McpToolInfo(s.name, t.name, name, (t.description or "").strip(),
+                                   dict(t.inputSchema),
+                                   bool(hints is not None and hints.readOnlyHint)))
+        return out, skipped
+
+    async def close(self) -> None:
+        """Stop every server (their processes end); waits a little for each."""
+        for s in self.servers.values():
+            if s.stop is not None:
+                s.stop.set()
+        tasks = [s.task for s in self.servers.values() if s.task is not None]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=5)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+        for s in self.servers.values():
+            s.task, s.stop = None, None
+            s.status = "not started" if s.status != "failed" else s.status
+        self._starting = None
+
+    async def close_keeping_states(self) -> None:
+        """Stop every server but keep what each was (ready with its tools, failed and why):
+        for a listing made and then shown."""
+        kept = {n: (s.status, s.error, s.tools) for n, s in self.servers.items()}
+        await self.close()
+        for n, (status, error, tools) in kept.items():
+            s = self.servers[n]
+            s.status, s.error, s.tools = status, error, tools
+
+    async def restart(self, name: str) -> None:
+        s = self.servers[name]
+        if s.stop is not None:
+            s.stop.set()
+        if s.task is not None:
+            await asyncio.wait([s.task], timeout=5)
+        s.status, s.error, s.task, s.stop = "not started", "", None, None
+        self._starting = None
+        await self.start()
+
+    # --- calls -----------------------------------------------------------------------------------
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]
+                   ) -> tuple[str, bool]:
+        """Call a tool; returns (the text the model reads, whether it is an error). Never
+        raises for what the server does: a crash, a time-out or an error is said."""
+        s = self.servers.get(server)
+        timeout = (s.config.timeout if s is not None else None) or CALL_TIMEOUT
+        if s is None or s.status != "ready" or s.session is None:
+            why = s.line() if s is not None else "not configured"
+            return (f"The MCP server {server!r} is not available ({why}); the tool "
+                    f"{tool!r} did not run.", True)
+        try:
+            result = await s.session.call_tool(tool, arguments,
+                                               read_timeout_seconds=timedelta(seconds=timeout))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as e:  # noqa: BLE001 - the server's failure, said
+            why = _describe_error(e)
+            if "timed out" in why.lower() or isinstance(e, TimeoutError):
+                return (f"The MCP server {server!r} did not answer {tool!r} within "
+                        f"{timeout:g} s; the call was given up.", True)
+            s.status, s.error = "failed", f"it stopped during a call ({why})"
+            if s.stop is not None:
+                s.stop.set()
+            return (f"The MCP server {server!r} failed during the call to {tool!r} ({why}); "
+                    "it is stopped. Tell the user; Settings can restart it.", True)
+        return _result_text(result), bool(result.isError)
+
+
+def _result_text(result: Any) -> str:
+    """A call's content as the text the model reads (text as is; other kinds named)."""
+    parts = []
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            parts.append(f"[an image ({block.mimeType}) the tool returned; not shown here]")
+        elif kind == "resource":
+            inner = block.resource
+            parts.append(getattr(inner, "text", None) or f"[a resource: {inner.uri}]")
+        else:
+            parts.append(f"[{kind or 'content'} the tool returned]")
+    if not parts and result.structuredContent is not None:
+        parts.append(json.dumps(result.structuredContent, ensure_ascii=False, indent=1))
+    return "\n".join(parts) or "(no output)"
