@@ -61,12 +61,14 @@ class AttachmentFlow(QObject):
         composer.image_pasted.connect(self.add_image)
         composer.attachment_removed.connect(self.remove)
         window.attach_requested.connect(self._choose)
+        composer.attach_requested.connect(self._choose)
         meter.attached = self.current
         meter.listeners.append(self._follow)
         self._listing: Path | None = None  # the project whose files are being listed
         self._listed.connect(self._on_listed)
         composer.mentions.wanted.connect(self._list_files)
         composer.mentions.chosen.connect(self._mentioned)
+        composer.draft_changed.connect(self._on_draft_changed)
         self._root: Path | None = None  # the project the mention list is of
 
     def current(self) -> list[Attachment]:
@@ -74,8 +76,9 @@ class AttachmentFlow(QObject):
         return list(self._pending.get(conv, [])) if conv is not None else []
 
     def _choose(self) -> None:
-        if self._where() is not None:
-            self.window.composer.choose_files()
+        where = self._where()
+        if where is not None:
+            self.window.composer.choose_files(str(where[0].root))
 
     def _where(self) -> tuple[Project, str, AttachmentStore] | None:
         project, conv = self.host.project, self.host.current_id
@@ -102,8 +105,8 @@ class AttachmentFlow(QObject):
                 self._add(conv, attach_file(Path(path), store, counter, project.root))
             except AttachmentError as e:
                 refused.append(str(e))
+        self.show()  # then what was refused (the box's text changing clears the line)
         self.notices.not_sent(f"Not attached: {'; '.join(refused)}." if refused else None)
-        self.show()
 
     def add_image(self, data: bytes) -> None:
         where = self._where()
@@ -118,8 +121,8 @@ class AttachmentFlow(QObject):
         except AttachmentError as e:
             self.notices.not_sent(f"Not attached: {e}.")
             return
-        self.notices.not_sent(None)
         self.show()
+        self.notices.not_sent(None)
 
     def _add(self, conv: str, attachment: Attachment) -> None:
         pending = self._pending.setdefault(conv, [])
@@ -171,10 +174,11 @@ class AttachmentFlow(QObject):
             refs = [r for r, _ in image_refs(row) if r not in delegate.thumbnails]
             for ref in refs:
                 image = self._image(store, ref)
-                if image is not None:
-                    delegate.thumbnails[ref] = image.scaled(
-                        THUMBNAIL, THUMBNAIL, Qt.AspectRatioMode.KeepAspectRatio,
-                        Qt.TransformationMode.SmoothTransformation)
+                if image is not None and max(image.width(), image.height()) > THUMBNAIL:
+                    image = image.scaled(THUMBNAIL, THUMBNAIL, Qt.AspectRatioMode.KeepAspectRatio,
+                                         Qt.TransformationMode.SmoothTransformation)
+                if image is not None:  # a small one as it is, never blown up
+                    delegate.thumbnails[ref] = image
             if refs:
                 changed.append(i)
         model.relayout(changed)
@@ -198,7 +202,8 @@ class AttachmentFlow(QObject):
     # --- @-mentions ------------------------------------------------------------------------------
 
     def _list_files(self) -> None:
-        """The first `@`: the project's files, listed on a thread (a large tree takes a while)."""
+        """An `@` typed: the project's files as they are now, listed on a thread (a large tree
+        takes a while; the list shown meanwhile is the last one)."""
         project = self.host.project
         if project is None or self._listing == project.root:
             return
@@ -211,6 +216,13 @@ class AttachmentFlow(QObject):
         project = self.host.project
         if project is not None and project.root == root:
             self.window.composer.mentions.set_paths(paths)
+
+    def _on_draft_changed(self) -> None:
+        """A mention typed in full and followed by a space is a chip at once (the meter
+        counts it before sending, as it counts the others)."""
+        text = self.window.composer.text()
+        if "@" in text and text[-1:].isspace():
+            self._typed_mentions(text)
 
     def _mentioned(self, path: str) -> None:
         project = self.host.project
@@ -257,7 +269,8 @@ class AttachmentFlow(QObject):
             self.show()
         if any(a.kind == "image" for a in current) and \
                 not accepts_images(settings.model, settings.images):
-            self.notices.not_sent(f"Not sent: {images_refused(settings.model)}.")
+            self.notices.not_sent(
+                f"Not sent: {images_refused(settings.model, settings.images)}.")
             return None
         return current
 

@@ -119,7 +119,7 @@ def _attach(turn: Turn, paths: list[str], text: str) -> list[Attachment]:
             raise CliError(f"{e}; nothing was sent") from None
     if any(a.kind == "image" for a in out) and not accepts_images(settings.model,
                                                                   settings.images):
-        raise CliError(f"{images_refused(settings.model)}; nothing was sent")
+        raise CliError(f"{images_refused(settings.model, settings.images)}; nothing was sent")
     try:
         room = context.message_room(turn.conv_id, settings, turn.options.mode,
                                     turn.options.agent) - counter.text(text)

@@ -268,6 +268,15 @@ class UsageMeter:
                       self.draft_tokens()) * r.calibration)
         if need <= r.usable:
             return True
+        attached = self.attached()
+        if attached:
+            big = max(attached, key=lambda a: a.tokens)
+            self.notices.not_sent(
+                f"Not sent: with its attachments this message is about {need:,} tokens with "
+                f"the system prompt ({big.name} alone: {round(big.tokens * r.calibration):,}), "
+                f"but {r.model} accepts {r.usable:,} for input. Remove an attachment, attach "
+                "the part you mean, or choose a model with a larger window in Settings.")
+            return False
         self.notices.not_sent(
             f"Not sent: this message is about {need:,} tokens with the system prompt, but "
             f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "

@@ -332,7 +332,7 @@ def attach_file(path: Path, store: AttachmentStore, counter: TokenCounter,
             raise AttachmentError(f"{name} is {size_text(size)}: too large to attach")
         data = path.read_bytes()
     except OSError as e:
-        raise AttachmentError(f"{name} could not be read ({e.strerror or e})") from e
+        raise AttachmentError(f"{path} could not be read ({e.strerror or e})") from e
     return replace(attach_bytes(data, name, store, counter), source=path)
 
 
@@ -362,11 +362,14 @@ def accepts_images(model: str, said: bool | None) -> bool:
     return said if said is not None else supports_vision(model)
 
 
-def images_refused(model: str) -> str:
+def images_refused(model: str, said: bool | None = None) -> str:
     """Why an image is not sent to `model`, with the way to change it."""
+    if said is False:
+        return (f"images are turned off for {model} (\"This model reads images\" in Settings, "
+                "or WORKBENCH_IMAGES=0); remove the image or turn them on")
     return (f"{model} does not take images (as litellm knows it); remove the image, choose a "
             "vision model, or, if this model does read images (a local server's), tick "
-            "\"The model accepts images\" in Settings or set WORKBENCH_IMAGES=1")
+            "\"This model reads images\" in Settings or set WORKBENCH_IMAGES=1")
 
 
 _LOGGED_REF = re.compile(rb"attachment:([0-9a-f]{64}\.(?:png|jpg|gif|webp))")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from core.llm.adapter import LLMClient, LLMRequest, TextDelta
 from core.llm.errors import LLMError
-from core.model import ConversationMessage
+from core.model import ConversationMessage, TextPart
 from core.settings import LLMSettings
 from core.store.conversations import ConversationStore
 
@@ -44,6 +44,14 @@ def first_exchange(messages: list[ConversationMessage]
     answer = next((m for m in after if m.role == "assistant" and m.kind == "message"
                    and m.text().strip()), None)
     return None if answer is None else (asked, answer)
+
+
+def typed(m: ConversationMessage) -> str:
+    """What the user typed: a message with attachments is its first part (the files after it
+    are not what the conversation is called by)."""
+    if isinstance(m.content, list):
+        return next((p.text for p in m.content if isinstance(p, TextPart)), "")
+    return m.text()
 
 
 def opening_title(text: str) -> str:
@@ -82,9 +90,9 @@ async def write_title(store: ConversationStore, client: LLMClient, conv_id: str,
     asked, answer = exchange
     title, by = None, "model"
     if settings.auto_title:
-        title = await _ask(client, settings, asked.text(), answer.text())
+        title = await _ask(client, settings, typed(asked), answer.text())
     if title is None:
-        title, by = opening_title(asked.text()), "opening"
+        title, by = opening_title(typed(asked)), "opening"
     if title and store.set_title_if_untitled(conv_id, title, by):
         yield TitleWritten(conv_id, title, by)
 

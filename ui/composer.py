@@ -3,7 +3,18 @@ an earlier message)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QEvent,
+    QIODevice,
+    QMimeData,
+    QSize,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -61,6 +72,17 @@ class _Editor(QPlainTextEdit):
             return
         super().insertFromMimeData(source)
 
+    def event(self, event: QEvent) -> bool:
+        # Tab would move the focus (tab changes focus here) before keyPressEvent sees it:
+        # with the @-list open, it takes the suggestion instead.
+        if isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress and \
+                event.key() == Qt.Key.Key_Tab and self.popup_open() and self.take_completion():
+            return True
+        return super().event(event)
+
+    def take_completion(self) -> bool:  # set by the Composer
+        return False
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if self.popup_open() and event.key() in (
                 Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Tab, Qt.Key.Key_Backtab,
@@ -93,12 +115,14 @@ class Composer(QWidget):
     files_chosen = Signal(list)  # paths to attach (Attach…, dropped or pasted files)
     image_pasted = Signal(bytes)  # a pasted image, as PNG
     attachment_removed = Signal(int)  # the chip's place
+    attach_requested = Signal()  # Attach…: the owner opens the dialog where the project is
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.editor = _Editor(self)
         self.mentions = MentionCompleter(self.editor)
         self.editor.popup_open = self.mentions.popup_open  # type: ignore[method-assign]
+        self.editor.take_completion = self.mentions.take_current  # type: ignore[method-assign]
         self.editor.setPlaceholderText("Message…  (Ctrl+Enter to send, Esc to stop, @ to attach "
                                        "a project file)")
         self.editor.setTabChangesFocus(True)
@@ -116,7 +140,8 @@ class Composer(QWidget):
         self.attach_button.setToolTip("Attach files or images to the next message "
                                       "(Ctrl+Shift+A); you can also drop files on the box, "
                                       "paste a screenshot, or type @ to name a project file")
-        self.attach_button.clicked.connect(self.choose_files)
+        self.attach_button.clicked.connect(self.attach_requested)
+        self._attach_folder = ""  # where the last attached files were chosen
         self._chips: list[str] = []
         self.chips = QWidget(self)
         self.chips.setObjectName("chips")
@@ -216,10 +241,13 @@ class Composer(QWidget):
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
-    def choose_files(self) -> None:
-        """Attach… (and File → Attach…): the files picked go to the owner to be read."""
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message")
+    def choose_files(self, folder: str = "") -> None:
+        """Attach… (and File → Attach…): the files picked go to the owner to be read. The
+        dialog opens where the last files came from, else in `folder` (the project)."""
+        start = self._attach_folder or folder
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message", start)
         if paths:
+            self._attach_folder = str(Path(paths[0]).parent)
             self.files_chosen.emit(paths)
 
     def set_attachments(self, chips: list[tuple[str, str]]) -> None:

@@ -70,8 +70,9 @@ class MentionCompleter(QObject):
         if found is None:
             popup.hide()
             return
-        if self._paths is None:
+        if self._paths is None or not found[1]:  # a new @: the files as they are now
             self.wanted.emit()
+        if self._paths is None:
             return
         self.completer.setCompletionPrefix(found[1])
         if self.completer.completionCount() == 0:
@@ -82,6 +83,14 @@ class MentionCompleter(QObject):
         self.completer.complete(rect)
         if not popup.currentIndex().isValid():  # Enter takes the first without an arrow key
             popup.setCurrentIndex(self.completer.completionModel().index(0, 0))
+
+    def take_current(self) -> bool:
+        """Take the suggestion the list has selected (Tab); False when there is none."""
+        index = self.popup().currentIndex()
+        if not self.popup_open() or not index.isValid():
+            return False
+        self._take(str(index.data()))
+        return True
 
     def _take(self, path: str) -> None:
         found = self._word()

@@ -175,3 +175,14 @@ def test_deleting_a_conversation_takes_only_the_images_no_other_one_uses(
         trashed = p.conversations.delete(first)
     assert [x.read_bytes() for x in folder.iterdir()] == [shared]  # the other one uses it
     assert [x.read_bytes() for x in (trashed / "attachments").iterdir()] == [own]  # with it
+
+
+def test_a_title_is_made_from_what_was_typed_not_the_files(project_dir) -> None:
+    from core.attachments import user_message
+    from core.titles import opening_title, typed
+
+    store = AttachmentStore.of(project_dir / ".workbench")
+    notes = attach_bytes(b"# Notes\n", "notes.md", store, COUNTER)
+    message = user_message("what is this?", [notes])
+    assert typed(message) == "what is this?"
+    assert "Attached" not in opening_title(typed(message))

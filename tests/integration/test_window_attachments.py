@@ -115,6 +115,7 @@ def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(qtbot, qloop, 
     drop(window, project_dir / "a.txt", project_dir / "b.bin")
     assert [x.split(" · ")[0] for x in window.composer.attachment_labels()] == ["a.txt"]
     assert "b.bin is not a text file" in window.composer.hint.text()
+    assert window.composer.hint.isVisible()  # said, not only set
     with_chip = controller.meter.draft_tokens()
     chips = window.composer.chips.findChildren(QToolButton)
     assert len(chips) == 1
@@ -172,19 +173,21 @@ def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
     shown = [mentions.completer.completionModel().index(i, 0).data()
              for i in range(mentions.completer.completionCount())]
     assert shown == ["src/parser.py"]
-    qtbot.keyClick(mentions.popup(), Qt.Key.Key_Return)
+    qtbot.keyClick(editor, Qt.Key.Key_Tab)  # Tab takes it, as Enter does
     qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
-    assert editor.toPlainText() == "Check @src/parser.py "
+    assert editor.toPlainText() == "Check @src/parser.py " and editor.hasFocus()
     assert window.composer.attachment_labels()[0].startswith("src/parser.py · 12 bytes")
     # the file changes before the message leaves: what is sent is the file as it is then
     (project_dir / "src" / "parser.py").write_text("VERSION = 2\n", encoding="utf-8")
-    qtbot.keyClicks(editor, "and @src/lexer.py")  # typed, not chosen: attached as it goes
-    llm_server.script(Answer("Done."))
+    qtbot.keyClicks(editor, "and @src/lexer.py")  # typed, not chosen
     qtbot.keyClick(editor, Qt.Key.Key_Escape)  # closes the list, if open
+    qtbot.keyClick(editor, Qt.Key.Key_Space)  # the word ends: a chip, counted at once
+    qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 2, timeout=5000)
+    llm_server.script(Answer("Done."))
     window.composer.send_button.click()
     run_until(qloop, lambda: not controller.busy())
     parts = llm_server.requests[-1].body["messages"][-1]["content"]
-    assert parts[0]["text"] == "Check @src/parser.py and @src/lexer.py"
+    assert parts[0]["text"] == "Check @src/parser.py and @src/lexer.py "
     assert "VERSION = 2" in parts[1]["text"] and "Attached file src/parser.py" in parts[1]["text"]
     assert "TOKENS = []" in parts[2]["text"]
     offered = mentions.model.stringList()  # what git ignores is not offered
@@ -229,3 +232,16 @@ def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
     qtbot.waitUntil(lambda: "With your draft" in window.inspector.header.text(), timeout=5000)
     assert f"{shown:,} of " in window.inspector.header.text()
     assert dict(window.inspector.bar.parts)["history"] >= attached
+
+
+def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / "huge.txt").write_text("word " * 60_000, encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    drop(window, project_dir / "huge.txt")
+    type_and_send(qtbot, window, "read this")
+    hint = window.composer.hint.text()
+    assert "with its attachments this message is about" in hint and "huge.txt alone" in hint
+    assert window.composer.hint.isVisible() and not llm_server.requests
+    assert window.composer.attachment_labels()  # nothing lost
