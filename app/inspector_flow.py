@@ -13,6 +13,7 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 from app.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
 from app.meter import UsageMeter
 from app.notices import Notices
+from app.tools_flow import ToolsFlow
 from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
@@ -66,6 +67,7 @@ class InspectorFlow:
         window.transcript.entry_action.connect(self.annotate)
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
         self.panel.instructions_toggled.connect(self._on_instructions_toggled)
+        self.tools = ToolsFlow(window, notices, host, meter)  # the tools offered, switchable
         self.slider_timer = QTimer(self.panel)  # a slider step rebuilds once it rests
         self.slider_timer.setSingleShot(True)
         self.slider_timer.setInterval(SLIDER_DEBOUNCE_MS)

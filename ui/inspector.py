@@ -31,6 +31,8 @@ from PySide6.QtWidgets import (
     QSlider,
     QTableView,
     QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -159,6 +161,7 @@ class InspectorPanel(QDockWidget):
     budget_changed = Signal(int)  # percent of the usable budget to preview (100: as it is)
     request_picked = Signal(int)  # 0: the next request (live); k: the k-th saved, newest first
     instructions_toggled = Signal(bool)  # send the project instructions in this conversation
+    tool_toggled = Signal(str, bool)  # an MCP tool's name, or "server__*": offered or not
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Context Inspector", parent)
@@ -200,6 +203,16 @@ class InspectorPanel(QDockWidget):
         self.instructions.setObjectName("project_instructions")
         self.instructions.hide()  # shown when the project has an AGENTS.md (or CLAUDE.md)
         self.instructions.toggled.connect(self.instructions_toggled)
+        self.tools = QTreeWidget(body)
+        self.tools.setObjectName("tools_offered")
+        self.tools.setHeaderLabels(["Tools offered", "tokens"])
+        self.tools.setRootIsDecorated(True)
+        self.tools.setMaximumHeight(150)
+        self.tools.setToolTip("Every tool the next request offers and what its schema costs. "
+                              "Untick an MCP tool, or a whole server, to stop offering it in "
+                              "this conversation.")
+        self.tools.itemChanged.connect(self._on_tool_item_changed)
+        self.tools.hide()
         self.model_view = QCheckBox("Model view: dim what is left out", body)
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
@@ -255,8 +268,8 @@ class InspectorPanel(QDockWidget):
         layout.addWidget(self.picker)
         layout.addWidget(self.header)
         layout.addLayout(slider_row)
-        for widget in (self.bar, self.legend, self.instructions, self.model_view, self.filter,
-                       self.table):
+        for widget in (self.bar, self.legend, self.instructions, self.tools, self.model_view,
+                       self.filter, self.table):
             layout.addWidget(widget)
         layout.addLayout(row)
         layout.addWidget(self.history)
@@ -280,6 +293,37 @@ class InspectorPanel(QDockWidget):
         self.instructions.blockSignals(True)
         self.instructions.setChecked(sent)
         self.instructions.blockSignals(False)
+
+    def show_tools(self, groups: list[tuple[str, list[tuple[str, int, bool]]]],
+                   switchable: set[str]) -> None:
+        """The tools offered, by source: (source, [(name, tokens, on)]) each; the sources and
+        tools in `switchable` (an MCP server, its tools) can be ticked off."""
+        self.tools.blockSignals(True)
+        self.tools.clear()
+        for source, tools in groups:
+            total = sum(t for _, t, on in tools if on)
+            head = QTreeWidgetItem([source, f"{total:,}"])
+            head.setData(0, Qt.ItemDataRole.UserRole, source)
+            if source in switchable:
+                head.setCheckState(0, Qt.CheckState.Checked if any(on for *_, on in tools)
+                                   else Qt.CheckState.Unchecked)
+            for name, tokens, on in tools:
+                item = QTreeWidgetItem([name, f"{tokens:,}" if on else "off"])
+                item.setData(0, Qt.ItemDataRole.UserRole, name)
+                if name in switchable:
+                    item.setCheckState(0, Qt.CheckState.Checked if on
+                                       else Qt.CheckState.Unchecked)
+                head.addChild(item)
+            self.tools.addTopLevelItem(head)
+            head.setExpanded(source in switchable)
+        self.tools.resizeColumnToContents(1)
+        self.tools.setVisible(bool(groups))
+        self.tools.blockSignals(False)
+
+    def _on_tool_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
+        name = item.data(0, Qt.ItemDataRole.UserRole)
+        if column == 0 and name:
+            self.tool_toggled.emit(str(name), item.checkState(0) == Qt.CheckState.Checked)
 
     def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
         """(entry id, one line, in force) per summary, oldest first."""

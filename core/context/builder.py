@@ -105,6 +105,8 @@ def build_request(
         mode, run_context, persona, instructions.text if instructions else None)}
     system_tokens = counter.openai_message(system_msg)
     tools_tokens = counter.text(json.dumps(tools)) if tools and count_tools else 0
+    report.tools_offered = [(str(t.get("function", {}).get("name", "")),
+                             _schema_tokens(counter, t) if count_tools else 0) for t in tools]
     draft = Draft(history, budget, counter, report, cache or BuildCache(),
                   system_tokens + tools_tokens + REPLY_PRIMER, user_cap, recent_rounds,
                   compact, keep_view, kept,
@@ -122,6 +124,19 @@ def build_request(
     _account(draft, system_tokens, tools_tokens)
     report.elapsed_ms = ms_since(started)
     return BuiltRequest([system_msg, *draft.messages], tools, report)
+
+
+_SCHEMA_TOKENS: dict[tuple[str, str], int] = {}  # (encoding, a tool's schema) -> its tokens
+
+
+def _schema_tokens(counter: TokenCounter, tool: dict[str, Any]) -> int:
+    """One tool's schema in tokens (counted once per process: the schemas do not change)."""
+    key = (counter.encoding_name, json.dumps(tool, sort_keys=True))
+    if key not in _SCHEMA_TOKENS:
+        if len(_SCHEMA_TOKENS) > 4096:
+            _SCHEMA_TOKENS.clear()
+        _SCHEMA_TOKENS[key] = counter.text(key[1])
+    return _SCHEMA_TOKENS[key]
 
 
 def _account(draft: Draft, system_tokens: int, tools_tokens: int) -> None:

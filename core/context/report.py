@@ -72,6 +72,10 @@ class BuildReport:
     instructions: str = ""
     instructions_sent: bool = False
     instructions_note: str = ""
+    # Each tool offered, (name, tokens of its schema), in the request's order; and the MCP tools
+    # or servers (`server__*`) the conversation switched off.
+    tools_offered: list[tuple[str, int]] = field(default_factory=list)
+    tools_off: list[str] = field(default_factory=list)
     # Against the request sent before it (set by the engine as it sends): the leading
     # messages identical to it and their tokens ({"messages", "tokens", "of_tokens"}), and
     # what the provider said it read from its cache for this one.

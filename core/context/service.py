@@ -298,6 +298,7 @@ class ProjectContext:
                     cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)
         built.report.instructions, built.report.instructions_note = found, instructions_note
+        built.report.tools_off = list(meta.tools_off) if meta is not None else []
         self._say_counts(built, settings, usable_override is None, bool(tools) and not counted)
         return built
 

@@ -1,0 +1,85 @@
+"""The tools a request offers, in the Context Inspector: ours and each MCP server's, with what
+each schema costs; an MCP tool or a whole server switched off (and on) for one conversation.
+
+A switch is kept with the conversation (`tools_off` in its conversation.json); the next
+request's prefix changes once (a new compaction names it), never on every turn.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from app.meter import UsageMeter
+from app.notices import Notices
+from core.mcp import SEP
+from core.store.errors import StoreError
+from core.store.project import Project
+from ui.main_window import MainWindow
+
+OURS = "Context Workbench"
+
+
+class ToolsHost(Protocol):
+    project: Project | None
+    current_id: str | None
+
+    def refresh_usage(self) -> None: ...
+
+
+class ToolsFlow:
+    def __init__(self, window: MainWindow, notices: Notices, host: ToolsHost,
+                 meter: UsageMeter) -> None:
+        self.window = window
+        self.notices = notices
+        self.host = host
+        self.meter = meter
+        self.panel = window.inspector
+        self.panel.tool_toggled.connect(self.toggle)
+        self.panel.visibilityChanged.connect(lambda visible: self.show() if visible else None)
+        meter.listeners.append(self.show)
+
+    def show(self) -> None:
+        """After each build: the tools of the request the meter built, by source."""
+        report, context = self.meter.report, self.meter.context
+        if report is None or context is None or not self.panel.isVisible():
+            return
+        hub = context.mcp
+        servers = list(hub.servers) if hub is not None else []
+        off = set(report.tools_off)
+        groups: dict[str, list[tuple[str, int, bool]]] = {OURS: []}
+        for server in servers:
+            groups[server] = []
+        offered = set()
+        for name, tokens in report.tools_offered:
+            server = name.split(SEP, 1)[0] if SEP in name else ""
+            groups[server if server in groups else OURS].append((name, tokens, True))
+            offered.add(name)
+        if hub is not None and report.mode != "chat":  # switched off: listed, to switch on
+            for info in hub.tools():
+                if info.name not in offered and (info.name in off or
+                                                 f"{info.server}{SEP}*" in off):
+                    groups[info.server].append((info.name, 0, False))
+        switchable = set(servers) | {n for s in servers for n, *_ in groups[s]}
+        self.panel.show_tools([(source, tools) for source, tools in groups.items()
+                               if tools or source in servers and report.mode != "chat"],
+                              switchable)
+
+    def toggle(self, name: str, on: bool) -> None:
+        """Offer the tool (or the server's tools: `name` is a server's) again, or not."""
+        project, conv, context = self.host.project, self.host.current_id, self.meter.context
+        if project is None or conv is None or project.read_only or context is None:
+            return
+        hub = context.mcp
+        key = f"{name}{SEP}*" if hub is not None and name in hub.servers else name
+        try:
+            meta = project.conversations.meta(conv)
+            off = [n for n in meta.tools_off if n != key]
+            if key.endswith(f"{SEP}*"):  # the server as a whole: its own switches go
+                off = [n for n in off if not n.startswith(key[:-1])]
+            if not on:
+                off.append(key)
+            project.conversations.update_meta(conv, tools_off=sorted(set(off)))
+        except StoreError as e:
+            self.notices.warning(f"Not changed: {e}")
+            return
+        self.host.refresh_usage()

@@ -1,0 +1,78 @@
+"""MCP tools in the window: the Inspector lists every tool offered with its schema's tokens,
+ours and each server's; unticking a tool or a whole server takes exactly those out of the next
+request, for this conversation; and the servers stop with the window."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.llm.runtime import load_litellm
+from core.store.project import Project
+from tests.helpers.fake_llm import Answer, FakeLLMServer
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.integration.test_mcp import configure, stdio
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()
+    return use_fake_provider(monkeypatch, llm_server)
+
+
+def tree(panel) -> dict[str, list[str]]:
+    out = {}
+    for i in range(panel.tools.topLevelItemCount()):
+        head = panel.tools.topLevelItem(i)
+        out[head.text(0)] = [f"{head.child(k).text(0)}:{head.child(k).text(1)}"
+                             for k in range(head.childCount())]
+    return out
+
+
+def test_the_inspector_lists_and_switches_the_servers_tools(qtbot, qloop, project_dir,
+                                                            llm_server) -> None:
+    project_dir.mkdir()
+    configure(project_dir, calc=stdio())
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    window.mode_switcher.buttons["agent"].click()
+    window.inspector_action.trigger()
+    llm_server.script(Answer("ready"))
+    type_and_send(qtbot, window, "hello")
+    run_until(qloop, lambda: not controller.busy())
+    sent = [t["function"]["name"] for t in llm_server.requests[-1].body["tools"]]
+    assert "calc__add" in sent  # started by the first agent turn
+    panel = window.inspector
+    qtbot.waitUntil(lambda: "calc" in tree(panel), timeout=5000)
+    shown = tree(panel)
+    assert [x.split(":")[0] for x in shown["calc"]] == [n for n in sent if n.startswith("calc")]
+    report = controller.meter.report
+    tokens = dict(report.tools_offered)
+    assert f"calc__add:{tokens['calc__add']:,}" in shown["calc"]
+    assert "read_file" in [x.split(":")[0] for x in shown["Context Workbench"]]
+    # untick one tool: only it leaves the next request
+    head = next(panel.tools.topLevelItem(i) for i in range(panel.tools.topLevelItemCount())
+                if panel.tools.topLevelItem(i).text(0) == "calc")
+    hang = next(head.child(k) for k in range(head.childCount())
+                if head.child(k).text(0) == "calc__hang")
+    hang.setCheckState(0, hang.checkState(0).__class__.Unchecked)
+    qtbot.waitUntil(lambda: "calc__hang" not in dict(controller.meter.report.tools_offered),
+                    timeout=5000)
+    after = [n for n, _ in controller.meter.report.tools_offered]
+    assert after == [n for n in sent if n != "calc__hang"]
+    qtbot.waitUntil(lambda: "calc__hang:off" in tree(panel).get("calc", []), timeout=5000)
+    with Project.open(project_dir, read_only=True) as p:
+        assert p.conversations.meta(controller.current_id).tools_off == ["calc__hang"]
+    # the whole server off, then on again
+    head = next(panel.tools.topLevelItem(i) for i in range(panel.tools.topLevelItemCount())
+                if panel.tools.topLevelItem(i).text(0) == "calc")
+    head.setCheckState(0, head.checkState(0).__class__.Unchecked)
+    qtbot.waitUntil(lambda: not any(n.startswith("calc__")
+                                    for n, _ in controller.meter.report.tools_offered),
+                    timeout=5000)
+    head = next(panel.tools.topLevelItem(i) for i in range(panel.tools.topLevelItemCount())
+                if panel.tools.topLevelItem(i).text(0) == "calc")
+    head.setCheckState(0, head.checkState(0).__class__.Checked)
+    qtbot.waitUntil(lambda: [n for n, _ in controller.meter.report.tools_offered] == sent,
+                    timeout=5000)
