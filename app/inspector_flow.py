@@ -13,7 +13,9 @@ from PySide6.QtCore import QItemSelectionModel, QTimer
 from app.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
 from app.meter import UsageMeter
 from app.notices import Notices
+from app.settings_flow import SettingsFlow
 from app.tools_flow import ToolsFlow
+from app.turns import TurnRunner
 from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
@@ -46,6 +48,8 @@ class InspectorHost(Protocol):
     project: Project | None
     engine: Engine | None
     current_id: str | None
+    settings_flow: SettingsFlow
+    turns: TurnRunner
 
     def refresh_usage(self) -> None: ...
 

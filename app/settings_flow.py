@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
@@ -55,6 +55,13 @@ class SettingsFlow(QObject):
         self._overrides = overrides
         self._budget = budget  # the window the current conversation's requests are built for
         self.dialog: SettingsDialog | None = None
+        # The project's MCP servers, as app/tools_flow.py gives them: (name, where, state)
+        # each, and how one is restarted.
+        self.mcp_states: Callable[[], list[tuple[str, str, str]]] = list
+        self.restart_mcp: Callable[[str], None] = lambda _name: None
+        self._mcp_timer = QTimer(self)
+        self._mcp_timer.setInterval(500)
+        self._mcp_timer.timeout.connect(self._follow_mcp)
         window.theme_chosen.connect(self.set_theme)
         theme = self.store.load().theme
         window.theme_actions[theme or "system"].setChecked(True)
@@ -167,7 +174,16 @@ class SettingsFlow(QObject):
         self.dialog.set_protection(detect_sandbox().describe())
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.forget_window_requested.connect(self._on_dialog_forget_window_requested)
+        self.dialog.restart_requested.connect(self.restart_mcp)
+        self.dialog.set_mcp(self.mcp_states())
+        self._mcp_timer.start()  # the states follow while the dialog is open
         self.dialog.open()
+
+    def _follow_mcp(self) -> None:
+        if self.dialog is None or not self.dialog.isVisible():
+            self._mcp_timer.stop()
+            return
+        self.dialog.set_mcp(self.mcp_states())
 
     def _on_dialog_forget_window_requested(self, model: str) -> None:
         self.calibration.forget_window(model)

@@ -11,6 +11,9 @@ from typing import Protocol
 
 from app.meter import UsageMeter
 from app.notices import Notices
+from app.settings_flow import SettingsFlow
+from app.turns import TurnRunner
+from core.engine import Engine
 from core.mcp import SEP
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -22,6 +25,9 @@ OURS = "Context Workbench"
 class ToolsHost(Protocol):
     project: Project | None
     current_id: str | None
+    engine: Engine | None
+    settings_flow: SettingsFlow
+    turns: TurnRunner
 
     def refresh_usage(self) -> None: ...
 
@@ -37,6 +43,26 @@ class ToolsFlow:
         self.panel.tool_toggled.connect(self.toggle)
         self.panel.visibilityChanged.connect(lambda visible: self.show() if visible else None)
         meter.listeners.append(self.show)
+        host.settings_flow.mcp_states = self.states
+        host.settings_flow.restart_mcp = self.restart
+
+    # --- Settings: the servers and their states --------------------------------------------------
+
+    def states(self) -> list[tuple[str, str, str]]:
+        context = self.meter.context
+        hub = context.mcp if context is not None else None
+        if hub is None:
+            return []
+        lines = [(s.name, s.config.describe(), s.line()) for s in hub.servers.values()]
+        return lines + [("(configuration)", "", p) for p in hub.problems]
+
+    def restart(self, name: str) -> None:
+        """Settings' Restart: on the engine's loop, where the servers live."""
+        engine = self.host.engine
+        hub = engine.context.mcp if engine is not None else None
+        if engine is None or hub is None or name not in hub.servers:
+            return
+        self.host.turns.worker.call_soon(hub.restart(name))
 
     def show(self) -> None:
         """After each build: the tools of the request the meter built, by source."""

@@ -13,6 +13,7 @@ from PySide6.QtCore import (
     QModelRoleDataSpan,
     QPersistentModelIndex,
     Qt,
+    QTimer,
     Signal,
 )
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
@@ -323,7 +324,9 @@ class InspectorPanel(QDockWidget):
     def _on_tool_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
         name = item.data(0, Qt.ItemDataRole.UserRole)
         if column == 0 and name:
-            self.tool_toggled.emit(str(name), item.checkState(0) == Qt.CheckState.Checked)
+            on = item.checkState(0) == Qt.CheckState.Checked
+            # after this signal: the list is made anew in answer, and `item` goes with it
+            QTimer.singleShot(0, lambda: self.tool_toggled.emit(str(name), on))
 
     def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
         """(entry id, one line, in force) per summary, oldest first."""

@@ -67,6 +67,7 @@ class SettingsDialog(QDialog):
     """
 
     forget_window_requested = Signal(str)
+    restart_requested = Signal(str)  # an MCP server's name
 
     def __init__(
         self,
@@ -194,6 +195,19 @@ class SettingsDialog(QDialog):
         else:
             self.windows.hide()
             self.forget_button.hide()
+        self.mcp_note = QLabel(
+            "MCP servers (.workbench/mcp.json, or mcp.json in the config folder). A command "
+            "server runs with your rights: Context Workbench does not sandbox it, and asks "
+            "before each of its tools runs.", self)
+        self.mcp_note.setWordWrap(True)
+        self.mcp_servers = QListWidget(self)
+        self.mcp_servers.setObjectName("mcp_servers")
+        self.mcp_servers.setMaximumHeight(110)
+        self.mcp_restart = QPushButton("Restart the selected server", self)
+        self.mcp_restart.clicked.connect(self._on_restart_clicked)
+        for widget in (self.mcp_note, self.mcp_servers, self.mcp_restart):
+            layout.addWidget(widget)
+            widget.hide()
         layout.addWidget(buttons)
 
         index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
@@ -201,6 +215,26 @@ class SettingsDialog(QDialog):
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
         self.api_base.textChanged.connect(self._update_key_note)
+
+    def set_mcp(self, servers: list[tuple[str, str, str]]) -> None:
+        """The project's MCP servers: (name, command or URL, state) each."""
+        current = self.mcp_servers.currentItem()
+        keep = current.data(Qt.ItemDataRole.UserRole) if current is not None else None
+        self.mcp_servers.clear()
+        for name, where, state in servers:
+            item = QListWidgetItem(f"{name} — {state}")
+            item.setToolTip(f"{name}: {where}\n{state}")
+            item.setData(Qt.ItemDataRole.UserRole, name)
+            self.mcp_servers.addItem(item)
+            if name == keep or keep is None and self.mcp_servers.count() == 1:
+                self.mcp_servers.setCurrentItem(item)
+        for widget in (self.mcp_note, self.mcp_servers, self.mcp_restart):
+            widget.setVisible(bool(servers))
+
+    def _on_restart_clicked(self) -> None:
+        item = self.mcp_servers.currentItem()
+        if item is not None:
+            self.restart_requested.emit(str(item.data(Qt.ItemDataRole.UserRole)))
 
     def _on_forget_clicked(self) -> None:
         item = self.windows.currentItem()

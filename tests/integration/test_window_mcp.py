@@ -76,3 +76,32 @@ def test_the_inspector_lists_and_switches_the_servers_tools(qtbot, qloop, projec
     head.setCheckState(0, head.checkState(0).__class__.Checked)
     qtbot.waitUntil(lambda: [n for n, _ in controller.meter.report.tools_offered] == sent,
                     timeout=5000)
+
+
+def test_settings_list_the_servers_with_their_state_and_restart_one(qtbot, qloop, project_dir,
+                                                                    llm_server) -> None:
+    project_dir.mkdir()
+    configure(project_dir, calc=stdio(), broken={"command": "/nonexistent/server"})
+    window, controller = open_window(qtbot, project_dir)
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    lines = lambda: [dialog.mcp_servers.item(i).text()  # noqa: E731
+                     for i in range(dialog.mcp_servers.count())]
+    assert lines() == ["broken — not started", "calc — not started"]
+    assert "does not sandbox it" in dialog.mcp_note.text()
+    dialog.reject()
+    controller.new_conversation()
+    window.mode_switcher.buttons["agent"].click()
+    llm_server.script(Answer("ready"))
+    type_and_send(qtbot, window, "hello")
+    run_until(qloop, lambda: not controller.busy())
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    qtbot.waitUntil(lambda: "calc — ready with 6 tools" in lines(), timeout=5000)
+    assert lines()[0].startswith("broken — failed: the command was not found")
+    dialog.mcp_servers.setCurrentRow(1)
+    dialog.mcp_restart.click()
+    qtbot.waitUntil(lambda: "calc — ready with 6 tools" in lines(), timeout=30_000)
+    hub = controller.engine.context.mcp
+    assert hub.servers["calc"].status == "ready"
+    dialog.reject()
