@@ -13,6 +13,7 @@ from tests.bench import (
     bench_gui,
     bench_huge,
     bench_inspector,
+    bench_mcp,
     bench_run,
     bench_store,
     bench_tools,
@@ -22,7 +23,7 @@ BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_
            "gui": bench_gui.run, "first_send": bench_first_send.run,
            "tools": bench_tools.run,
            "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
-           "cache": bench_cache.run, "huge": bench_huge.run}
+           "cache": bench_cache.run, "huge": bench_huge.run, "mcp": bench_mcp.run}
 
 
 def main(names: list[str]) -> int:
