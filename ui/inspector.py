@@ -209,6 +209,10 @@ class InspectorPanel(QDockWidget):
         self.tools.setHeaderLabels(["Tools offered", "tokens"])
         self.tools.setRootIsDecorated(True)
         self.tools.setMaximumHeight(150)
+        header = self.tools.header()
+        header.setStretchLastSection(False)  # the names take the room, the figures what they need
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.tools.setToolTip("Every tool the next request offers and what its schema costs. "
                               "Untick an MCP tool, or a whole server, to stop offering it in "
                               "this conversation.")
@@ -317,7 +321,6 @@ class InspectorPanel(QDockWidget):
                 head.addChild(item)
             self.tools.addTopLevelItem(head)
             head.setExpanded(source in switchable)
-        self.tools.resizeColumnToContents(1)
         self.tools.setVisible(bool(groups))
         self.tools.blockSignals(False)
 
