@@ -84,10 +84,11 @@ class ApprovalDialog(QDialog):
         self.detail.setReadOnly(True)
         self.detail.setPlainText(detail)
         self.detail.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        # A diff keeps its lines (columns matter); a command and its note wrap to be read whole.
-        self.detail.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth
-                                    if detail.startswith("$ ")
-                                    else QPlainTextEdit.LineWrapMode.NoWrap)
+        # A diff keeps its lines (columns matter); a command, an MCP call and their notes
+        # wrap to be read whole.
+        self.detail.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap
+                                    if detail.startswith(("--- ", "diff ", "@@"))
+                                    else QPlainTextEdit.LineWrapMode.WidgetWidth)
         self._highlighter = DiffHighlighter(self.detail.document())
         layout.addWidget(self.detail, 1)
         self.reason = QLineEdit(self)

@@ -227,3 +227,22 @@ def test_a_streamable_http_server_on_loopback(capsys, project, llm_server) -> No
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from core.mcp import McpHub, ServerConfig, ServerState
+
+    hub = McpHub({"s": ServerConfig(command="x")}, [], None)
+    state = ServerState("s", ServerConfig(command="x"))
+    listed = [SimpleNamespace(name="good", description="ok", annotations=None,
+                              inputSchema={"type": "object", "properties": {}}),
+              SimpleNamespace(name="bad", description="", annotations=None,
+                              inputSchema={"type": "string"}),
+              SimpleNamespace(name="worse", description="", annotations=None,
+                              inputSchema={"type": "object", "properties": {"a": {"type": 7}}})]
+    tools, skipped = hub._infos(state, listed)
+    assert [t.name for t in tools] == ["s__good"]
+    assert skipped[0] == "tool 'bad' left out: its input schema is not a JSON object schema"
+    assert skipped[1].startswith("tool 'worse' left out: its input schema is invalid")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QToolButton
+from PySide6.QtWidgets import QApplication, QToolButton
 
 from core.llm.runtime import load_litellm
 from core.store.project import Project
@@ -175,7 +175,8 @@ def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
     assert shown == ["src/parser.py"]
     qtbot.keyClick(editor, Qt.Key.Key_Tab)  # Tab takes it, as Enter does
     qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
-    assert editor.toPlainText() == "Check @src/parser.py " and editor.hasFocus()
+    assert editor.toPlainText() == "Check @src/parser.py "
+    assert QApplication.focusWidget() is not window.composer.send_button  # Tab stayed
     assert window.composer.attachment_labels()[0].startswith("src/parser.py · 12 bytes")
     # the file changes before the message leaves: what is sent is the file as it is then
     (project_dir / "src" / "parser.py").write_text("VERSION = 2\n", encoding="utf-8")

@@ -11,6 +11,7 @@ from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.integration.test_mcp import configure, stdio
+from ui.approval_dialog import ApprovalDialog
 
 pytestmark = pytest.mark.gui
 
@@ -105,3 +106,32 @@ def test_settings_list_the_servers_with_their_state_and_restart_one(qtbot, qloop
     hub = controller.engine.context.mcp
     assert hub.servers["calc"].status == "ready"
     dialog.reject()
+
+
+def test_stop_cancels_a_running_server_call(qtbot, qloop, project_dir, llm_server) -> None:
+    from tests.helpers.fake_llm import ToolCalls
+
+    project_dir.mkdir()
+    configure(project_dir, calc=stdio(autoApproveReadOnly=True))
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    window.mode_switcher.buttons["agent"].click()
+    llm_server.script(ToolCalls([("c1", "calc__hang", "{}")]))
+    type_and_send(qtbot, window, "wait")
+
+    def asked() -> ApprovalDialog | None:
+        found = [d for d in window.findChildren(ApprovalDialog) if d.isVisible()]
+        return found[0] if found else None
+
+    run_until(qloop, lambda: asked() is not None)  # not read-only: it asks first
+    dialog = asked()
+    assert "runs with your rights, outside Context Workbench's sandbox" in dialog.detail.toPlainText()
+    next(iter(dialog.buttons.values())).click()  # allow it once
+    qtbot.waitUntil(lambda: any(r.running_since is not None
+                                for r in window.transcript_model.rows()), timeout=30_000)
+    controller.stop()  # while the server sleeps
+    run_until(qloop, lambda: not controller.busy())
+    with Project.open(project_dir, read_only=True) as p:
+        results = [m for m in p.conversations.load(controller.current_id).messages
+                   if m.role == "tool"]
+    assert results and results[0].status == "aborted"
