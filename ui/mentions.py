@@ -4,10 +4,11 @@ attach that file. Keys as in any completer: arrows move, Enter or Tab takes, Esc
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QStringListModel, Qt, Signal
+from PySide6.QtCore import QObject, QStringListModel, Signal
 from PySide6.QtWidgets import QAbstractItemView, QCompleter, QPlainTextEdit
 
 MAX_SHOWN = 12
+MAX_OFFERED = 200  # the best matches; typing more narrows them
 
 
 class MentionCompleter(QObject):
@@ -26,22 +27,44 @@ class MentionCompleter(QObject):
         self.model = QStringListModel(self)
         self.completer = QCompleter(self.model, self)
         self.completer.setWidget(editor)
-        self.completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.completer.setFilterMode(Qt.MatchFlag.MatchContains)
-        self.completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+        # We filter and rank ourselves (a file whose name starts with the word first).
+        self.completer.setCompletionMode(QCompleter.CompletionMode.UnfilteredPopupCompletion)
         self.completer.setMaxVisibleItems(MAX_SHOWN)
         self.completer.activated.connect(self._take)
         editor.textChanged.connect(self._follow)
 
     def set_paths(self, paths: list[str]) -> None:
         self._paths = paths
-        self.model.setStringList(paths)
         self._follow()
+
+    def offered(self) -> list[str]:
+        """What the list offers now."""
+        return self.model.stringList()
+
+    def paths(self) -> list[str]:
+        """Every path it may offer (the project's files, as last listed)."""
+        return list(self._paths or [])
+
+    def _ranked(self, word: str) -> list[str]:
+        """The paths holding `word` (any case): those whose file name starts with it first,
+        then those whose path does, then the rest; shorter first in each."""
+        w = word.lower()
+        scored = []
+        for path in self._paths or []:
+            low = path.lower()
+            if w not in low:
+                continue
+            base = low.rsplit("/", 1)[-1]
+            rank = 0 if base.startswith(w) else 1 if low.startswith(w) else \
+                2 if w in base else 3
+            scored.append((rank, len(path), path))
+        return [p for *_, p in sorted(scored)[:MAX_OFFERED]]
 
     def forget_paths(self) -> None:
         """Another project: the next `@` asks for its files."""
         self._paths = None
         self.model.setStringList([])
+        self.popup().hide()
 
     def popup(self) -> QAbstractItemView:
         popup = self.completer.popup()
@@ -74,8 +97,10 @@ class MentionCompleter(QObject):
             self.wanted.emit()
         if self._paths is None:
             return
-        self.completer.setCompletionPrefix(found[1])
-        if self.completer.completionCount() == 0:
+        ranked = self._ranked(found[1])
+        if ranked != self.model.stringList():
+            self.model.setStringList(ranked)
+        if not ranked:
             popup.hide()
             return
         rect = self.editor.cursorRect()

@@ -229,7 +229,8 @@ def inspector_header(r: BuildReport) -> str:
     stages = stage_line(r)
     lines = [f"{r.provider_estimate:,} of {r.usable:,} usable tokens ({r.percent:.0f}%) · window "
              f"{r.window:,} ({window_source(r.budget_source)}) · {r.model}, {r.mode} mode",
-             "entries: " + ", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))]
+             "entries: " + (", ".join(f"{n:,} {d}" for d, n in sorted(counts.items()))
+                            or "none yet (a new conversation)")]
     if r.calibration_basis:
         lines.append(f"counts: {r.calibration_basis}")
     if stages:

@@ -94,7 +94,8 @@ def why_key_changed(old: Key, new: Key) -> str:
                 "the project instructions were turned off or removed" if not new[4] else
                 "the project instructions (AGENTS.md) changed")
     if old[2] != new[2]:
-        return "the system prompt or the tools changed (mode, agent or run step)"
+        return ("the system prompt or the tools changed (mode, agent, run step, or a tool "
+                "switched on or off)")
     return "the recent rounds kept verbatim changed"
 
 

@@ -191,8 +191,10 @@ def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
     assert parts[0]["text"] == "Check @src/parser.py and @src/lexer.py "
     assert "VERSION = 2" in parts[1]["text"] and "Attached file src/parser.py" in parts[1]["text"]
     assert "TOKENS = []" in parts[2]["text"]
-    offered = mentions.model.stringList()  # what git ignores is not offered
+    offered = mentions.paths()  # what git ignores is not offered
     assert "src/lexer.py" in offered and "secret.txt" not in offered
+    assert mentions._ranked("l")[0] == "src/lexer.py"  # a name starting with it comes first
+    assert mentions._ranked("p") == ["src/parser.py", "src/lexer.py"]  # then in the name
 
 
 def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
