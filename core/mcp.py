@@ -182,11 +182,15 @@ class McpHub:
         self.cwd = cwd
         self._cache = self._read_cache()
         self._starting: asyncio.Task[None] | None = None
+        self.config_paths: list[Path] = []  # read again by a restart
 
     @classmethod
     def for_project(cls, root: Path, state: Path, config_dir: Path) -> McpHub:
-        servers, problems = load_config([config_dir / CONFIG_FILE, state / CONFIG_FILE])
-        return cls(servers, problems, state, root)
+        paths = [config_dir / CONFIG_FILE, state / CONFIG_FILE]
+        servers, problems = load_config(paths)
+        hub = cls(servers, problems, state, root)
+        hub.config_paths = paths
+        return hub
 
     # --- what is offered -------------------------------------------------------------------------
 
@@ -378,11 +382,16 @@ class McpHub:
             s.status, s.error, s.tools = status, error, tools
 
     async def restart(self, name: str) -> None:
+        """Stop the server and start it again, with its entry as the files say now (an edit
+        of mcp.json applies)."""
         s = self.servers[name]
         if s.stop is not None:
             s.stop.set()
         if s.task is not None:
             await asyncio.wait([s.task], timeout=5)
+        if self.config_paths:
+            configs, self.problems = load_config(self.config_paths)
+            s.config = configs.get(name, s.config)
         s.status, s.error, s.task, s.stop = "not started", "", None, None
         self._starting = None
         await self.start()

@@ -246,3 +246,23 @@ def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path) -> None:
     assert [t.name for t in tools] == ["s__good"]
     assert skipped[0] == "tool 'bad' left out: its input schema is not a JSON object schema"
     assert skipped[1].startswith("tool 'worse' left out: its input schema is invalid")
+
+
+def test_a_broken_configuration_says_what_is_wrong_and_keeps_the_rest(tmp_path) -> None:
+    from core.mcp import load_config
+
+    good = tmp_path / "global.json"
+    good.write_text(json.dumps({"mcpServers": {
+        "a": {"command": "x"}, "b": {"url": "http://127.0.0.1:1/mcp"},
+        "both": {"command": "x", "url": "http://h/mcp"}, "neither": {"args": ["y"]},
+        "bad name!": {"command": "x"}, "typed": {"command": "x", "args": "not a list"}}}),
+        encoding="utf-8")
+    broken = tmp_path / "project.json"
+    broken.write_text("{not json", encoding="utf-8")
+    servers, problems = load_config([good, broken, tmp_path / "missing.json"])
+    assert list(servers) == ["a", "b"]
+    text = "\n".join(problems)
+    assert "'both'" in text and "'neither'" in text and "needs either a command or a url" in text
+    assert "'bad name!'" in text and "letters, digits" in text
+    assert "'typed'" in text and "args" in text
+    assert f"{broken} could not be read" in text
