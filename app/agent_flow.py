@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
+from app.conversation_settings import set_conversation
 from app.notices import Notices
 from core.agents import DEFAULT, Agent, find_agent, load_agents
 from core.model import ConversationMessage
-from core.store.errors import StoreError
 from core.tools.results import offload_file
 from core.tools.shell import Sandbox, detect_sandbox
 from core.tools.todo import TODO_TOOL, todo_state
@@ -72,24 +72,14 @@ class AgentFlow(QObject):
         return find_agent(self.agents, self.window.mode_switcher.agent())
 
     def _on_agent_changed(self, name: str) -> None:
-        project, conv = self._project, self._conv
-        if project is None or conv is None or project.read_only:
-            return
         agent = find_agent(self.agents, name)
-        try:
-            project.conversations.update_meta(conv, agent=None if agent is DEFAULT
-                                              else agent.name)
-        except StoreError as e:
-            self.notices.warning(f"The agent choice could not be saved: {e}")
+        set_conversation(self._project, self._conv, self.notices,
+                         "The agent choice could not be saved",
+                         agent=None if agent is DEFAULT else agent.name)
 
     def _on_network_changed(self, allowed: bool) -> None:
-        project, conv = self._project, self._conv
-        if project is None or conv is None or project.read_only:
-            return
-        try:
-            project.conversations.update_meta(conv, allow_network=allowed)
-        except StoreError as e:
-            self.notices.warning(f"The network choice could not be saved: {e}")
+        set_conversation(self._project, self._conv, self.notices,
+                         "The network choice could not be saved", allow_network=allowed)
 
     # --- the todo list ---------------------------------------------------------------------------
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, QTimer
 
+from app.conversation_settings import set_conversation
 from app.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
 from app.meter import UsageMeter
 from app.notices import Notices
-from app.settings_flow import SettingsFlow
-from app.tools_flow import ToolsFlow
-from app.turns import TurnRunner
+from app.tools_flow import ToolsFlow, ToolsHost
 from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
@@ -31,7 +30,6 @@ from core.context.report_text import (
     sent_before,
     since_last,
 )
-from core.engine import Engine
 from core.give_way import give_way
 from core.model import ConversationMessage, annotation
 from core.store.errors import StoreError
@@ -44,14 +42,7 @@ DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow t
 
 
 
-class InspectorHost(Protocol):
-    project: Project | None
-    engine: Engine | None
-    current_id: str | None
-    settings_flow: SettingsFlow
-    turns: TurnRunner
-
-    def refresh_usage(self) -> None: ...
+InspectorHost = ToolsHost  # what the panel needs of the window's session (the controller)
 
 
 class InspectorFlow:
@@ -132,14 +123,9 @@ class InspectorFlow:
     def _on_instructions_toggled(self, on: bool) -> None:
         """Send the project's AGENTS.md in this conversation, or not: kept with the
         conversation; the next request changes its prefix once (a new compaction, named)."""
-        project, conv = self.host.project, self.host.current_id
-        if project is None or conv is None or project.read_only:
-            return
-        try:
-            project.conversations.update_meta(conv, project_instructions=on)
-        except StoreError as e:
-            self.notices.warning(f"Not changed: {e}")
-        self.host.refresh_usage()
+        if set_conversation(self.host.project, self.host.current_id, self.notices,
+                            "Not changed", project_instructions=on):
+            self.host.refresh_usage()
 
     def _on_visibility_changed(self, visible: bool) -> None:
         self._shown = visible

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from app.conversation_settings import set_conversation
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
@@ -93,19 +94,19 @@ class ToolsFlow:
     def toggle(self, name: str, on: bool) -> None:
         """Offer the tool (or the server's tools: `name` is a server's) again, or not."""
         project, conv, context = self.host.project, self.host.current_id, self.meter.context
-        if project is None or conv is None or project.read_only or context is None:
+        if project is None or conv is None or context is None:
             return
         hub = context.mcp
         key = f"{name}{SEP}*" if hub is not None and name in hub.servers else name
         try:
-            meta = project.conversations.meta(conv)
-            off = [n for n in meta.tools_off if n != key]
-            if key.endswith(f"{SEP}*"):  # the server as a whole: its own switches go
-                off = [n for n in off if not n.startswith(key[:-1])]
-            if not on:
-                off.append(key)
-            project.conversations.update_meta(conv, tools_off=sorted(set(off)))
+            off = [n for n in project.conversations.meta(conv).tools_off if n != key]
         except StoreError as e:
             self.notices.warning(f"Not changed: {e}")
             return
-        self.host.refresh_usage()
+        if key.endswith(f"{SEP}*"):  # the server as a whole: its own switches go
+            off = [n for n in off if not n.startswith(key[:-1])]
+        if not on:
+            off.append(key)
+        if set_conversation(project, conv, self.notices, "Not changed",
+                            tools_off=sorted(set(off))):
+            self.host.refresh_usage()
