@@ -192,6 +192,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from core.llm.tokens import TokenCounter
     from core.mcp import McpHub
     from core.settings import config_dir
+    from core.tools.mcp_tools import McpToolset
 
     project = open_project(args.project, create=False, read_only=True)
     try:
@@ -203,7 +204,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not hub.servers:
         print("no MCP servers: add them to .workbench/mcp.json (or mcp.json in the config "
               "folder) as {\"mcpServers\": {...}}", file=sys.stderr)
-        return EXIT_OK
+        return EXIT_FAIL if hub.problems else EXIT_OK
 
     async def start() -> None:
         try:
@@ -213,13 +214,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     asyncio.run(start())
     counter = TokenCounter("o200k_base")
-    failed = False
+    schemas = {t.name: t.schema() for t in McpToolset(hub).tools()}  # as a request has them
+    failed = bool(hub.problems)
     for s in hub.servers.values():
         failed |= s.status == "failed"
         print(for_stream(f"{s.name}  {s.config.describe()}\n  {s.line()}", sys.stdout))
         for t in s.tools:
-            tokens = counter.text(json.dumps({"name": t.name, "description": t.description,
-                                              "parameters": t.schema}))
+            tokens = counter.text(json.dumps(schemas.get(t.name, {}), sort_keys=True))
             mark = "  (read-only)" if t.read_only else ""
             print(for_stream(f"  {t.name:<40} {tokens:>6,} tokens{mark}", sys.stdout))
     return EXIT_FAIL if failed else EXIT_OK

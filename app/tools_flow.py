@@ -44,17 +44,23 @@ class ToolsFlow:
         self.panel.tool_toggled.connect(self.toggle)
         self.panel.visibilityChanged.connect(lambda visible: self.show() if visible else None)
         meter.listeners.append(self.show)
+        self._states: list[tuple[str, str, str]] | None = None  # as Settings last showed them
         host.settings_flow.mcp_states = self.states
         host.settings_flow.restart_mcp = self.restart
 
     # --- Settings: the servers and their states --------------------------------------------------
 
     def states(self) -> list[tuple[str, str, str]]:
+        """The servers' states for Settings (asked while it is open); a change (a restart
+        done, a server failed) is counted by the meter at once."""
         context = self.meter.context
         hub = context.mcp if context is not None else None
         if hub is None:
             return []
         lines = [(s.name, s.config.describe(), s.line()) for s in hub.servers.values()]
+        if self._states is not None and lines != self._states:
+            self.host.refresh_usage()
+        self._states = lines
         return lines + [("(configuration)", "", p) for p in hub.problems]
 
     def restart(self, name: str) -> None:
@@ -86,8 +92,14 @@ class ToolsFlow:
                 if info.name not in offered and (info.name in off or
                                                  f"{info.server}{SEP}*" in off):
                     groups[info.server].append((info.name, 0, False))
-        switchable = set(servers) | {n for s in servers for n, *_ in groups[s]}
-        self.panel.show_tools([(source, tools) for source, tools in groups.items()
+        notes = {}  # a server that offers nothing says why (failed, not started yet)
+        for server in servers:
+            state = hub.servers[server] if hub is not None else None
+            if state is not None and not groups[server] and state.status != "ready":
+                notes[server] = state.line()
+        switchable = (set(servers) - set(notes)) | {n for s in servers for n, *_ in groups[s]}
+        self.panel.show_tools([(source, tools, notes.get(source, ""))
+                               for source, tools in groups.items()
                                if tools or source in servers and report.mode != "chat"],
                               switchable)
 

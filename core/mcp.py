@@ -119,6 +119,10 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
             problems.append(f'{path} has no "mcpServers" object; its servers are not started')
             continue
         for name, raw in entries.items():
+            if not isinstance(raw, dict):
+                problems.append(f"MCP server {name!r} in {path} must be an object with a "
+                                '"command" or a "url"')
+                continue
             try:
                 config = ServerConfig.model_validate(raw)
             except ValidationError as e:
@@ -127,7 +131,7 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
                 continue
             if bool(config.command) == bool(config.url):
                 problems.append(f"MCP server {name!r} in {path} needs either a command or a "
-                                "url")
+                                "url" + (", not both" if config.command else ""))
                 continue
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
                 problems.append(f"MCP server {name!r} in {path}: a name is letters, digits, "
@@ -183,6 +187,7 @@ class McpHub:
         self._cache = self._read_cache()
         self._starting: asyncio.Task[None] | None = None
         self.config_paths: list[Path] = []  # read again by a restart
+        self._restarts: set[asyncio.Future[None]] = set()  # restarts under way (kept alive)
 
     @classmethod
     def for_project(cls, root: Path, state: Path, config_dir: Path) -> McpHub:
@@ -267,12 +272,15 @@ class McpHub:
         assert s.stop is not None
         try:
             async with AsyncExitStack() as stack:
-                streams = await asyncio.wait_for(self._connect(s, stack), START_TIMEOUT)
-                from mcp import ClientSession
+                # asyncio.timeout, not wait_for: the SDK's contexts must be left in the task
+                # that entered them (wait_for would run them in a task of its own).
+                async with asyncio.timeout(START_TIMEOUT):
+                    streams = await self._connect(s, stack)
+                    from mcp import ClientSession
 
-                session = await stack.enter_async_context(ClientSession(*streams))
-                await asyncio.wait_for(session.initialize(), START_TIMEOUT)
-                listed = await asyncio.wait_for(session.list_tools(), START_TIMEOUT)
+                    session = await stack.enter_async_context(ClientSession(*streams))
+                    await session.initialize()
+                    listed = await session.list_tools()
                 s.tools, skipped = self._infos(s, listed.tools)
                 s.session, s.status, s.error = session, "ready", ""
                 if skipped:
@@ -416,8 +424,15 @@ class McpHub:
         except BaseException as e:  # noqa: BLE001 - the server's failure, said
             why = _describe_error(e)
             if "timed out" in why.lower() or isinstance(e, TimeoutError):
+                # it may still be busy with the call (a server that handles one at a time is
+                # stuck): started again, so the next call finds it answering
+                s.status, s.error = "failed", f"it did not answer a call within {timeout:g} s"
+                restart = asyncio.ensure_future(self.restart(server))
+                self._restarts.add(restart)
+                restart.add_done_callback(self._restarts.discard)
                 return (f"The MCP server {server!r} did not answer {tool!r} within "
-                        f"{timeout:g} s; the call was given up.", True)
+                        f"{timeout:g} s; the call was given up and the server is being "
+                        "started again.", True)
             s.status, s.error = "failed", f"it stopped during a call ({why})"
             if s.stop is not None:
                 s.stop.set()

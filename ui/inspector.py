@@ -299,15 +299,19 @@ class InspectorPanel(QDockWidget):
         self.instructions.setChecked(sent)
         self.instructions.blockSignals(False)
 
-    def show_tools(self, groups: list[tuple[str, list[tuple[str, int, bool]]]],
+    def show_tools(self, groups: list[tuple[str, list[tuple[str, int, bool]], str]],
                    switchable: set[str]) -> None:
-        """The tools offered, by source: (source, [(name, tokens, on)]) each; the sources and
-        tools in `switchable` (an MCP server, its tools) can be ticked off."""
+        """The tools offered, by source: (source, [(name, tokens, on)], a note when it offers
+        nothing and why: "failed: …") each; the sources and tools in `switchable` (an MCP
+        server, its tools) can be ticked off."""
         self.tools.blockSignals(True)
         self.tools.clear()
-        for source, tools in groups:
+        for source, tools, note in groups:
             total = sum(t for _, t, on in tools if on)
-            head = QTreeWidgetItem([source, f"{total:,}"])
+            head = QTreeWidgetItem([source, note.split(":")[0] if note else f"{total:,}"])
+            if note:
+                head.setToolTip(0, f"{source}: {note}")
+                head.setToolTip(1, note)
             head.setData(0, Qt.ItemDataRole.UserRole, source)
             if source in switchable:
                 head.setCheckState(0, Qt.CheckState.Checked if any(on for *_, on in tools)

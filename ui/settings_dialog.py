@@ -215,6 +215,10 @@ class SettingsDialog(QDialog):
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
         self.api_base.textChanged.connect(self._update_key_note)
+        # Wrapped notes need their height: tall enough to read them all, within the screen.
+        screen = self.screen().availableGeometry() if self.screen() else None
+        self.resize(self.width(), min(max(self.sizeHint().height(), 760),
+                                      screen.height() * 9 // 10 if screen else 760))
 
     def set_mcp(self, servers: list[tuple[str, str, str]]) -> None:
         """The project's MCP servers: (name, command or URL, state) each."""

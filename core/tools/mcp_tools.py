@@ -29,6 +29,7 @@ class McpTool(Tool):
     """A server's tool; `info` holds its schema as listed."""
 
     info: McpToolInfo | None = None
+    remote: bool = False  # its server is a URL (not a program of the user's machine)
 
     def schema(self) -> dict[str, Any]:
         assert self.info is not None
@@ -63,15 +64,16 @@ class McpToolset:
             server = self.hub.servers.get(info.server)
             read = info.read_only and server is not None and \
                 server.config.auto_approve_read_only
+            remote = server is not None and server.config.url is not None
             key = (info.name, json.dumps([info.schema, info.description], sort_keys=True),
-                   "read" if read else "execute")
+                   f"{read}{remote}")
             tool = self._made.get(key)
             if tool is None:
-                tool = self._made[key] = self._make(info, read)
+                tool = self._made[key] = self._make(info, read, remote)
             out.append(tool)
         return out
 
-    def _make(self, info: McpToolInfo, read: bool) -> McpTool:
+    def _make(self, info: McpToolInfo, read: bool, remote: bool) -> McpTool:
         hub = self.hub
 
         async def run(args: McpArgs, ctx: ToolContext) -> ToolOutput:
@@ -85,4 +87,4 @@ class McpToolset:
         description = f"(MCP server {info.server}) {info.description}".strip()
         key = next(iter(info.schema.get("properties", {})), "")
         return McpTool(info.name, description, McpArgs, "read" if read else "execute", run,
-                       key, info)
+                       key, info, remote)

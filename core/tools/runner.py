@@ -282,9 +282,11 @@ class ToolRunner:
         if isinstance(plan.tool, McpTool) and plan.tool.info is not None and plan.args:
             info = plan.tool.info
             arguments = json.dumps(plan.args.model_dump(), ensure_ascii=False, indent=1)
+            where = ("The server is a remote service: what the tool does there is up to it."
+                     if plan.tool.remote else "The server is a program of its own and runs "
+                     "with your rights, outside Context Workbench's sandbox.")
             return (f"MCP server {info.server!r}, tool {info.tool!r}\n\n{arguments}\n\n"
-                    "Protection: none of ours. The server is a program of its own and runs "
-                    "with your rights, outside Context Workbench's sandbox.")
+                    f"Protection: none of ours. {where}")
         if isinstance(plan.args, ShellArgs):
             return (f"$ {plan.args.command}\n\nin {self.root}, timeout {plan.args.timeout} s\n"
                     f"Protection: {self.sandbox.describe(self.network)}")

@@ -140,6 +140,38 @@ def test_a_server_that_hangs_is_given_up_after_its_timeout(capsys, project,
     assert time.monotonic() - started < 60  # the deadline: the turn does not hang
     result = next(m for m in log(project) if m.role == "tool")
     assert result.status == "error" and "did not answer 'hang' within 1.5 s" in result.content
+    assert "the server is being started again" in result.content
+
+
+def test_a_stuck_server_is_started_again_and_answers_the_next_call(tmp_path) -> None:
+    import asyncio
+
+    from core.mcp import McpHub, ServerConfig
+
+    hub = McpHub({"calc": ServerConfig.model_validate(stdio(timeout=1.0))}, [], tmp_path)
+
+    async def go() -> tuple[tuple[str, bool], tuple[str, bool], str]:
+        await hub.start()
+        first = await hub.call("calc", "hang", {})
+        deadline = asyncio.get_running_loop().time() + 60
+        while hub.servers["calc"].status != "ready" and \
+                asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        second = await hub.call("calc", "add", {"a": 1, "b": 2})
+        line = hub.servers["calc"].line()
+        await hub.close()
+        return first, second, line
+
+    first, second, line = asyncio.run(go())
+    assert first[1] and "started again" in first[0]
+    assert second == ("3", False) and line == "ready with 6 tools"
+
+
+def test_an_unreachable_http_server_says_why(capsys, project) -> None:
+    configure(project, remote={"url": f"http://127.0.0.1:{free_port()}/mcp"})
+    code, out, _ = cli(capsys, "mcp", project)
+    assert code == 1 and "remote" in out and "failed: " in out
+    assert "cancel scope" not in out
 
 
 def test_a_server_that_cannot_start_is_a_state_and_the_turn_goes_on(capsys, project,

@@ -22,6 +22,11 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return use_fake_provider(monkeypatch, llm_server)
 
 
+def heads(panel) -> dict:
+    return {panel.tools.topLevelItem(i).text(0): panel.tools.topLevelItem(i)
+            for i in range(panel.tools.topLevelItemCount())}
+
+
 def tree(panel) -> dict[str, list[str]]:
     out = {}
     for i in range(panel.tools.topLevelItemCount()):
@@ -96,6 +101,12 @@ def test_settings_list_the_servers_with_their_state_and_restart_one(qtbot, qloop
     llm_server.script(Answer("ready"))
     type_and_send(qtbot, window, "hello")
     run_until(qloop, lambda: not controller.busy())
+    window.inspector_action.trigger()  # a server that offers nothing says why
+    qtbot.waitUntil(lambda: "broken" in heads(window.inspector), timeout=5000)
+    broken = heads(window.inspector)["broken"]
+    assert broken.text(1) == "failed" and "the command was not found" in broken.toolTip(0)
+    assert broken.checkState(0) == broken.checkState(0).__class__.Unchecked
+    assert not broken.data(0, 10)  # no check box: nothing to switch
     controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     qtbot.waitUntil(lambda: "calc — ready with 6 tools" in lines(), timeout=5000)
