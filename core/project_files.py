@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 SKIPPED = frozenset({".git", ".workbench"})
 MAX_FILES = 20_000  # a mention list longer than this is not read further (said by `cut`)
 
 
 def _spec(folder: Path) -> GitIgnoreSpec | None:
+    from pathspec import GitIgnoreSpec  # when files are listed, not when the window opens
+
     try:
         lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:

@@ -88,6 +88,17 @@ def main_argument(call: ToolCall) -> str:
     return f"{key}={value}"[:120]
 
 
+def _unfenced(text: str) -> str:
+    """An attached file's part as shown in a (plain text) row: its heading, then the file,
+    without the fence that tells the model where it starts and ends."""
+    head, _, rest = text.partition("\n")
+    fence = rest.split("\n", 1)[0]
+    if not head.startswith("Attached file ") or fence not in ("```", "````") or \
+            not rest.endswith("\n" + fence):
+        return text
+    return f"{head}\n{rest[len(fence) + 1:-len(fence) - 1]}"
+
+
 def with_parts(m: ConversationMessage) -> str:
     """A message of several parts as shown: its texts (an attached file's with its heading)
     apart, and a line for each image (its name and size; the Inspector and an export have the
@@ -95,7 +106,7 @@ def with_parts(m: ConversationMessage) -> str:
     shown = []
     for part in m.content if isinstance(m.content, list) else []:
         if isinstance(part, TextPart):
-            shown.append(part.text)
+            shown.append(_unfenced(part.text))
         elif isinstance(part, ImagePart):
             image = part.image_url
             if isinstance(image, ImageUrl) and image.name:

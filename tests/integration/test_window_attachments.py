@@ -63,7 +63,8 @@ def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot, qloop, pr
     assert controller.turns.last_report.used == before
     assert window.composer.attachment_labels() == []  # the box starts empty again
     shown = window.transcript_model.rows()[-2].text
-    assert shown.startswith("Summarize\n\nAttached file notes.md")
+    assert shown.startswith("Summarize\n\nAttached file notes.md (690 bytes):\n# Plan\n")
+    assert "```" not in shown  # the fence is for the model; the row shows the file
 
 
 def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(qtbot, qloop, project_dir,
