@@ -426,5 +426,5 @@ class _BudgetSlider(QSlider):
 def legend() -> str:
     """The bar's key: a square of each part's colour in the palette in use, and its name."""
     bar = current().bar
-    return " ".join(f"<span style='color:{bar[n]}'>■</span> {LABELS.get(n, n)}"
-                    for n in BAR_PARTS)
+    return " ".join(f"<span style='color:{bar[n]}'>■</span>&nbsp;"  # a square stays with its name
+                    + LABELS.get(n, n).replace(" ", "&nbsp;") for n in BAR_PARTS)
