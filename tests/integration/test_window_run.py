@@ -308,3 +308,33 @@ def test_abort_while_a_request_waits_leaves_no_phantom_entry_or_dead_retry(
         log = p.conversations.load(conv).messages
     assert not [m for m in log if m.kind == "error"]
     assert log[-1].run_event is not None and log[-1].run_event.action == "abort"
+
+
+def test_a_pause_row_keeps_its_place_live_and_after_a_restart(qtbot, qloop, project: Path,
+                                                             provider: FakeLLMServer) -> None:
+    """Paused while an answer streams: the "Run paused by you" row stands where the log has
+    it, live and when the conversation is read again (another window, after a restart)."""
+    from ui.transcript_model import rows_from_messages
+
+    provider.script(complete("c1", "listed"), Answer("Thinking about the draft " * 10, delay=0.1))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
+              and bool(window.transcript_model.streaming_row().text))
+    qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+
+    def shown(rows) -> list[tuple[str, str]]:
+        return [(r.kind.value, r.text[:40]) for r in rows]
+
+    live = shown(window.transcript_model.rows())
+    assert any(text.startswith("Run paused by you") for _, text in live)
+    conv = controller.current_id
+    with Project.open(project, read_only=True) as p:
+        logged = shown(rows_from_messages(p.conversations.load(conv).messages))
+    assert live == logged
+    window.close()
+    window, controller = open_window(qtbot, project)  # after a restart
+    controller.show_conversation(conv)
+    assert shown(window.transcript_model.rows()) == logged
