@@ -179,7 +179,7 @@ class InspectorPanel(QDockWidget):
         self.picker = QComboBox(body)
         self.picker.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.picker.setMinimumContentsLength(16)
+        self.picker.setMinimumContentsLength(10)
         self.picker.setObjectName("request_picker")
         self.picker.addItem("The next request (live preview)")
         self.picker.currentIndexChanged.connect(self.request_picked)
@@ -218,7 +218,9 @@ class InspectorPanel(QDockWidget):
                               "this conversation.")
         self.tools.itemChanged.connect(self._on_tool_item_changed)
         self.tools.hide()
-        self.model_view = QCheckBox("Model view: dim what is left out", body)
+        self.model_view = QCheckBox("Model view", body)
+        self.model_view.setToolTip("Dim, in the transcript, every entry the request leaves out "
+                                   "(and say why)")
         self.model_view.setObjectName("model_view")
         self.model_view.toggled.connect(self.model_view_toggled)
         self.filter = QComboBox(body)
@@ -237,7 +239,9 @@ class InspectorPanel(QDockWidget):
         self.table.setWordWrap(False)
         self.table.activated.connect(self._on_activated)
         self.table.clicked.connect(self._on_activated)
-        self.history_label = QLabel("Compaction history", body)
+        self.history_label = QLabel("Summaries", body)  # the compaction history
+        self.history_label.setToolTip("The compaction history: every summary written, newest "
+                                      "last; Undo takes the selected one back")
         self.history = QListWidget(body)
         self.history.setObjectName("compaction_history")
         self.history.setMaximumHeight(110)

@@ -106,13 +106,15 @@ def instructions_switch(r: BuildReport) -> tuple[str, bool, str]:
     if not r.instructions:
         return "", False, ""
     if not r.instructions_sent:
-        return (f"Send {r.instructions} (project instructions): off", False,
-                f"{r.instructions} is in the project folder but not sent in this conversation.")
+        return (f"{r.instructions} · off", False,
+                f"Project instructions: {r.instructions} is in the project folder but not sent "
+                "in this conversation. Tick to send it.")
     tokens = r.shown(r.totals.get("instructions", 0))
-    tip = (f"{r.instructions} from the project folder is part of every request's system "
+    tip = (f"Project instructions: {r.instructions} from the project folder is part of every "
+           "request's system "
            "prefix, after Context Workbench's rules. Turning it off here changes this "
            "conversation's requests only.")
-    return (f"Send {r.instructions} (project instructions): {tokens:,} tokens", True,
+    return (f"{r.instructions} · {tokens:,} tokens", True,
             f"{tip} {r.instructions_note}." if r.instructions_note else tip)
 
 

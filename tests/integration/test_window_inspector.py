@@ -311,7 +311,7 @@ def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversatio
     tokens = report.shown(report.totals["instructions"])
     assert panel.instructions.isVisible() and panel.instructions.isChecked()
     assert panel.instructions.text() == \
-        f"Send AGENTS.md (project instructions): {tokens:,} tokens"
+        f"AGENTS.md · {tokens:,} tokens"
     assert dict(panel.bar.parts)["instructions"] == tokens
     assert "project instructions" in window.usage.toolTip()
     used = report.used
@@ -320,7 +320,8 @@ def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversatio
                     and not controller.meter.report.instructions_sent, timeout=5000)
     assert controller.meter.report.used == used - report.totals["instructions"]
     assert not panel.instructions.isChecked()
-    assert panel.instructions.text() == "Send AGENTS.md (project instructions): off"
+    assert panel.instructions.text() == "AGENTS.md · off"
+    assert "not sent in this conversation" in panel.instructions.toolTip()
     assert dict(panel.bar.parts)["instructions"] == 0
     with Project.open(project_dir, read_only=True) as p:
         assert p.conversations.meta(conv).project_instructions is False

@@ -212,14 +212,19 @@ def test_a_small_window_with_a_side_panel_keeps_its_size_and_a_readable_list(
     from ui.main_window import LIST_MIN_WIDTH
 
     window, controller = open_window(qtbot, project_dir)
-    window.resize(800, 600)
-    qtbot.waitUntil(lambda: window.width() == 800)
+    for width in (740, 800):  # 740: a side panel still fits beside the list and the box
+        window.resize(width, 600)
+        qtbot.waitUntil(lambda width=width: window.width() == width)
+        for action in (window.inspector_action, window.run_panel_action):
+            action.trigger()
+            qtbot.wait(50)
+            assert window.width() == width
+            assert window.conversations.width() >= LIST_MIN_WIDTH
+            assert window.splitter.sizes()[1] >= 320  # the transcript and the message box
+            action.trigger()
+            qtbot.wait(50)
     for action in (window.inspector_action, window.run_panel_action):
         action.trigger()
-        qtbot.wait(50)
-        assert window.width() == 800
-        assert window.conversations.width() >= LIST_MIN_WIDTH
-        assert window.splitter.sizes()[1] >= 350  # the transcript and the message box
     window.run_panel_action.trigger()
     window.resize(1300, 800)
     qtbot.waitUntil(lambda: window.width() == 1300)
