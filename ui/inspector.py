@@ -208,7 +208,6 @@ class InspectorPanel(QDockWidget):
         self.tools.setObjectName("tools_offered")
         self.tools.setHeaderLabels(["Tools offered", "tokens"])
         self.tools.setRootIsDecorated(True)
-        self.tools.setMaximumHeight(150)
         header = self.tools.header()
         header.setStretchLastSection(False)  # the names take the room, the figures what they need
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -217,6 +216,8 @@ class InspectorPanel(QDockWidget):
                               "Untick an MCP tool, or a whole server, to stop offering it in "
                               "this conversation.")
         self.tools.itemChanged.connect(self._on_tool_item_changed)
+        self.tools.itemExpanded.connect(lambda _item: self._fit_tools())
+        self.tools.itemCollapsed.connect(lambda _item: self._fit_tools())
         self.tools.hide()
         self.model_view = QCheckBox("Model view", body)
         self.model_view.setToolTip("Dim, in the transcript, every entry the request leaves out "
@@ -330,7 +331,17 @@ class InspectorPanel(QDockWidget):
             self.tools.addTopLevelItem(head)
             head.setExpanded(source in switchable)
         self.tools.setVisible(bool(groups))
+        self._fit_tools()
         self.tools.blockSignals(False)
+
+    def _fit_tools(self) -> None:
+        """As tall as its rows (150 px at most): one source does not take a screenful."""
+        rows, item = 0, self.tools.topLevelItem(0)
+        while item is not None:
+            rows += 1
+            item = self.tools.itemBelow(item)
+        height = self.tools.header().height() + rows * max(16, self.tools.sizeHintForRow(0))
+        self.tools.setFixedHeight(min(150, height + 2 * self.tools.frameWidth() + 2))
 
     def _on_tool_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
         name = item.data(0, Qt.ItemDataRole.UserRole)
