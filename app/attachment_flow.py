@@ -33,7 +33,7 @@ from core.settings import LLMSettings
 from core.store.project import Project
 from ui.image_viewer import ImageViewer
 from ui.main_window import MainWindow
-from ui.transcript_model import THUMBNAIL, image_refs
+from ui.message_parts import THUMBNAIL, image_refs
 
 MENTION = re.compile(r"(?<!\S)@([\w./-]+)")
 

@@ -13,7 +13,6 @@ from PySide6.QtCore import (
     QModelRoleDataSpan,
     QPersistentModelIndex,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
@@ -32,13 +31,12 @@ from PySide6.QtWidgets import (
     QSlider,
     QTableView,
     QToolButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from ui.palette import current
+from ui.tool_list import ToolList
 
 Row = tuple[int, str, str, str, int, int, str, str]
 DECISIONS = ("all", "kept", "previewed", "referenced", "summarized", "digested", "dropped",
@@ -204,21 +202,8 @@ class InspectorPanel(QDockWidget):
         self.instructions.setObjectName("project_instructions")
         self.instructions.hide()  # shown when the project has an AGENTS.md (or CLAUDE.md)
         self.instructions.toggled.connect(self.instructions_toggled)
-        self.tools = QTreeWidget(body)
-        self.tools.setObjectName("tools_offered")
-        self.tools.setHeaderLabels(["Tools offered", "tokens"])
-        self.tools.setRootIsDecorated(True)
-        header = self.tools.header()
-        header.setStretchLastSection(False)  # the names take the room, the figures what they need
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        self.tools.setToolTip("Every tool the next request offers and what its schema costs. "
-                              "Untick an MCP tool, or a whole server, to stop offering it in "
-                              "this conversation.")
-        self.tools.itemChanged.connect(self._on_tool_item_changed)
-        self.tools.itemExpanded.connect(lambda _item: self._fit_tools())
-        self.tools.itemCollapsed.connect(lambda _item: self._fit_tools())
-        self.tools.hide()
+        self.tools = ToolList(body)
+        self.tools.toggled.connect(self.tool_toggled)
         self.model_view = QCheckBox("Model view", body)
         self.model_view.setToolTip("Dim, in the transcript, every entry the request leaves out "
                                    "(and say why)")
@@ -306,49 +291,8 @@ class InspectorPanel(QDockWidget):
 
     def show_tools(self, groups: list[tuple[str, list[tuple[str, int, bool]], str]],
                    switchable: set[str]) -> None:
-        """The tools offered, by source: (source, [(name, tokens, on)], a note when it offers
-        nothing and why: "failed: …") each; the sources and tools in `switchable` (an MCP
-        server, its tools) can be ticked off."""
-        self.tools.blockSignals(True)
-        self.tools.clear()
-        for source, tools, note in groups:
-            total = sum(t for _, t, on in tools if on)
-            head = QTreeWidgetItem([source, note.split(":")[0] if note else f"{total:,}"])
-            if note:
-                head.setToolTip(0, f"{source}: {note}")
-                head.setToolTip(1, note)
-            head.setData(0, Qt.ItemDataRole.UserRole, source)
-            if source in switchable:
-                head.setCheckState(0, Qt.CheckState.Checked if any(on for *_, on in tools)
-                                   else Qt.CheckState.Unchecked)
-            for name, tokens, on in tools:
-                item = QTreeWidgetItem([name, f"{tokens:,}" if on else "off"])
-                item.setData(0, Qt.ItemDataRole.UserRole, name)
-                if name in switchable:
-                    item.setCheckState(0, Qt.CheckState.Checked if on
-                                       else Qt.CheckState.Unchecked)
-                head.addChild(item)
-            self.tools.addTopLevelItem(head)
-            head.setExpanded(source in switchable)
-        self.tools.setVisible(bool(groups))
-        self._fit_tools()
-        self.tools.blockSignals(False)
-
-    def _fit_tools(self) -> None:
-        """As tall as its rows (150 px at most): one source does not take a screenful."""
-        rows, item = 0, self.tools.topLevelItem(0)
-        while item is not None:
-            rows += 1
-            item = self.tools.itemBelow(item)
-        height = self.tools.header().height() + rows * max(16, self.tools.sizeHintForRow(0))
-        self.tools.setFixedHeight(min(150, height + 2 * self.tools.frameWidth() + 2))
-
-    def _on_tool_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
-        name = item.data(0, Qt.ItemDataRole.UserRole)
-        if column == 0 and name:
-            on = item.checkState(0) == Qt.CheckState.Checked
-            # after this signal: the list is made anew in answer, and `item` goes with it
-            QTimer.singleShot(0, lambda: self.tool_toggled.emit(str(name), on))
+        """The tools offered (see ToolList.show_tools)."""
+        self.tools.show_tools(groups, switchable)
 
     def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
         """(entry id, one line, in force) per summary, oldest first."""

@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (
 
 from core.model import continuable
 from ui.highlight import align_table_headers, highlight_code_blocks, highlight_found
+from ui.message_parts import add_thumbnails, image_refs
 from ui.row_heights import GAP, PAD, SIDE, RowHeights
 from ui.row_paint import (
     Layout,
@@ -56,14 +57,7 @@ from ui.row_paint import (
     draw_placeholder,
     draw_row,
 )
-from ui.transcript_model import (
-    ROW_ROLE,
-    Row,
-    RowKind,
-    TranscriptModel,
-    add_thumbnails,
-    image_refs,
-)
+from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     body_text,
     clip,
