@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from core.attachments import trash_unused
 from core.model import (
@@ -33,7 +33,6 @@ from core.model import (
     app_closed_entry,
     fold_annotations,
     new_id,
-    utc_now,
 )
 from core.store.branches import (
     Cut,
@@ -65,51 +64,16 @@ from core.store.log import (
     read_log,
     without_lone_surrogates,
 )
+from core.store.meta import DEFAULT_TITLE as DEFAULT_TITLE  # their home is core.store.meta
+from core.store.meta import ConversationMeta as ConversationMeta
+from core.store.meta import ConversationSummary as ConversationSummary
 from core.store.search_index import SearchIndex, searchable
 
-DEFAULT_TITLE = "New conversation"
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
 VIEW_FILE = "view.json"  # the kept compaction (core.context.view): a cache
 IMPORTING_PREFIX = ".importing-"
 PROBLEMS_KEPT = 200
-
-
-class ConversationMeta(BaseModel):
-    """What `conversation.json` holds: everything about a conversation except its messages."""
-
-    model_config = ConfigDict(extra="allow")
-    id: str
-    title: str = DEFAULT_TITLE
-    titled: str | None = None  # who set the title: "user", "model", "opening" (None: untitled)
-    created_at: datetime = Field(default_factory=utc_now)
-    mode: Mode = "chat"
-    model: str | None = None
-    context_window: int | None = Field(default=None, gt=0)  # overrides the model's window
-    compaction: dict[str, Any] = Field(default_factory=dict)
-    agent: str | None = None  # the agent chosen for the conversation (None: the default)
-    allow_network: bool = False  # commands the agent runs may use the network
-    project_instructions: bool = True  # send the project's AGENTS.md (core.context.instructions)
-    tools_off: list[str] = Field(default_factory=list)  # MCP tools switched off (core.mcp)
-    # A branch: the conversation it grew from and the last entry they share ("" for none);
-    # see core.store.branches.
-    branch_of: str | None = None
-    branch_at: str | None = None
-
-
-class ConversationSummary(BaseModel):
-    """One row of `index.json` (and of the conversation list)."""
-
-    id: str
-    title: str
-    created_at: datetime
-    updated_at: datetime
-    mode: Mode
-    message_count: int
-    branch_of: str | None = None
-    branch_at: str | None = None
-    # Size and mtime of the files the row was computed from: how staleness is detected.
-    stamp: list[int] = Field(default_factory=list)
 
 
 @dataclass
