@@ -54,7 +54,7 @@ class InspectorFlow:
         self.meter = meter
         self.panel = window.inspector
         # the last request's copy read from disk: (path, its messages, the ids it carried)
-        self._previous: tuple[Path, tuple[list[Any], set[str] | None]] | None = None
+        self._previous: tuple[Path, tuple[list[Any], set[str] | None], Any] | None = None
         meter.listeners.append(self.refresh)
         self.panel.visibilityChanged.connect(self._on_visibility_changed)
         self.panel.entry_clicked.connect(self.show_entry)
@@ -277,7 +277,7 @@ class InspectorFlow:
         if kept is not None and kept[0] == newest[0]:
             # sent from this window: the request is still in memory (its copy is megabytes
             # on a long log, and one json.loads of it holds the GIL the window waits for)
-            path = kept[0]
+            path, tools = kept[0], kept[1].tools
             before: tuple[list[Any], set[str] | None] = (kept[1].messages,
                                                          kept[1].report.sent_ids())
         else:
@@ -286,15 +286,17 @@ class InspectorFlow:
                 found = latest_request(project.state / "requests", conv)  # once per request
                 if found is None:
                     return None
-                previous = self._previous = (found[0], sent_before(found[1]))
-            path, before = previous
+                previous = self._previous = (found[0], sent_before(found[1]),
+                                             found[1].get("tools") or [])
+            path, before, tools = previous
         when = sent_at(path, "earlier")
         report = built.report
         answer = next((m for m in reversed(project.conversations.load(conv).messages)
                        if m.role == "assistant" and m.usage), None)  # to the last request
         return report, path, since_last(*before, built.messages, report,
                                         self.meter.context.counter(report.model), when,
-                                        cached_tokens(answer.usage) if answer else None)
+                                        cached_tokens(answer.usage) if answer else None,
+                                        tools_changed=tools != built.tools)
 
     def _on_draft(self, tokens: int) -> None:
         """The draft as it is typed: the bar follows each keystroke (cheap); the decisions

@@ -282,17 +282,23 @@ def cached_tokens(usage: dict[str, Any] | None) -> int | None:
 
 def since_last(before: list[Any], sent_before: set[str] | None, messages: list[dict[str, Any]],
                report: BuildReport, counter: TokenCounter, when: str,
-               cached: int | None = None) -> str:
+               cached: int | None = None, tools_changed: bool = False) -> str:
     """What changed since the last request sent (`before`: its messages; `sent_before`: the
     ids of the entries it carried, None when unknown): the stable prefix, the leading messages
     identical to it (what a provider's prompt cache can reuse), the entries that joined or
     left the request, and (`cached`) what the provider said it read from its cache for the
-    last one."""
+    last one. `tools_changed`: the tools offered differ, and providers put them before the
+    messages: nothing is a stable prefix then."""
     figures = stable_prefix(before, messages, report, counter)
     same, stable, total = figures["messages"], figures["tokens"], figures["of_tokens"]
-    line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} messages "
-            f"are identical — a stable prefix of {stable:,} tokens ({100 * stable / total:.0f}%) "
-            "a provider's prompt cache can reuse")
+    if tools_changed:
+        line = (f"Since the last request ({when}): the tools offered changed, and they come "
+                f"before the messages, so a provider's prompt cache starts over (the first "
+                f"{same:,} of {len(messages):,} messages are identical)")
+    else:
+        line = (f"Since the last request ({when}): the first {same:,} of {len(messages):,} "
+                f"messages are identical — a stable prefix of {stable:,} tokens "
+                f"({100 * stable / total:.0f}%) a provider's prompt cache can reuse")
     if cached is not None:
         line += f"; the provider read {cached:,} tokens of the last one from its cache"
     if sent_before is not None:

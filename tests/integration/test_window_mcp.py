@@ -68,6 +68,8 @@ def test_the_inspector_lists_and_switches_the_servers_tools(qtbot, qloop, projec
     after = [n for n, _ in controller.meter.report.tools_offered]
     assert after == [n for n in sent if n != "calc__hang"]
     qtbot.waitUntil(lambda: "calc__hang:off" in tree(panel).get("calc", []), timeout=5000)
+    # against the request sent: the tools before the messages changed, so no stable prefix
+    qtbot.waitUntil(lambda: "the tools offered changed" in panel.header.text(), timeout=5000)
     with Project.open(project_dir, read_only=True) as p:
         assert p.conversations.meta(controller.current_id).tools_off == ["calc__hang"]
     # the whole server off, then on again
@@ -82,6 +84,8 @@ def test_the_inspector_lists_and_switches_the_servers_tools(qtbot, qloop, projec
     head.setCheckState(0, head.checkState(0).__class__.Checked)
     qtbot.waitUntil(lambda: [n for n, _ in controller.meter.report.tools_offered] == sent,
                     timeout=5000)
+    qtbot.waitUntil(lambda: "a stable prefix of" in panel.header.text(), timeout=5000)
+    assert "the tools offered changed" not in panel.header.text()
 
 
 def test_settings_list_the_servers_with_their_state_and_restart_one(qtbot, qloop, project_dir,
