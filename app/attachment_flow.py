@@ -55,6 +55,7 @@ class AttachmentFlow(QObject):
         self.meter = meter
         self._pending: dict[str, list[Attachment]] = {}
         self._shown: tuple[str | None, int] = (None, 0)  # whose chips, how many
+        self._looked: tuple[str | None, int] = (None, 0)  # rows looked at for images
         self._pasted = 0
         composer = window.composer
         composer.files_chosen.connect(self.add_paths)
@@ -168,9 +169,14 @@ class AttachmentFlow(QObject):
         if project is None:
             return
         model, delegate = self.window.transcript_model, self.window.transcript.delegate
+        rows = model.rows()
+        conv, seen = self._looked
+        # (two back: an entry may land before a row that was streaming when last looked)
+        start = max(0, seen - 2) if conv == self.host.current_id and seen <= len(rows) else 0
+        self._looked = (self.host.current_id, len(rows))  # only new rows next time
         store = AttachmentStore.of(project.state)
         changed = []
-        for i, row in enumerate(model.rows()):
+        for i, row in enumerate(rows[start:], start):
             refs = [r for r, _ in image_refs(row) if r not in delegate.thumbnails]
             for ref in refs:
                 image = self._image(store, ref)

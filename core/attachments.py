@@ -33,6 +33,7 @@ from typing import Any, Literal
 from core.llm.model_map import supports_vision
 from core.llm.tokens import TokenCounter, image_tokens
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart
+from core.store.fileio import atomic_write_bytes
 
 SCHEME = "attachment:"
 TEXT_MAX_BYTES = 2 * 2**20  # a text file past this is refused, whatever the window
@@ -154,16 +155,9 @@ class AttachmentStore:
             return ref
         if self.read_only:
             raise AttachmentError("the project is open read-only: nothing can be attached")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{ref}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            atomic_write_bytes(path, data)
         except OSError as e:
-            tmp.unlink(missing_ok=True)
             raise AttachmentError(f"the attachment could not be saved ({e.strerror or e})") \
                 from e
         return ref

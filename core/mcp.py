@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.store.fileio import atomic_write_json
+
 CONFIG_FILE = "mcp.json"
 TOOLS_CACHE = "mcp-tools.json"
 LOGS_DIR = "mcp-logs"
@@ -239,9 +241,8 @@ class McpHub:
         self._cache[s.name] = {"config": s.config.fingerprint(),
                                "tools": [t.__dict__ for t in s.tools]}
         try:
-            tmp = self.state_dir / f".{TOOLS_CACHE}.tmp"
-            tmp.write_text(json.dumps(self._cache, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self.state_dir / TOOLS_CACHE)
+            atomic_write_json(self.state_dir / TOOLS_CACHE, self._cache, indent=1,
+                              durable=False)
         except OSError:
             pass  # a cache: the next start lists them again
 

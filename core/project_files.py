@@ -10,10 +10,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.tools.paths import IGNORED_DIRS
+
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-SKIPPED = frozenset({".git", ".workbench"})
+
+SKIPPED = IGNORED_DIRS  # .git and .workbench, as the file tools skip them
 MAX_FILES = 20_000  # a mention list longer than this is not read further (said by `cut`)
 
 
