@@ -32,7 +32,7 @@ import re
 from core.context.digest import ERROR_TERMS, result_failure
 from core.context.failures import Failure
 from core.context.memo import Compaction, CompactionMemo
-from core.context.rules import CONSTRAINT
+from core.context.rules import CONSTRAINT, may_hold_rule
 from core.context.units import Unit
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -58,6 +58,7 @@ PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml
                   r"sh|sql|html|css)\b")
 NUMBER = re.compile(r"\d[\d,.:]*")
 ERROR_WORDS = re.compile(ERROR_TERMS)  # the same words as the digest's error lines
+ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found")
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 
@@ -331,14 +332,17 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
     text = text.lower()
     parts: list[str] = []
     score = 0.0
-    for name, pattern, weight in (("constraints", CONSTRAINT, 2.0), ("paths", PATH, 1.0),
-                                  ("numbers", NUMBER, 0.3), ("errors", ERROR_WORDS, 1.5)):
-        if pattern is CONSTRAINT and m.role == "tool":
-            continue  # "must" in a compiler's output is not the user's constraint
-        hits = len(pattern.findall(text))
-        if hits:
-            score += weight * min(hits, 5)
-            parts.append(f"{name} {hits}")
+    # Each pattern runs only where a quick substring test says it may match (most entries
+    # hold no constraint and no error word; the patterns' scans are most of a scoring).
+    if m.role != "tool" and may_hold_rule(text):  # a compiler's "must" is not the user's
+        score += _hits(CONSTRAINT, text, "constraints", 2.0, parts)
+    if "/" in text or "." in text:
+        score += _hits(PATH, text, "paths", 1.0, parts)
+    score += _hits(NUMBER, text, "numbers", 0.3, parts)
+    for word in ERROR_HINTS:
+        if word in text:
+            score += _hits(ERROR_WORDS, text, "errors", 1.5, parts)
+            break
     if "```" in text or "\n    " in text:
         score += 1.0
         parts.append("code")
@@ -349,3 +353,13 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
         score += 2.0
     cached = memo.scores[m.id] = (score, ", ".join(parts))
     return cached
+
+
+def _hits(pattern: re.Pattern[str], text: str, name: str, weight: float,
+          parts: list[str]) -> float:
+    """A scoring pattern's part of a score (at most five hits count), its count in `parts`."""
+    hits = len(pattern.findall(text))
+    if not hits:
+        return 0.0
+    parts.append(f"{name} {hits}")
+    return weight * min(hits, 5)

@@ -121,13 +121,14 @@ def entry_facts(m: ConversationMessage, memo: CompactionMemo) -> Facts:
         named: tuple[tuple[str, str, str, str], ...] = ()
         rules: tuple[str, ...] = ()
         if role == "user" and m.kind == "message":
-            user = " ".join(text[:1200].split())  # its opening (OPENING_CHARS at most)
+            words = text[:50_000].split()
+            # its opening (OPENING_CHARS at most), whitespace folded
+            user = " ".join(words if len(text) <= 1200 else text[:1200].split())
             rules = rules_in(text)
             if "/" in text:  # paths the user named (a long request, a pasted summary) ...
                 # ... outlive its opening. A path has no spaces: only the words with a slash
-                # are searched (the same matches, far fewer positions tried).
-                found = [p for word in text[:50_000].split() if "/" in word
-                         for p in FILE_PATH.findall(word)]
+                # are searched, in one pass (the same matches, far fewer positions tried).
+                found = FILE_PATH.findall(" ".join(w for w in words if "/" in w))
                 named = tuple(("", "", "named", p) for p in dict.fromkeys(found))
         facts = Facts(user, named, error=_failure(m), rules=rules)
     memo.facts[m.id] = facts
@@ -331,15 +332,16 @@ def fold_units(plan: Compaction, units: list[Unit], left_out: Iterable[int],
             break
         kept.clear()  # a different log: start over
         break
+    add, shortened = fold.add, logged or {}
     for n in order[start:prefix]:
         for i in units[n].items:
-            fold.add(cands[i][0], memo, logged.get(i) if logged else None)
+            add(cands[i][0], memo, shortened.get(i))
         if (n + 1) % CHECK_EVERY == 0 and n + 1 not in kept:
             kept[n + 1] = Checkpoint(n + 1, first_id, cands[units[n].items[-1]][0].id,
                                       fold.copy())
     for n in order[prefix:]:
         for i in units[n].items:
-            fold.add(cands[i][0], memo, logged.get(i) if logged else None)
+            add(cands[i][0], memo, shortened.get(i))
     fold.plan = _plan(fold.plan_until, cands, memo)
     return fold
 
@@ -531,17 +533,22 @@ class _Lists:
             cut = len(self.root) + 1
             self.paths = {verb: [p[cut:] if p.startswith(self.root + "/") else p for p in v]
                           for verb, v in self.paths.items()}
+        self._sizes = [len(u) for u in self.users]
+        self._rest = -1
+        self._lines: dict[tuple[int, bool], list[str]] = {}
 
     def _times(self, user: str) -> str:
         n = self.repeats.get(user, 1)
         return f" (sent {n} times)" if n > 1 else ""
 
     def chars(self, opening: int) -> int:
-        return (sum(min(len(u), opening) + 4 for u in self.users)
-                + sum(len(r) + 3 for r in self.rules)
-                + sum(len(p) + 2 for v in self.paths.values() for p in v)
-                + sum(len(c) + 3 for c, _ in self.commands)
-                + sum(len(e) + 3 for e in self.errors[-MAX_ERRORS:]) + len(self.plan) + 400)
+        if self._rest < 0:  # all but the requests' openings: the same at every opening
+            self._rest = (sum(len(r) + 3 for r in self.rules)
+                          + sum(len(p) + 2 for v in self.paths.values() for p in v)
+                          + sum(len(c) + 3 for c, _ in self.commands)
+                          + sum(len(e) + 3 for e in self.errors[-MAX_ERRORS:])
+                          + len(self.plan) + 400)
+        return sum(min(n, opening) for n in self._sizes) + 4 * len(self._sizes) + self._rest
 
     def text(self, count: int, opening: int, cut: _Cut) -> str:
         """The digest with the newest `cut.share` of each list, all user requests but the
@@ -566,15 +573,19 @@ class _Lists:
         users = self.users[skipped:]
         if not users:
             return []
+        lines = self._lines.get((opening, dense))
+        if lines is None:  # a digest is cut to size in several tries: each opening made once
+            lines = self._lines[opening, dense] = (
+                [u[:opening].rstrip() for u in self.users] if dense else
+                [f"- {u[:opening]}{'…' if len(u) > opening else ''}{self._times(u)}"
+                 for u in self.users])
         if dense:
             unlisted = f"({skipped:,} earlier not listed) | " if skipped else ""
-            return [unlisted + " | ".join(u[:opening].rstrip() for u in users)]
+            return [unlisted + " | ".join(lines[skipped:])]
         out = ["The user's earlier messages, oldest first:"]
         if skipped:
             out.append(f"- ({skipped:,} earlier requests not listed)")
-        out += [f"- {u[:opening]}{'…' if len(u) > opening else ''}{self._times(u)}"
-                for u in users]
-        return out
+        return out + lines[skipped:]
 
     def _work(self, cut: _Cut) -> list[str]:
         """Files, commands, other errors and the plan, each list its newest share."""

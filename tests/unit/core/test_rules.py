@@ -31,3 +31,16 @@ def test_a_message_without_constraint_words_has_no_rules() -> None:
 def test_two_wordings_that_differ_in_case_and_punctuation_are_one_rule() -> None:
     assert rule_key("Never change the public API!") == rule_key("never change the  public API.")
     assert rule_key("Never change the public API") != rule_key("Always change the public API")
+
+
+def test_every_word_of_obligation_passes_the_quick_check() -> None:
+    # "require" was missed: the quick check looked for "required" only
+    assert rules_in("Hello there. Our tests require Python 3.11 and a database.") == (
+        "Our tests require Python 3.11 and a database.",)
+    for word in ("must", "mustn't", "should", "never", "always", "don't", "do not", "doesn't",
+                 "can't", "cannot", "required", "important", "only", "avoid", "make sure",
+                 "ensure", "needs", "have to", "has to", "keep", "not allowed", "forbidden",
+                 "prefer", "instead of"):
+        sentence = f"Please, {word.upper()} the thing for me."
+        assert rules_in(f"Hi. {sentence}") == (sentence,), word
+    assert rules_in("请看一下。这个接口不得修改。") == ("这个接口不得修改。",)
