@@ -23,6 +23,7 @@ from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
 from core.context.service import ProjectContext
+from core.give_way import lower_priority
 from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
@@ -68,7 +69,8 @@ class UsageMeter:
         self._counting = False  # a build runs on the meter's own thread
         # One long-lived thread, not one per count: each new thread gets its own malloc arena,
         # and a big build's memory would stay spread over them.
-        self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter")
+        self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter",
+                                         initializer=lower_priority)
         self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
         # what waits to go with the draft (app/attachment_flow.py)

@@ -21,6 +21,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from core.give_way import give_way, lower_priority
+
 SLICE_S = 0.008  # the longest the window spends on engine events before it paints again
 
 
@@ -51,6 +53,7 @@ class EventBridge(QObject):
         self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
 
     def post(self, event: object) -> None:
+        give_way()  # an engine that posts while the window paints takes the GIL from it
         self._put(event)
 
     def done(self, outcome: str) -> None:
@@ -118,6 +121,7 @@ class EngineWorker:
         self._thread.start()
 
     def _run(self) -> None:
+        lower_priority()  # and the threads it starts: tool calls, litellm's (core/give_way.py)
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 

@@ -7,12 +7,21 @@ for tens of milliseconds. Long walks therefore call `give_way()` every few hundr
 the window's thread is busy (between Qt's event dispatcher waking and going back to sleep,
 told through `window_busy` and `window_idle`), the walk sleeps, GIL released, until the window
 is idle again, for at most `LONGEST_WAIT` seconds each time, so it always progresses.
+
+The same holds for the processor: with two cores, the engine's thread (streaming, writing
+entries, counting tokens), the tool calls it runs and a provider on the same machine leave the
+window's thread half of one. Those threads therefore run at a lower priority
+(`lower_priority`): an agent's storm of tool calls then slows a little, not the window.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+
+BACKGROUND_NICE = 10  # Linux's niceness of background threads (the window's stays 0)
 
 LONGEST_WAIT = 0.02  # seconds one pause may wait for the window to go idle
 
@@ -36,3 +45,18 @@ def give_way() -> None:
     if not _idle.is_set() and threading.current_thread() is not threading.main_thread():
         _idle.wait(LONGEST_WAIT)
     time.sleep(0)
+
+
+def lower_priority() -> None:
+    """The calling thread, and every thread it starts from now on, yields the processor to
+    the window's thread (Linux: a per-thread niceness, inherited by the threads it creates;
+    elsewhere nothing changes). Call it first thing on a background thread."""
+    setpriority = getattr(os, "setpriority", None)
+    if setpriority is None or not sys.platform.startswith("linux"):
+        return
+    try:  # raising one's own niceness needs no privilege; a sandbox may still refuse it
+        tid = threading.get_native_id()
+        setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid),
+                                                BACKGROUND_NICE))
+    except OSError:
+        pass

@@ -41,18 +41,22 @@ _AFTER_KEY = re.compile(
 MIN_SECRET = 6  # a "secret" shorter than this would redact ordinary words
 
 
+# What every key shape above starts with or follows, lower-cased: text without any of them holds
+# no key shape, and the patterns (which start with lookbehinds, so are tried at every position:
+# 0.3 ms for a 1,400-character tool output) are not run over it.
+_TRIGGER_WORDS = ("sk-", "aiza", "gsk_", "xai-", "hf_", "bearer", "key", "token", "secret")
+_TRIGGERS = tuple(t.encode() for t in _TRIGGER_WORDS)
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with key-shaped strings and each of `secrets` replaced by a marker."""
     for secret in secrets:
         if secret and len(secret) >= MIN_SECRET and secret in text:
             text = text.replace(secret, MARK)
+    folded = text.casefold()  # the patterns' case-blind letters too ("ſecret", the Kelvin K)
+    if not any(t in folded for t in _TRIGGER_WORDS):
+        return text
     return _AFTER_KEY.sub(lambda m: m.group(1) + MARK, _KEYISH.sub(MARK, text))
-
-
-# What every key shape above starts with or follows, lower-cased: a piece of output without any
-# of them (nor a secret in use) holds no key, and is not decoded to find out (a plain search for
-# each is many times faster than one regular expression).
-_TRIGGERS = (b"sk-", b"aiza", b"gsk_", b"xai-", b"hf_", b"bearer", b"key", b"token", b"secret")
 
 
 def redact_bytes(data: bytes, secrets: Iterable[str | None] = ()) -> bytes:

@@ -30,7 +30,11 @@ def load(name: str) -> Any:
         try:
             fields = marshal.loads(path.read_bytes())
             if isinstance(fields, dict) and set(fields) == set(_FIELDS):
-                return tiktoken.Encoding(**fields)
+                # tiktoken's registry is where litellm finds it too (it counts each answer
+                # for its price): one copy in memory, not two of 40 MB
+                from tiktoken import registry
+
+                return registry.ENCODINGS.setdefault(name, tiktoken.Encoding(**fields))
         except (OSError, ValueError, EOFError, TypeError):
             pass  # made again below
     enc = tiktoken.get_encoding(name)

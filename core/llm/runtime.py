@@ -70,6 +70,12 @@ def _load_and_warm() -> None:
         pass
     litellm = load_litellm()
     try:
+        # litellm prices each answer by counting its tokens with a tokenizer of its own (a
+        # third of a second to load, on the engine's thread, mid-turn, the first time)
+        litellm.token_counter(model="openai/warm-up", text=".")
+    except Exception:
+        pass
+    try:
         import asyncio
 
         async def first_call() -> None:

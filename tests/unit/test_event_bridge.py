@@ -3,6 +3,9 @@ of them (an answer that calls forty tools) does not keep the window from paintin
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import threading
 import time
 
@@ -56,3 +59,40 @@ def test_events_posted_after_a_drain_are_not_lost(qtbot) -> None:
     qtbot.waitUntil(lambda: seen == ["first"], timeout=5000)
     bridge.post("second")  # the bridge is idle again: this one must wake it
     qtbot.waitUntil(lambda: seen == ["first", "second"], timeout=5000)
+
+
+def test_an_engine_posting_while_the_window_is_busy_waits_for_it(monkeypatch) -> None:
+    from core import give_way as gw
+
+    monkeypatch.setattr(gw, "LONGEST_WAIT", 30.0)
+    bridge = EventBridge()
+    posted = threading.Event()
+    gw.window_busy()  # the window's thread handles events and paints
+    try:
+        engine = threading.Thread(target=lambda: (bridge.post("card"), posted.set()))
+        engine.start()
+        assert not posted.wait(0.2)  # the engine gives the window its turn first
+        gw.window_idle()
+        assert posted.wait(5)
+        engine.join(5)
+    finally:
+        gw.window_idle()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness: Linux")
+def test_the_engine_and_the_threads_it_starts_yield_the_processor_to_the_window() -> None:
+    from app.worker import EngineWorker
+
+    worker = EngineWorker()
+    future = asyncio.run_coroutine_threadsafe(_priorities(), worker.loop)
+    engine, tool_thread = future.result(10)
+    window = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert engine > window and tool_thread > window
+    worker.shutdown()
+
+
+async def _priorities() -> tuple[int, int]:
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    return nice(), await asyncio.to_thread(nice)  # a tool call's thread, say

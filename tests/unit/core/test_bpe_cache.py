@@ -64,3 +64,13 @@ def test_other_bpe_files_never_use_the_copy(bpe_dir: Path) -> None:
     bpe_cache.load("cl100k_base")
     [after] = _cached("cl100k_base")
     assert after.name != before.name  # a copy for the new files, the old one gone
+
+
+def test_the_table_read_from_the_cache_is_the_one_litellm_counts_with(bpe_dir: Path) -> None:
+    import tiktoken
+
+    bpe_cache.load("cl100k_base")  # kept
+    enc = bpe_cache.load("cl100k_base")  # from the cache
+    # litellm prices each answer with tiktoken.get_encoding: the same table, not a second
+    # copy of it in memory (and loaded again mid-turn)
+    assert tiktoken.get_encoding("cl100k_base") is enc

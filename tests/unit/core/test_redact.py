@@ -18,6 +18,10 @@ from core.redact import MARK, redact
     ("Invalid API key: ABCD1234efgh5678IJKL9012", "ABCD1234efgh5678IJKL9012"),
     ("the key 3f8a9c2e1b4d7f6a0e5c8b9d2a1f4e7c is revoked", "3f8a9c2e1b4d7f6a0e5c8b9d2a1f4e7c"),
     ("secret: dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ==", "dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ=="),
+    # upper case, and deep in a long output (most text is passed by a quick word check)
+    ("line\n" * 2000 + "SECRET: dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ==", "dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ=="),
+    ("GET /v1?API_KEY=ABCDEFGHIJKL123 HTTP/1.1", "ABCDEFGHIJKL123"),
+    ("\u212aey: 0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
 ])
 def test_key_shaped_strings_are_redacted_and_the_words_around_them_kept(text: str,
                                                                         secret: str) -> None:
