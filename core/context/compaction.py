@@ -294,29 +294,25 @@ def select(plan: Compaction, units: list[Unit], tail: int, room: int,
         if not mandatory[n]:
             plan.left_out[n] = FAR_BACK
     last_round = units[-1].round_no if units else 0
-    scored: list[tuple[float, int, str]] = []
+    scored: list[tuple[float, int, float]] = []
     for n in range(first, n_units):
         if mandatory[n]:
             continue
         u = units[n]
-        base, parts = 0.0, []
+        score = 2.0 * (u.round_no / last_round if last_round else 1.0)  # recency
         for i in u.items:
-            s, why = _score(logged[i][0], memo)
-            base += s
-            if why:
-                parts.append(why)
-        recency = 2.0 * (u.round_no / last_round if last_round else 1.0)
-        score = base + recency
-        per_token = score / max(1, plan.unit_tokens[n]) ** 0.5
-        scored.append((per_token, n, f"score {score:.1f} ({', '.join(parts + ['recency'])})"))
+            score += _score(logged[i][0], memo)[0]
+        scored.append((score / max(1, plan.unit_tokens[n]) ** 0.5, n, score))
     scored.sort(key=lambda s: (-s[0], -s[1]))
     chosen = 0
-    for _, n, why in scored:
+    for _, n, score in scored:
         if plan.unit_tokens[n] <= room and chosen < MAX_SELECTED_UNITS:
             room -= plan.unit_tokens[n]
             chosen += 1
-        else:
-            plan.left_out[n] = f"left out by key-message selection: {why}"
+        else:  # the reason, with the score's parts, only for what is left out
+            parts = [why for i in units[n].items if (why := _score(logged[i][0], memo)[1])]
+            plan.left_out[n] = (f"left out by key-message selection: score {score:.1f} "
+                                f"({', '.join([*parts, 'recency'])})")
     return chosen
 
 
