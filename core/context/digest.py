@@ -112,7 +112,7 @@ def entry_facts(m: ConversationMessage, memo: CompactionMemo) -> Facts:
     if cached is not None:
         return cached
     if role == "tool":
-        facts = Facts(result=_outcome(m))
+        facts = Facts(None, (), (), "", False, _outcome(m))
     elif m.tool_calls:
         facts = _call_facts(m)
     else:
@@ -127,10 +127,11 @@ def entry_facts(m: ConversationMessage, memo: CompactionMemo) -> Facts:
             rules = rules_in(text)
             if "/" in text:  # paths the user named (a long request, a pasted summary) ...
                 # ... outlive its opening. A path has no spaces: only the words with a slash
-                # are searched, in one pass (the same matches, far fewer positions tried).
-                found = FILE_PATH.findall(" ".join(w for w in words if "/" in w))
+                # are searched (the same matches, far fewer positions tried).
+                found = [p for w in words if "/" in w for p in FILE_PATH.findall(w)]
                 named = tuple(("", "", "named", p) for p in dict.fromkeys(found))
-        facts = Facts(user, named, error=_failure(m), rules=rules)
+        facts = Facts(user, named, (), "", False, None, _failure(m), rules)  # (positional:
+        #                                                   a third of the time of keywords)
     memo.facts[m.id] = facts
     return facts
 
