@@ -99,6 +99,22 @@ def _imported(arguments: object) -> list[TodoItem] | None:
     return out
 
 
+def _todo_calls(history: list[ConversationMessage]
+                ) -> tuple[list[tuple[int, ConversationMessage]], set[str]]:
+    """The messages that call a todo tool (with their place in `history`) and the ids of those
+    calls that ran well. The calls are found first: most logs have none, or a few among
+    thousands of entries (this runs at every round of tool calls, on a 10,000-entry log too)."""
+    todo = [(n, m) for n, m in enumerate(history) if m.tool_calls
+            and any(c.function.name in TODO_TOOLS for c in m.tool_calls)]
+    if not todo:
+        return [], set()
+    called = {c.id for _, m in todo for c in m.tool_calls or () if c.function.name in TODO_TOOLS}
+    ok = {m.tool_call_id for m in history if m.tool_call_id is not None
+          and m.tool_call_id in called and m.role == "tool" and m.status in ("ok", None)
+          and m.tool_name in (TODO_TOOL, IMPORTED_TODO_TOOL, None)}
+    return todo, ok
+
+
 def todo_state(history: Iterable[ConversationMessage], until: str | None = None
                ) -> list[TodoItem]:
     """The list as the log leaves it: every successful call replayed in order (up to and
@@ -106,10 +122,15 @@ def todo_state(history: Iterable[ConversationMessage], until: str | None = None
     failed, or has not run yet) or one that cannot apply changes nothing, as it changed
     nothing when it ran."""
     history = list(history)
-    ok = {m.tool_call_id for m in history if m.role == "tool" and m.status in ("ok", None)
-          and m.tool_name in (TODO_TOOL, IMPORTED_TODO_TOOL, None)}
+    todo, ok = _todo_calls(history)
+    if not todo:
+        return []
+    stop = len(history) if until is None else next(
+        (n for n, m in enumerate(history) if m.id == until), len(history))
     items: list[TodoItem] = []
-    for m in history:
+    for n, m in todo:
+        if n > stop:
+            break
         for call in m.tool_calls or ():
             name = call.function.name
             if name not in TODO_TOOLS or call.id not in ok:
@@ -122,6 +143,4 @@ def todo_state(history: Iterable[ConversationMessage], until: str | None = None
                     items = apply(items, TodoChange.model_validate(arguments))
             except (ValueError, ValidationError, TodoError):
                 continue
-        if m.id == until:
-            break
     return items
