@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.engine import (
     EntryAppended,
     QuestionAsked,
@@ -23,13 +22,8 @@ from core.model import ConversationMessage, FunctionCall, ToolCall
 from core.settings import LLMSettings
 from core.store.project import Project
 from core.tools.runner import ALLOW_CONVERSATION, DENY
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def log(project: Path) -> list[ConversationMessage]:

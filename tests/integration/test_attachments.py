@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.attachments import AttachmentStore, attach_bytes, image_size
 from core.llm.tokens import TokenCounter, image_tokens
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 
 COUNTER = TokenCounter("o200k_base")
@@ -37,12 +37,6 @@ def png(width: int, height: int, shade: int = 0) -> bytes:
 def project_dir(project_dir: Path) -> Path:
     project_dir.mkdir()
     return project_dir
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def send(capsys, project: Path, server: FakeLLMServer, *args: object,

@@ -15,22 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, annotation
 from core.store.branches import NoSuchEntry
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 from tests.helpers.trajectories import make_agent_session
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNTER = TokenCounter("o200k_base")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def log_of(project: Path, conv: str) -> Path:

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
 from tests.integration.test_run import BRIEFS, WORKFLOW, complete
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def model_args(server: FakeLLMServer) -> list[str]:

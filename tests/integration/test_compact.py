@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.engine import CompactionFinished, CompactionStarted, Engine
 from core.factory import build_engine
 from core.llm.tokens import TokenCounter
 from core.settings import LLMSettings
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import (
     MODEL,
     Answer,
@@ -38,12 +38,6 @@ def llm_server(llm_server: FakeLLMServer) -> FakeLLMServer:
     """The loopback server saying, as vLLM does, that its model has a 128k window."""
     llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
     return llm_server
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def session_project(path: Path, rounds: int = 12) -> str:

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.context.calibration import Calibration
 from core.settings import SettingsStore
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.disk import disk_full
 from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError, ToolCalls
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def send(capsys, project: Path, server, text: str, *extra: object) -> tuple[int, str, str]:

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import EXIT_FAIL, EXIT_OK, main
+from app.cli import EXIT_FAIL, EXIT_OK
 from core.model import ConversationMessage
 from core.store.errors import ReadOnlyError
 from core.store.project import Project
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers.cli import cli
 
 
 def one_sentence(err: str) -> bool:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.model import ConversationMessage
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +35,6 @@ def stdio(**extra: object) -> dict:
 def project(project_dir: Path) -> Path:
     project_dir.mkdir(parents=True, exist_ok=True)
     return project_dir
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def agent(capsys, project: Path, server: FakeLLMServer, *extra: object,

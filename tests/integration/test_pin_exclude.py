@@ -8,20 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, annotation, fold_annotations
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, summary_text
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def session(path: Path, rounds: int = 10) -> tuple[str, list[ConversationMessage]]:

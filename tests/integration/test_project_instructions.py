@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from core.context.instructions import MAX_CHARS
 from core.context.service import ProjectContext
 from core.llm.tokens import TokenCounter
 from core.settings import LLMSettings
 from core.store.project import Project
+from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 from tests.helpers.trajectories import make_agent_session
 
@@ -28,12 +28,6 @@ RULES = "# House rules\n\nRun `make check` before saying a change is done. Quote
 def project_dir(project_dir: Path) -> Path:
     project_dir.mkdir()
     return project_dir
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def send(capsys, project: Path, server: FakeLLMServer, *args: object) -> str:
