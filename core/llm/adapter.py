@@ -139,24 +139,31 @@ class LLMClient:
                         _plain(usage),
                         reported=_provider_sent_usage(response),
                     )
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta is not None:
-                    if delta.content:
-                        received += len(delta.content)
-                        yield TextDelta(delta.content)
-                    for tc in delta.tool_calls or []:
-                        received += _merge_tool_delta(calls, tc)
-                    if received > MAX_ANSWER_CHARS:
-                        raise AnswerTooLarge(
-                            f"The answer was stopped at {MAX_ANSWER_CHARS:,} characters, beyond "
-                            "any model's output limit (a model or server stuck in a loop?). "
-                            "Its text is kept; a tool call it was writing is not run.",
-                            details=f"{received:,} characters in {chunks:,} chunks")
-                if choice.finish_reason:
-                    finish = choice.finish_reason
+                if chunk.choices:
+                    choice = chunk.choices[0]
+                    delta = choice.delta
+                    if delta is not None:
+                        if delta.content:
+                            received += len(delta.content)
+                            yield TextDelta(delta.content)
+                        for tc in delta.tool_calls or []:
+                            received += _merge_tool_delta(calls, tc)
+                        if received > MAX_ANSWER_CHARS:
+                            raise AnswerTooLarge(
+                                f"The answer was stopped at {MAX_ANSWER_CHARS:,} characters, "
+                                "beyond any model's output limit (a model or server stuck in a "
+                                "loop?). Its text is kept; a tool call it was writing is not "
+                                "run.", details=f"{received:,} characters in {chunks:,} chunks")
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                if usage is not None and getattr(response, "sent_last_chunk", False) is True:
+                    # The usage litellm hands on once the provider's stream has ended: the last
+                    # thing that comes for us. Before it said the stream is over, litellm would
+                    # assemble the whole answer from its chunks once more (a tenth of a second
+                    # of Python for forty tool calls, the GIL taken from the window while their
+                    # cards appear): the stream is closed here instead.
+                    await _close(response)
+                    break
         except LLMError:
             raise
         except Exception as e:
@@ -523,6 +530,13 @@ def _forget_chunks(response: Any) -> None:
         del kept[:-2]
     if isinstance(getattr(response, "response_uptil_now", None), str):
         response.response_uptil_now = ""
+
+
+async def _close(response: Any) -> None:
+    """Release the stream's connection (litellm's wrapper closes the provider's stream)."""
+    aclose = getattr(response, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _provider_sent_usage(response: Any) -> bool:

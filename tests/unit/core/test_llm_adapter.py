@@ -280,3 +280,37 @@ def test_an_empty_stream_over_the_servers_context_is_an_overflow_with_its_limit(
     err = failure(llm_server, messages=[{"role": "user", "content": "word " * 200}])
     assert isinstance(err, ContextOverflow) and err.limit == 50
     assert [bool(r.body.get("stream")) for r in llm_server.requests] == [True, False]
+
+
+@pytest.mark.parametrize("provider_usage", [True, False], ids=["usage sent", "llama.cpp: none"])
+def test_the_streamed_answer_is_assembled_once_and_its_usage_still_arrives(
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, provider_usage: bool) -> None:
+    # litellm assembles the whole answer from its chunks to hand on the usage, then did it once
+    # more before it ended the stream: a tenth of a second of Python (on two cores, taken from
+    # the window) for an answer of forty tool calls. Once the usage is in, the stream is closed.
+    from core.llm.runtime import load_litellm
+
+    litellm = load_litellm()
+    built: list[int] = []
+    builder = litellm.stream_chunk_builder
+
+    def counting(*args, **kwargs):
+        built.append(len(kwargs.get("chunks") or args[0]))
+        return builder(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "stream_chunk_builder", counting)
+    llm_server.stream_usage = provider_usage
+    calls = [(f"c{n}", "read_file", json.dumps({"path": f"f{n}.txt"})) for n in range(40)]
+    llm_server.script(ToolCalls(calls, usage=(321, 40)) if provider_usage else ToolCalls(calls),
+                      Answer("Read them all.", usage=(400, 4)))
+    events = collect(llm_server)
+    ready = next(e for e in events if isinstance(e, ToolCallsReady))
+    assert [c.id for c in ready.calls] == [c[0] for c in calls]
+    assert events[-1] == Finished("tool_calls")
+    usage = [e for e in events if isinstance(e, Usage)]
+    assert usage and usage[-1].reported is provider_usage
+    assert usage[-1].prompt_tokens == 321 if provider_usage else usage[-1].prompt_tokens > 0
+    assert len(built) == 1
+    # the connection was given back: the next answer on the same client arrives whole
+    text = "".join(e.text for e in collect(llm_server) if isinstance(e, TextDelta))
+    assert text == "Read them all." and len(built) == 2
