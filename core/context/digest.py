@@ -11,7 +11,6 @@ all-left-out prefix are kept as checkpoints.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from core.context.failures import Failure, core_command, failure
 from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import rule_key, rules_in
 from core.context.units import Unit
+from core.json_text import loads
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 from core.todo import TODO_TOOLS, render, todo_state
@@ -90,7 +90,7 @@ def _line(m: ConversationMessage) -> str:
 
 def _call_line(name: str, arguments: str) -> str:
     try:
-        args = json.loads(arguments or "{}")
+        args = loads(arguments or "{}")
     except ValueError:
         return name
     if isinstance(args, dict):
@@ -155,7 +155,7 @@ def _call_facts(m: ConversationMessage) -> Facts:
     commands: list[tuple[str, str]] = []
     for c in m.tool_calls or ():
         try:
-            args = json.loads(c.function.arguments or "{}")
+            args = loads(c.function.arguments or "{}")
         except ValueError:
             args = {}
         args = args if isinstance(args, dict) else {}
