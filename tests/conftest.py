@@ -47,6 +47,13 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     # A title request after the first answer would take the next scripted reply of tests about
     # something else; the title tests turn titles on themselves.
     monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "0")
+    # The loopback server answers from a thread of the test's own process, where a command's
+    # litellm import competes with it for the GIL: on a loaded two-core machine its answer to
+    # "what is your window" can take longer than the second a real server gets, and the
+    # command then plans for the default window. The test about late answers sets its own.
+    from core.context import server_window
+
+    monkeypatch.setattr(server_window, "TIMEOUT_S", 10.0)
     return home
 
 

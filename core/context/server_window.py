@@ -3,9 +3,10 @@
 litellm's map knows hosted models; a model served by vLLM, llama.cpp, LM Studio or Ollama is
 unknown to it, yet the server says its context length. It is asked once per (address, model)
 and remembered for the process (and, by the project's context, across runs: a CLI command
-asks nothing a previous one learnt); a server that does not say (or does not answer within a
-second) is remembered as not saying, so nothing is asked twice. A failed request to it makes
-it asked again.
+asks nothing a previous one learnt); a server that answers without saying is remembered as
+not saying, so nothing is asked twice. A server that does not answer at all (down, or busy
+past a second) has said nothing yet: it is asked again after RETRY_S, and by the next
+command. A failed request to it makes it asked again.
 
     vLLM, and servers copying it   GET  <base>/models            data[].max_model_len
     LM Studio                      GET  <root>/api/v0/models/<m>  loaded_context_length
@@ -18,12 +19,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
 TIMEOUT_S = 1.0
+RETRY_S = 60.0  # a server that did not answer is asked again after this long
 COUNT_TIMEOUT_S = 20.0  # a count asks for one output token: a CPU server still reads the prompt
 PROBE_MARK = "[workbench: counting tokens]"  # leads the counting request's user message
 # What a counting request offers as tools: small, so a large local model reads it quickly.
@@ -37,6 +40,7 @@ PROBE_TOOL = {"type": "function", "function": {
         "required": ["path"]}}}
 _lock = threading.Lock()
 _known: dict[tuple[str, str], int | None] = {}
+_unanswered: dict[tuple[str, str], float] = {}  # when a server last did not answer at all
 
 
 def cached_window(api_base: str | None, model: str) -> int | None:
@@ -55,10 +59,25 @@ def server_window(api_base: str | None, model: str) -> int | None:
     with _lock:
         if key in _known:
             return _known[key]
-    found = _ask(key[0], model)
+        if time.monotonic() - _unanswered.get(key, -RETRY_S) < RETRY_S:
+            return None
+    answered, found = _ask(key[0], model)
     with _lock:
-        _known[key] = found
+        if answered:
+            _known[key] = found
+            _unanswered.pop(key, None)
+        else:
+            _unanswered[key] = time.monotonic()
     return found
+
+
+def unanswered(api_base: str | None, model: str) -> bool:
+    """Whether the server at `api_base` left a route unanswered when last asked (so what it
+    would say is not known yet: nothing to remember across runs)."""
+    if not api_base:
+        return False
+    with _lock:
+        return (api_base.rstrip("/"), model) in _unanswered
 
 
 def is_local(api_base: str) -> bool:
@@ -95,25 +114,34 @@ def forget(api_base: str | None, model: str) -> None:
     if api_base:
         with _lock:
             _known.pop((api_base.rstrip("/"), model), None)
+            _unanswered.pop((api_base.rstrip("/"), model), None)
 
 
 def forget_all() -> None:
     """Ask again next time (a server was reconfigured; also for tests)."""
     with _lock:
         _known.clear()
+        _unanswered.clear()
 
 
-def _ask(base: str, model: str) -> int | None:
+def _ask(base: str, model: str) -> tuple[bool, int | None]:
+    """(whether the server answered every route it was asked, the window it stated or None).
+    A route it did not answer may be the one that would have said."""
     name = model.split("/", 1)[1] if "/" in model else model
     root = base[: -len("/v1")] if base.endswith("/v1") else base
+    answered = True
     for ask in (_vllm, _lm_studio, _llama_cpp, _ollama):
         try:
             value = ask(base, root, name)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except urllib.error.HTTPError:  # an answer: not this route
+            value = None
+        except OSError:  # refused, unreachable, or no answer within TIMEOUT_S
+            value, answered = None, False
+        except (ValueError, KeyError, TypeError, AttributeError):  # an answer we cannot read
             value = None
         if value:
-            return value
-    return None
+            return True, value
+    return answered, None
 
 
 def _vllm(base: str, root: str, name: str) -> int | None:

@@ -46,6 +46,7 @@ from core.context.server_window import (
     count_prompt,
     is_local,
     server_window,
+    unanswered,
 )
 from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
@@ -218,7 +219,7 @@ class ProjectContext:
         if not ask:
             return cached_window(base, model)
         tokens = server_window(base, model)
-        if self.calibration is not None:
+        if self.calibration is not None and not unanswered(base, model):
             counted = self._count_probe(base, model) if is_local(base) else None
             self.calibration.remember_probe(base, model, tokens, counted)
         return tokens

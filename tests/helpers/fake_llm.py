@@ -109,6 +109,7 @@ class FakeLLMServer:
         # Paths that answer with model information (GET, or POST for Ollama's /api/show).
         self.info: dict[str, Any] = {}
         self.probes: list[str] = []  # the paths asked for model information, in order
+        self.info_delay = 0.0  # seconds before a model information route answers (a busy server)
         # The product's counting requests (their user message starts with PROBE_MARK) are
         # answered with their count, as a server answers any request, but kept apart from
         # `requests`. False: tools are left out of the count, as llama-cpp-python does with a
@@ -173,14 +174,19 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def _info(self) -> None:
             server.probes.append(self.path.split("?")[0])
+            if server.info_delay:
+                time.sleep(server.info_delay)
             info = server.info.get(self.path.split("?")[0])
             payload = json.dumps(info if info is not None else {"error": "not found"}).encode()
-            self.send_response(200 if info is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(200 if info is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:  # a late answer: the client stopped waiting
+                pass
 
         def do_POST(self) -> None:  # http.server's naming
             if self.path.endswith("/v1/messages"):  # Anthropic's protocol (a Claude model)

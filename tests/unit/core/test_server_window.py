@@ -166,3 +166,42 @@ def test_a_local_server_is_asked_once_to_count_a_sample_and_whether_it_counts_to
     assert main(["send", str(project_dir), *flags, "hello"]) == 0
     capsys.readouterr()
     assert llm_server.probes.count("count") == 1 and len(llm_server.requests) == 1
+
+
+def test_a_server_that_does_not_answer_in_time_is_asked_again_not_taken_as_silent(
+        project: Project, llm_server, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # A local server busy with a generation (or still starting) answers late: what it would
+    # say is not known yet. It was remembered as saying nothing beside the calibration, so
+    # every later run (and window) built for the default window until a request failed.
+    from core.context.calibration import Calibration
+
+    def context() -> ProjectContext:
+        return ProjectContext(project.conversations,
+                              calibration=Calibration(tmp_path / "calibration.json"))
+
+    monkeypatch.setattr(server_window, "TIMEOUT_S", 0.2)
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
+    llm_server.info_delay = 0.6
+    conv = project.conversations.create()
+    assert context().budget(conv.id, settings(llm_server)).source != "server"
+    llm_server.info_delay = 0.0
+    server_window.forget_all()  # the next run: a new process, the calibration on disk
+    budget = context().budget(conv.id, settings(llm_server))
+    assert (budget.window, budget.source) == (8000, "server")
+    llm_server.info.clear()  # what it said is remembered now: it is not asked again
+    server_window.forget_all()
+    assert context().budget(conv.id, settings(llm_server)).window == 8000
+
+    # In one process, a server that did not answer is asked again after RETRY_S, not at
+    # every build (the meter builds at every keystroke's pause).
+    server_window.forget_all()
+    llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 6000}}
+    other = settings(llm_server).model_copy(update={"model": "openai/other-model"})
+    llm_server.info_delay = 0.6
+    window = context()
+    assert window.budget(conv.id, other).source != "server"
+    llm_server.info_delay = 0.0
+    asked = len(llm_server.probes)
+    assert window.budget(conv.id, other).source != "server" and len(llm_server.probes) == asked
+    monkeypatch.setattr(server_window, "RETRY_S", 0.0)
+    assert window.budget(conv.id, other).window == 6000
