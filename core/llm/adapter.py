@@ -139,23 +139,18 @@ class LLMClient:
                         _plain(usage),
                         reported=_provider_sent_usage(response),
                     )
-                if chunk.choices:
-                    choice = chunk.choices[0]
-                    delta = choice.delta
-                    if delta is not None:
-                        if delta.content:
-                            received += len(delta.content)
-                            yield TextDelta(delta.content)
-                        for tc in delta.tool_calls or []:
-                            received += _merge_tool_delta(calls, tc)
-                        if received > MAX_ANSWER_CHARS:
-                            raise AnswerTooLarge(
-                                f"The answer was stopped at {MAX_ANSWER_CHARS:,} characters, "
-                                "beyond any model's output limit (a model or server stuck in a "
-                                "loop?). Its text is kept; a tool call it was writing is not "
-                                "run.", details=f"{received:,} characters in {chunks:,} chunks")
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                text, arguments, reason = _choice(chunk, calls)
+                if text:
+                    received += len(text)
+                    yield TextDelta(text)
+                received += arguments
+                if received > MAX_ANSWER_CHARS:
+                    raise AnswerTooLarge(
+                        f"The answer was stopped at {MAX_ANSWER_CHARS:,} characters, beyond "
+                        "any model's output limit (a model or server stuck in a loop?). Its "
+                        "text is kept; a tool call it was writing is not run.",
+                        details=f"{received:,} characters in {chunks:,} chunks")
+                finish = reason or finish
                 if usage is not None and getattr(response, "sent_last_chunk", False) is True:
                     # The usage litellm hands on once the provider's stream has ended: the last
                     # thing that comes for us. Before it said the stream is over, litellm would
@@ -530,6 +525,21 @@ def _forget_chunks(response: Any) -> None:
         del kept[:-2]
     if isinstance(getattr(response, "response_uptil_now", None), str):
         response.response_uptil_now = ""
+
+
+def _choice(chunk: Any, calls: dict[int, _Call]) -> tuple[str, int, str | None]:
+    """What a streamed chunk brings: (its text, how many characters of tool-call arguments
+    it added to `calls`, the finish_reason if it has one)."""
+    if not chunk.choices:
+        return "", 0, None
+    choice = chunk.choices[0]
+    delta = choice.delta
+    text, arguments = "", 0
+    if delta is not None:
+        text = delta.content or ""
+        for tc in delta.tool_calls or []:
+            arguments += _merge_tool_delta(calls, tc)
+    return text, arguments, choice.finish_reason or None
 
 
 async def _close(response: Any) -> None:
