@@ -43,19 +43,23 @@ _known: dict[tuple[str, str], int | None] = {}
 _unanswered: dict[tuple[str, str], float] = {}  # when a server last did not answer at all
 
 
+def _key(api_base: str, model: str) -> tuple[str, str]:
+    return api_base.rstrip("/"), model
+
+
 def cached_window(api_base: str | None, model: str) -> int | None:
     """What the server said before (no network): for builds on the window's thread."""
     if not api_base:
         return None
     with _lock:
-        return _known.get((api_base.rstrip("/"), model))
+        return _known.get(_key(api_base, model))
 
 
 def server_window(api_base: str | None, model: str) -> int | None:
     """The context length the server at `api_base` states for `model` (asked once)."""
     if not api_base:
         return None
-    key = (api_base.rstrip("/"), model)
+    key = _key(api_base, model)
     with _lock:
         if key in _known:
             return _known[key]
@@ -77,7 +81,7 @@ def unanswered(api_base: str | None, model: str) -> bool:
     if not api_base:
         return False
     with _lock:
-        return (api_base.rstrip("/"), model) in _unanswered
+        return _key(api_base, model) in _unanswered
 
 
 def is_local(api_base: str) -> bool:
@@ -113,8 +117,8 @@ def forget(api_base: str | None, model: str) -> None:
     """Ask the server at `api_base` again next time (a request to it failed)."""
     if api_base:
         with _lock:
-            _known.pop((api_base.rstrip("/"), model), None)
-            _unanswered.pop((api_base.rstrip("/"), model), None)
+            _known.pop(_key(api_base, model), None)
+            _unanswered.pop(_key(api_base, model), None)
 
 
 def forget_all() -> None:
