@@ -48,7 +48,7 @@ class AgentFlow(QObject):
     def project_opened(self, project: Project) -> list[str]:
         """Read the project's agents; returns the problems found (one sentence each)."""
         self._project = project
-        self.agents, problems = load_agents(project.state)
+        self.agents, problems = load_agents(project.state, project.trusted)
         if self.sandbox is None:
             self.sandbox = detect_sandbox()
         short = ("commands: bubblewrap sandbox" if self.sandbox.kind == "bubblewrap"

@@ -21,6 +21,7 @@
                   [--model M] [--api-base URL] [--approve never|ask|always]
     workbench run PROJECT --conversation ID --resume   (carry on at the active step)
     workbench workflows PROJECT                       (the project's workflows)
+    workbench trust PROJECT [--yes | --revoke]        (what a project ships that acts for you)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send, run: resumable), or the summarizer failed (compact; the log is
@@ -54,6 +55,7 @@ from app.commands import (
     cmd_import,
     cmd_list,
     cmd_mcp,
+    cmd_trust,
 )
 from core.store.errors import StoreError
 
@@ -101,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--step-limit", type=int, metavar="N",
                        help="rounds of tool calls before the turn pauses (default 50)")
 
+    def trust_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--trust", action="store_true",
+                       help="trust what the project ships that acts for you (its MCP servers, "
+                            "its provider settings), as `workbench trust` lists it")
+
     def conversation_flags(p: argparse.ArgumentParser) -> None:
         which = p.add_mutually_exclusive_group(required=True)
         which.add_argument("--conversation", "-c", metavar="ID", help="id (or unique prefix)")
@@ -112,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     conversation_flags(p)
     model_flags(p)
     agent_flags(p)
+    trust_flag(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
     p.add_argument("--attach", action="append", default=[], metavar="PATH",
                    help="send this file with the message (text files, PNG/JPEG/GIF/WebP "
@@ -124,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--conversation", "-c", metavar="ID", required=True)
         model_flags(p)
         agent_flags(p)
+        trust_flag(p)
 
     p = sub.add_parser("import", help="import an OpenAI-format conversation (JSON)")
     p.add_argument("project", type=Path)
@@ -140,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="start the project's MCP servers and list their tools")
     p.add_argument("project", type=Path)
+    trust_flag(p)
     p = sub.add_parser("agents", help="list the project's agents (.workbench/agents/)")
     p.add_argument("project", type=Path)
 
@@ -166,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="maximum output tokens for the summary (512 at least)")
     window_flag(p)
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="request timeout")
+    trust_flag(p)
 
     for name, what in (("pin", "always send an entry (compaction keeps it verbatim)"),
                        ("unpin", "let compaction treat a pinned entry like the others"),
@@ -200,9 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="carry on the conversation's run at its active step")
     model_flags(p)
     agent_flags(p)
+    trust_flag(p)
 
     p = sub.add_parser("workflows", help="list the project's workflows (.workbench/workflows/)")
     p.add_argument("project", type=Path)
+
+    p = sub.add_parser("trust", help="list what the project ships that acts on your behalf "
+                                     "(MCP commands, where requests go) and trust it")
+    p.add_argument("project", type=Path)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--yes", action="store_true", help="trust without asking")
+    which.add_argument("--revoke", action="store_true", help="take the trust back")
     return parser
 
 
@@ -265,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_annotate(args)
         if args.command == "fork":
             return cmd_fork(args)
+        if args.command == "trust":
+            return cmd_trust(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

@@ -16,6 +16,7 @@ from app.commands import (
     context_for,
     engine_for,
     open_project,
+    require_trusted,
     require_writable,
     resolve_conversation,
 )
@@ -35,7 +36,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
-    project = open_project(args.project, create=False)
+    project = open_project(args.project, create=False, trust=args.trust)
+    require_trusted(project)
     try:
         require_writable(project)
         conv_id = resolve_conversation(project.conversations, args.conversation)

@@ -22,6 +22,7 @@ from app.commands import (
     engine_for,
     open_project,
     read_stdin_text,
+    require_trusted,
     require_writable,
     resolve_conversation,
 )
@@ -185,7 +186,8 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
         raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
     if args.step_limit is not None and args.step_limit <= 0:
         raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
-    project = open_project(args.project, create=create)
+    project = open_project(args.project, create=create, trust=args.trust)
+    require_trusted(project)
     try:
         cli_values = {"model": args.model, "api_base": args.api_base,
                       "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
@@ -211,7 +213,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
         engine = engine_for(project)
         meta = store.meta(conv_id)
         mode = mode or args.mode or meta.mode
-        agents, problems = load_agents(project.state)
+        agents, problems = load_agents(project.state, project.trusted)
         for problem in problems:
             print(f"workbench: warning: {problem}", file=sys.stderr)
         agent_name = args.agent or meta.agent
@@ -224,7 +226,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
             changes["mode"] = mode
         if args.agent and agent.name != meta.agent:
             changes["agent"] = agent.name
-        if args.allow_network and not meta.allow_network:
+        if args.allow_network and not store.network_allowed(meta):
             changes["allow_network"] = True
         if changes:
             store.update_meta(conv_id, **changes)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents", "mcp",
-            "compact", "pin", "unpin", "exclude", "include", "fork", "run", "workflows")
+            "compact", "pin", "unpin", "exclude", "include", "fork", "run", "workflows", "trust")
 
 
 class CliError(Exception):
@@ -71,6 +71,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     project = open_project(args.project, create=False, read_only=True)
     try:
+        if project.trust.restricted and project.trust.routing:
+            print(for_stream("workbench: warning: the project is not trusted, so its provider "
+                             "settings are left out of this build (`workbench trust "
+                             f"{project.root}`)", sys.stderr), file=sys.stderr)
         conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
     except (StoreError, OSError) as e:
@@ -99,6 +103,10 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("--budget must be a positive number of tokens", EXIT_USAGE)
     project = open_project(args.project, create=False, read_only=True)
     try:
+        if project.trust.restricted and project.trust.routing:
+            print(for_stream("workbench: warning: the project is not trusted, so its provider "
+                             "settings are left out of this build (`workbench trust "
+                             f"{project.root}`)", sys.stderr), file=sys.stderr)
         conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
         try:
@@ -112,7 +120,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         mode = args.mode or loaded.meta.mode
         from core.agents import find_agent, load_agents
 
-        agent = find_agent(load_agents(project.state)[0], loaded.meta.agent)
+        agent = find_agent(load_agents(project.state, project.trusted)[0], loaded.meta.agent)
         if agent.model and not args.model:
             settings = settings.model_copy(update={"model": agent.model})
         try:
@@ -165,7 +173,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
     project = open_project(args.project, create=False, read_only=True)
     try:
-        agents, problems = load_agents(project.state)
+        agents, problems = load_agents(project.state, project.trusted)
     finally:
         project.close()
     for problem in problems:
@@ -194,16 +202,18 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from core.settings import config_dir
     from core.tools.mcp_tools import McpToolset
 
-    project = open_project(args.project, create=False, read_only=True)
+    project = open_project(args.project, create=False, read_only=True, trust=args.trust)
     try:
-        hub = McpHub.for_project(project.root, project.state, config_dir())
+        hub = McpHub.for_project(project.root, project.state, config_dir(),
+                                 project.trusted)
     finally:
         project.close()
     for problem in hub.problems:
         print(for_stream(f"workbench: warning: {problem}", sys.stderr), file=sys.stderr)
-    if not hub.servers:
+    if not hub.servers and not project.trust.restricted:
         print("no MCP servers: add them to .workbench/mcp.json (or mcp.json in the config "
               "folder) as {\"mcpServers\": {...}}", file=sys.stderr)
+    if not hub.servers:
         return EXIT_FAIL if hub.problems else EXIT_OK
 
     async def start() -> None:
@@ -229,11 +239,73 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def open_project(path: Path, *, create: bool, read_only: bool = False) -> Project:
+def open_project(path: Path, *, create: bool, read_only: bool = False,
+                 trust: bool = False) -> Project:
+    """The project at `path`; `trust`: the user passed --trust (what it ships is trusted,
+    exactly as it is now, and said on stderr)."""
     try:
-        return Project.open(path, create=create, read_only=read_only)
+        project = Project.open(path, create=create, read_only=read_only)
     except ProjectPathError as e:
         raise CliError(str(e)) from None
+    if trust and project.trust.restricted:
+        try:
+            project.trust_now()
+        except OSError as e:
+            project.close()
+            raise CliError(f"the trust could not be kept ({e.strerror or e})") from None
+        print(for_stream("workbench: trusted (--trust): " + "; ".join(project.trust.items),
+                         sys.stderr), file=sys.stderr)
+    return project
+
+
+def require_trusted(project: Project) -> None:
+    """A command that sends requests: refused while the project, untrusted, chooses where they
+    go (they would go elsewhere than it says, or to where it says without the user's word);
+    its MCP servers are not started, and that is said."""
+    verdict = project.trust
+    if not verdict.restricted:
+        return
+    how = f"`workbench trust {project.root}` shows what it ships and trusts it, or pass --trust"
+    if verdict.routing:
+        project.close()
+        raise CliError(for_stream(verdict.report(project.root), sys.stderr)
+                       + f"\nworkbench: nothing was sent: the project is not trusted ({how}).")
+    print(for_stream(f"workbench: warning: the project's MCP servers "
+                     f"({', '.join(verdict.servers)}) are not started: the project is not "
+                     f"trusted ({how})", sys.stderr), file=sys.stderr)
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """What the project ships that acts for the user; trusted on the user's word (a question
+    on a terminal, or --yes), or the trust taken back (--revoke)."""
+    project = open_project(args.project, create=False, read_only=True)
+    try:
+        verdict = project.trust
+        if args.revoke:
+            had = project.trust_store.forget(project.root)
+            print(f"{project.root}: " + ("no longer trusted" if had else "was not trusted"))
+            return EXIT_OK
+        if not verdict.items:
+            print(f"{project.root} ships nothing that acts on your behalf: there is nothing "
+                  "to trust.")
+            return EXIT_OK
+        print(for_stream(verdict.report(project.root), sys.stdout))
+        if verdict.trusted:
+            print("You trust exactly these settings.")
+            return EXIT_OK
+        if not args.yes:
+            if not (sys.stdin.isatty() and sys.stderr.isatty()):
+                raise CliError("not trusted: run `workbench trust` on a terminal, or with "
+                               "--yes, to trust exactly these settings")
+            answer = input("Trust this project with exactly these settings? [y/N] ")
+            if answer.strip().casefold() not in ("y", "yes"):
+                print("Not trusted: none of it is used.")
+                return EXIT_FAIL
+        project.trust_store.trust(project.root, verdict)
+        print("Trusted. A change to any of these settings (a git pull, an edit) asks again.")
+        return EXIT_OK
+    finally:
+        project.close()
 
 
 def require_writable(project: Project) -> None:

@@ -27,6 +27,7 @@ from app.run_flow import RunFlow
 from app.search_flow import SearchFlow
 from app.settings_flow import SettingsFlow
 from app.title_flow import TitleFlow
+from app.trust_flow import TrustFlow
 from app.turns import TurnRunner
 from core.agents import Agent
 from core.context.budget import Budget
@@ -109,6 +110,8 @@ class Controller(QObject):
         self.branches = BranchFlow(window, self.notices, self)
         self.titles = TitleFlow(self)
         self.interchange = InterchangeFlow(window, self.notices, self)
+        self.trust = TrustFlow(window, self.notices, self._reopen_project, self)
+        window.trust_requested.connect(self.trust.review)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -173,6 +176,7 @@ class Controller(QObject):
             self.window.set_recent_projects(
                 self.settings_store.remember_project(project.root).recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
+        self.trust.project_opened(project)
         self.window.set_welcome(self.settings_flow.provider_configured())
         agent_problems = self.agent_flow.project_opened(project)
         agent_problems += self.runs.project_opened(project, self.engine)
@@ -199,6 +203,13 @@ class Controller(QObject):
             self._first_run = False
             QTimer.singleShot(0, self.settings_flow.open)
         return True
+
+    def _reopen_project(self) -> None:
+        """Open the project again (trusted now: its servers and settings are read anew)."""
+        if self.project is not None:
+            root = self.project.root
+            self._close_project()
+            self.open_project(root)
 
     def _close_project(self) -> None:
         """Save what the window shows and close the project: closed even when saving fails, so
@@ -253,8 +264,8 @@ class Controller(QObject):
         memory.settle(collect=left_long)  # collect when a long conversation was left
         self.window.composer.set_text(self._drafts.get(conv_id, ""))
         self.window.mode_switcher.set_mode(loaded.meta.mode)
-        self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages,
-                                           loaded.meta.allow_network)
+        network = self.project.conversations.network_allowed(loaded.meta)
+        self.agent_flow.conversation_shown(conv_id, loaded.meta.agent, loaded.messages, network)
         self.refresh_usage()
         if loaded.problems:
             self.notices.warning("Found on opening: " + "; ".join(loaded.problems) + ".")

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
+from shiboken6 import isValid
 
 from app import memory
 from app.notices import Notices
@@ -65,7 +66,7 @@ class UsageMeter:
         self.built: BuiltRequest | None = None  # the request itself (the Inspector's)
         self._problem: tuple[str, str] | None = None  # (meter text, why)
         self._relay = _Relay()
-        self._relay.done.connect(lambda apply: apply())
+        self._relay.done.connect(self._deliver)
         self._counting = False  # a build runs on the meter's own thread
         # One long-lived thread, not one per count: each new thread gets its own malloc arena,
         # and a big build's memory would stay spread over them.
@@ -222,6 +223,11 @@ class UsageMeter:
     def counting(self) -> bool:
         """A build runs on the meter's thread (the figure shown may be an older one)."""
         return self._counting
+
+    def _deliver(self, apply: Callable[[], None]) -> None:
+        """A background result, shown unless the window closed while it was made."""
+        if isValid(self.window):
+            apply()
 
     def aside(self, work: Callable[[], T], then: Callable[[T | None], None]) -> None:
         """Run `work` on the meter's thread (after the builds queued there) and `then` with

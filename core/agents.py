@@ -41,8 +41,10 @@ class Agent(BaseModel):
 DEFAULT = Agent(name=DEFAULT_AGENT, description="The built-in agent: every tool of the mode.")
 
 
-def load_agents(state: Path) -> tuple[list[Agent], list[str]]:
-    """(agents, problems): the default agent first, then the project's, sorted by name."""
+def load_agents(state: Path, trusted: bool = True) -> tuple[list[Agent], list[str]]:
+    """(agents, problems): the default agent first, then the project's, sorted by name. While
+    the project is not trusted (core.trust), an agent's own model is not used: it would choose
+    where the user's requests go."""
     agents: dict[str, Agent] = {}
     problems: list[str] = []
     folder = state / "agents"
@@ -61,6 +63,10 @@ def load_agents(state: Path) -> tuple[list[Agent], list[str]]:
             where = ".".join(str(p) for p in err["loc"]) or "the file"
             problems.append(f"Agent file {path.name}: {where}: {err['msg']}.")
             continue
+        if agent.model and not trusted:
+            problems.append(f"Agent file {path.name}: its model {agent.model} is not used "
+                            "until you trust the project.")
+            agent = agent.model_copy(update={"model": None})
         if agent.name.casefold() == DEFAULT_AGENT.casefold() or agent.name in agents:
             problems.append(f"Agent file {path.name}: the name {agent.name!r} is taken.")
             continue

@@ -59,6 +59,12 @@ class ApprovalSeal:
             return entry
         return entry.model_copy(update={"approval_seal": self._mac(conv_id, entry)})
 
+    def network(self, conv_id: str) -> str:
+        """The seal on "commands in this conversation may use the network": a
+        `conversation.json` that a cloned project ships cannot carry a valid one."""
+        said = f"allow_network\n{conv_id}"
+        return hmac.new(self._key, said.encode(), hashlib.sha256).hexdigest()
+
     def holds(self, conv_id: str, entry: ConversationMessage) -> bool:
         """The entry's allowance was written by this app (for this user)."""
         return entry.approval_seal is not None and hmac.compare_digest(

@@ -341,7 +341,7 @@ class Engine:
         meta = self.store.meta(conv_id)
         network = options.network
         if network is None:
-            network = meta.allow_network
+            network = self.store.network_allowed(meta)
         run = self.context.run_state(conv_id) if options.mode == "run" else None
         return ToolRunner(setup.root, setup.state,
                           self.context.tools(options.mode, options.agent, run, meta),

@@ -9,7 +9,8 @@ can copy theirs: `mcp.json` in the config folder, then `.workbench/mcp.json` in 
                     "search": {"url": "http://127.0.0.1:8765/mcp", "headers": {...}}}}
 
 Two more keys of ours per server: `"autoApproveReadOnly": true` lets the tools its server marks
-`readOnlyHint` run without asking (off unless the user says so); `"timeout": 30` gives its
+`readOnlyHint` run without asking (off unless the user says so, and only in the user's own
+file: a project cannot relax approvals); `"timeout": 30` gives its
 calls that many seconds (default CALL_TIMEOUT).
 
 The `McpHub` starts the servers lazily (the first time an agent or run turn needs tools), each
@@ -19,7 +20,8 @@ the model reads. Tools are offered as `server__tool`, in a fixed order (servers 
 tools by name), so the request's prefix stays the same from turn to turn. What each server
 listed is kept in `.workbench/mcp-tools.json`, so the meter and `workbench context` count the
 tools before a server is started. Commands of stdio servers run with the user's rights: they are
-not sandboxed by us.
+not sandboxed by us, and so a project's own servers start only once the user trusts the project
+(core.trust).
 """
 
 from __future__ import annotations
@@ -143,6 +145,30 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
     return dict(sorted(servers.items())), problems
 
 
+def load_servers(paths: list[Path], trusted: bool) -> tuple[dict[str, ServerConfig], list[str]]:
+    """The servers of `paths` (the user's file, then the project's): the project's only when
+    the user trusts the project, and never with an approval relaxation. A project is a folder
+    from anywhere: only the user's own file may let tools run unasked."""
+    user, project = paths[0], paths[1:]
+    if not trusted:
+        servers, problems = load_config([user])
+        shipped, _ = load_config(project)
+        if shipped:
+            problems.append(
+                "the project's MCP servers (" + ", ".join(shipped) + ") are not started: the "
+                "project is not trusted (File → Trust this project…, or `workbench trust`)")
+        return servers, problems
+    servers, problems = load_config(paths)
+    own, _ = load_config([user])
+    for name, config in servers.items():
+        if config.auto_approve_read_only and own.get(name) != config:
+            servers[name] = config.model_copy(update={"auto_approve_read_only": False})
+            problems.append(
+                f"autoApproveReadOnly of MCP server {name!r} is not honoured in a project's "
+                "mcp.json: only the mcp.json of your config folder can let tools run unasked")
+    return servers, problems
+
+
 def tool_name(server: str, tool: str) -> str:
     name = f"{server}{SEP}{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
     return name[:MAX_NAME]
@@ -190,13 +216,18 @@ class McpHub:
         self._starting: asyncio.Task[None] | None = None
         self.config_paths: list[Path] = []  # read again by a restart
         self._restarts: set[asyncio.Future[None]] = set()  # restarts under way (kept alive)
+        self.trusted = True  # the project's own file is read (core.trust)
 
     @classmethod
-    def for_project(cls, root: Path, state: Path, config_dir: Path) -> McpHub:
+    def for_project(cls, root: Path, state: Path, config_dir: Path,
+                    trusted: bool = True) -> McpHub:
+        """The user's servers and, once the user trusts the project (core.trust), the
+        project's own."""
         paths = [config_dir / CONFIG_FILE, state / CONFIG_FILE]
-        servers, problems = load_config(paths)
+        servers, problems = load_servers(paths, trusted)
         hub = cls(servers, problems, state, root)
         hub.config_paths = paths
+        hub.trusted = trusted
         return hub
 
     # --- what is offered -------------------------------------------------------------------------
@@ -399,7 +430,7 @@ class McpHub:
         if s.task is not None:
             await asyncio.wait([s.task], timeout=5)
         if self.config_paths:
-            configs, self.problems = load_config(self.config_paths)
+            configs, self.problems = load_servers(self.config_paths, self.trusted)
             s.config = configs.get(name, s.config)
         s.status, s.error, s.task, s.stop = "not started", "", None, None
         self._starting = None

@@ -5,6 +5,7 @@ It owns no data and does no I/O: the app's controller fills it and listens to it
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, Qt, Signal
@@ -80,11 +81,13 @@ class MainWindow(QMainWindow):
     theme_chosen = Signal(str)  # View → Theme: "system", "light" or "dark"
     find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
     closing = Signal()
+    trust_requested = Signal()  # File → Trust this project…, or the restricted banner's link
     # made by ui/window_menus.build_menus
     new_conversation_action: QAction
     recent_menu: QMenu
     import_action: QAction
     attach_action: QAction
+    trust_action: QAction
     compact_action: QAction
     regenerate_action: QAction
     export_action: QAction
@@ -114,6 +117,14 @@ class MainWindow(QMainWindow):
         self.banner.setWordWrap(True)
         self.banner.setObjectName("banner")  # its colours: ui/palette.py's sheet
         self.banner.hide()
+        # A project that ships settings acting for the user, not trusted yet (core.trust): says
+        # so for as long as it is open, with the way to review and trust them.
+        self.trust_banner = QLabel(self)
+        self.trust_banner.setWordWrap(True)
+        self.trust_banner.setObjectName("banner")
+        self.trust_banner.setTextFormat(Qt.TextFormat.RichText)
+        self.trust_banner.linkActivated.connect(lambda _link: self.trust_requested.emit())
+        self.trust_banner.hide()
         # Things the user should know once (a log line repaired, a setting refused), with a
         # dismiss button; unlike the read-only banner it does not stay.
         self.notice = QWidget(self)
@@ -151,6 +162,7 @@ class MainWindow(QMainWindow):
         rl.setContentsMargins(0, 0, 0, 0)
         rl.setSpacing(0)
         rl.addWidget(self.banner)
+        rl.addWidget(self.trust_banner)
         rl.addWidget(self.notice)
         rl.addWidget(self.stack, 1)
         rl.addWidget(self.todo)
@@ -240,6 +252,13 @@ class MainWindow(QMainWindow):
         self.banner.setText(f"Read-only: {read_only_reason}" if read_only_reason else "")
         self.banner.setVisible(read_only_reason is not None)
         self.composer.set_blocked("This project is open read-only." if read_only_reason else None)
+
+    def set_restricted(self, text: str | None) -> None:
+        """The project is restricted (`text` says what is not used), or not (None)."""
+        self.trust_action.setEnabled(text is not None)
+        self.trust_banner.setText("" if text is None else
+                                  f"{html.escape(text)} <a href=\"trust\">Review and trust…</a>")
+        self.trust_banner.setVisible(text is not None)
 
     def ask(self, text: str, detail: str, choices: tuple[str, ...],
             on_answer: Callable[[str], None]) -> QMessageBox:

@@ -45,6 +45,12 @@ def build_menus(window: MainWindow) -> None:
                                       "them on the message box, or paste a screenshot)")
     window.attach_action.triggered.connect(window.attach_requested)
     file_menu.addAction(window.attach_action)
+    window.trust_action = QAction("&Trust this project…", window)
+    window.trust_action.setStatusTip("Review what the project ships that acts on your behalf "
+                                     "(MCP commands, where requests go) and trust it")
+    window.trust_action.setEnabled(False)
+    window.trust_action.triggered.connect(window.trust_requested)
+    file_menu.addAction(window.trust_action)
     file_menu.addSeparator()
     settings = QAction("&Settings…", window)
     settings.setShortcut(QKeySequence("Ctrl+,"))

@@ -165,7 +165,8 @@ class ProjectContext:
                    state_dir=None if project.read_only else project.state,
                    instructions=InstructionFile(project.root),
                    attachments=AttachmentStore.of(project.state, project.read_only),
-                   mcp=McpHub.for_project(project.root, project.state, config_dir()))
+                   mcp=McpHub.for_project(project.root, project.state, config_dir(),
+                                              project.trusted))
 
     def refuses_tools(self, model: str) -> bool:
         """A server refused a request of `model` that offered tools: no build offers them."""

@@ -10,6 +10,7 @@ Deleting moves a conversation's folder to `.workbench/trash/`, so a slip is neve
 from __future__ import annotations
 
 import builtins
+import hmac
 import json
 import logging
 import os
@@ -127,6 +128,9 @@ class ConversationStore:
         # (a rename can wait tens of milliseconds behind another thread's fsync).
         self._rows: builtins.list[ConversationSummary] | None = None
         self._index_writer: ThreadPoolExecutor | None = None
+        # Seals "allow the network" as the app's own (core.approval_seal); without it no
+        # conversation's network switch is honoured.
+        self.network_seal: Callable[[str], str] | None = None
 
     # --- problems found on the way -------------------------------------------------------------
 
@@ -462,9 +466,20 @@ class ConversationStore:
                         f"conversation.json of {conv_id[:8]}… cannot be read or kept aside "
                         f"({describe_os_error(e)}); nothing was changed.",
                         e.errno, describe_os_error(e)) from e
+            if "allow_network" in changes:
+                allowed = bool(changes["allow_network"]) and self.network_seal is not None
+                changes["network_seal"] = self.network_seal(conv_id) if allowed and \
+                    self.network_seal is not None else None
             meta = meta.model_copy(update=changes)
             self._write_meta(meta)
             return meta
+
+    def network_allowed(self, meta: ConversationMeta) -> bool:
+        """Commands in the conversation may use the network: the user said so in this app
+        (a switch a project's file carries without the app's seal is not honoured)."""
+        if not meta.allow_network or self.network_seal is None or meta.network_seal is None:
+            return False
+        return hmac.compare_digest(meta.network_seal, self.network_seal(meta.id))
 
     def import_conversation(self, title: str | None,
                             messages: Iterable[ConversationMessage]) -> ConversationMeta:

@@ -26,7 +26,8 @@ class ConversationMeta(BaseModel):
     context_window: int | None = Field(default=None, gt=0)  # overrides the model's window
     compaction: dict[str, Any] = Field(default_factory=dict)
     agent: str | None = None  # the agent chosen for the conversation (None: the default)
-    allow_network: bool = False  # commands the agent runs may use the network
+    allow_network: bool = False  # commands the agent runs may use the network (when sealed)
+    network_seal: str | None = None  # the app's seal on allow_network (core.approval_seal)
     project_instructions: bool = True  # send the project's AGENTS.md (core.context.instructions)
     tools_off: list[str] = Field(default_factory=list)  # MCP tools switched off (core.mcp)
     # A branch: the conversation it grew from and the last entry they share ("" for none);

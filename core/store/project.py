@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core.approval_seal import ApprovalSeal
 from core.store.conversations import ConversationStore
 from core.store.errors import ProjectPathError, ReadOnlyError
 from core.store.fileio import atomic_write_json, read_json
 from core.store.lock import ProjectLock
 from core.store.migrations import MIGRATIONS, Migration, current_version, migrate
+from core.trust import TrustStore, Verdict, untrusted_overrides
 
 STATE_DIR = ".workbench"
 
@@ -26,6 +28,8 @@ class Project:
         read_only_reason: None when this process may write; otherwise a sentence saying why not.
         conversations: the conversation store.
         migrations_applied: names of the migrations run while opening.
+        trust: what the folder ships that acts for the user, and whether the user trusts it
+            (core.trust); while it is restricted, none of it is used.
     """
 
     def __init__(
@@ -35,6 +39,7 @@ class Project:
         lock: ProjectLock | None,
         read_only_reason: str | None,
         migrations_applied: list[str],
+        trust: TrustStore | None = None,
     ) -> None:
         self.root = root
         self.state = root / STATE_DIR
@@ -45,6 +50,16 @@ class Project:
         self.conversations = ConversationStore(
             self.state / "conversations", self.state / "trash", read_only_reason,
             lock.lost if lock is not None else None)
+        self.trust_store = trust or TrustStore.default()
+        self.trust = self.trust_store.verdict(root, info, self.state)
+        seal: list[ApprovalSeal] = []  # made on first use, in the user's config folder
+
+        def network_seal(conv_id: str) -> str:
+            if not seal:
+                seal.append(ApprovalSeal.in_folder(self.trust_store.path.parent))
+            return seal[0].network(conv_id)
+
+        self.conversations.network_seal = network_seal
 
     @property
     def name(self) -> str:
@@ -56,14 +71,30 @@ class Project:
 
     @property
     def overrides(self) -> dict[str, Any]:
+        """The project's settings; while it is not trusted, without those that choose where
+        requests go."""
         value = self.info.get("settings", {})
-        return value if isinstance(value, dict) else {}
+        value = value if isinstance(value, dict) else {}
+        return untrusted_overrides(value) if self.trust.restricted else value
+
+    @property
+    def trusted(self) -> bool:
+        """What the folder ships that acts for the user may be used."""
+        return not self.trust.restricted
+
+    def trust_now(self) -> Verdict:
+        """The user trusts what the folder ships, exactly as it was shown to them (the verdict
+        made when the project opened); kept in their config folder."""
+        if self.trust.restricted:
+            self.trust = self.trust_store.trust(self.root, self.trust)
+        return self.trust
 
     def update_info(self, **changes: Any) -> None:
         if self.read_only_reason is not None:
             raise ReadOnlyError(self.read_only_reason)
         self.info = {**self.info, **changes}
         atomic_write_json(self.state / "project.json", self.info)
+        self.trust = self.trust_store.verdict(self.root, self.info, self.state)
 
     def ui_state(self) -> dict[str, Any]:
         """What the window needs to reopen the project as it was left (open conversation,
@@ -104,6 +135,7 @@ class Project:
         create: bool = True,
         read_only: bool = False,
         migrations: Sequence[Migration] = MIGRATIONS,
+        trust: TrustStore | None = None,
     ) -> Project:
         """Open (and by default create) the project at `path`.
 
@@ -132,7 +164,7 @@ class Project:
         for sub in ("conversations", "tool-results", "requests"):
             if reason is None:
                 (state / sub).mkdir(exist_ok=True)
-        project = cls(root, info, lock, reason, applied)
+        project = cls(root, info, lock, reason, applied, trust)
         project.conversations.remove_unfinished_imports()
         return project
 

@@ -388,6 +388,10 @@ def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys, project: Pat
     with Project.open(project):
         pass  # a project folder
     code, out, err = cli(capsys, "agents", project)
+    assert code == 0 and "Reviewer\n" in out  # a cloned project's agent: its model unused
+    assert "reviewer.json: its model gpt-4o is not used until you trust the project" in err
+    assert cli(capsys, "trust", project, "--yes")[0] == 0
+    code, out, err = cli(capsys, "agents", project)
     assert code == 0
     assert out.splitlines()[0] == "Default" and "every tool of the mode" in out
     assert "Reviewer  model gpt-4o\n  tools: read_file, search_files" in out

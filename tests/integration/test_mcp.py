@@ -21,10 +21,24 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, "-m", "tests.helpers.mcp_server"]
 
 
-def configure(project: Path, **servers: dict) -> None:
+def configure(project: Path, trusted: bool = True, **servers: dict) -> None:
+    """The project's `.workbench/mcp.json`; trusted by the user (as `workbench trust` does)
+    unless `trusted` is False."""
     (project / ".workbench").mkdir(parents=True, exist_ok=True)
     (project / ".workbench" / "mcp.json").write_text(json.dumps({"mcpServers": servers}),
                                                      encoding="utf-8")
+    if trusted:
+        with Project.open(project, read_only=True) as p:
+            p.trust_now()
+
+
+def configure_user(**servers: dict) -> None:
+    """The user's own mcp.json, in the config folder (outside every project)."""
+    from core.settings import config_dir
+
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "mcp.json").write_text(json.dumps({"mcpServers": servers}),
+                                           encoding="utf-8")
 
 
 def stdio(**extra: object) -> dict:
@@ -94,7 +108,7 @@ def test_without_approval_the_call_is_denied_and_nothing_runs(capsys, project,
 
 def test_a_read_only_tool_runs_without_asking_only_where_the_user_allows_it(
         capsys, project, llm_server) -> None:
-    configure(project, calc=stdio(autoApproveReadOnly=True))
+    configure_user(calc=stdio(autoApproveReadOnly=True))
     llm_server.script(ToolCalls([("c1", "calc__echo", '{"text": "hi"}'),
                                  ("c2", "calc__shout", '{"text": "hi"}')]), Answer("ok"))
     agent(capsys, project, llm_server, "--approve", "never")

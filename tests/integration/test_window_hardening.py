@@ -26,6 +26,7 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
 def set_project_settings(project_dir: Path, settings: dict) -> None:
     with Project.open(project_dir) as p:
         p.update_info(settings=settings)
+        p.trust_now()  # the user's own project: they trust the model it names
 
 
 def test_a_typo_in_project_settings_refuses_to_send_instead_of_using_the_default_provider(
@@ -121,6 +122,7 @@ def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
         conv = p.conversations.create()
         info = json.loads((p.state / "project.json").read_text())
         p.update_info(settings={**info.get("settings", {}), "model": 123})
+        p.trust_now()
     code = main(["context", str(project_dir), "-c", conv.id])
     _, err = capsys.readouterr()
     assert code == 1 and "model" in err and "must be text" in err and "Traceback" not in err
