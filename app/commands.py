@@ -205,7 +205,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     project = open_project(args.project, create=False, read_only=True, trust=args.trust)
     try:
         hub = McpHub.for_project(project.root, project.state, config_dir(),
-                                 project.trusted)
+                                 project.trusted_servers())
     finally:
         project.close()
     for problem in hub.problems:

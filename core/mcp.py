@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -145,21 +146,35 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
     return dict(sorted(servers.items())), problems
 
 
-def load_servers(paths: list[Path], trusted: bool) -> tuple[dict[str, ServerConfig], list[str]]:
-    """The servers of `paths` (the user's file, then the project's): the project's only when
-    the user trusts the project, and never with an approval relaxation. A project is a folder
-    from anywhere: only the user's own file may let tools run unasked."""
+def load_servers(paths: list[Path], trusted: Mapping[str, Any] | None
+                 ) -> tuple[dict[str, ServerConfig], list[str]]:
+    """The servers of `paths` (the user's file, then the project's): of the project's, only
+    those the user trusted exactly as they are now (`trusted`: their entries as trusted; None
+    while the project is not trusted), and never with an approval relaxation. A project is a
+    folder from anywhere: only the user's own file may let tools run unasked."""
     user, project = paths[0], paths[1:]
-    if not trusted:
-        servers, problems = load_config([user])
-        shipped, _ = load_config(project)
-        if shipped:
-            problems.append(
-                "the project's MCP servers (" + ", ".join(shipped) + ") are not started: the "
-                "project is not trusted (File → Trust this project…, or `workbench trust`)")
-        return servers, problems
-    servers, problems = load_config(paths)
-    own, _ = load_config([user])
+    own, problems = load_config([user])
+    shipped, shipped_problems = load_config(project)
+    servers = dict(own)
+    untrusted = []
+    for name, config in shipped.items():
+        raw = (trusted or {}).get(name)
+        try:
+            same = raw is not None and ServerConfig.model_validate(raw) == config
+        except ValidationError:
+            same = False
+        if same:
+            servers[name] = config
+        else:
+            untrusted.append(name)
+    if trusted is not None:
+        problems += shipped_problems
+    if untrusted:
+        why = ("the project is not trusted" if trusted is None else
+               "they changed since you trusted the project; open it again to review them")
+        problems.append(f"the project's MCP servers ({', '.join(untrusted)}) are not started: "
+                        f"{why} (File → Trust this project…, or `workbench trust`)")
+    servers = dict(sorted(servers.items()))
     for name, config in servers.items():
         if config.auto_approve_read_only and own.get(name) != config:
             servers[name] = config.model_copy(update={"auto_approve_read_only": False})
@@ -216,13 +231,14 @@ class McpHub:
         self._starting: asyncio.Task[None] | None = None
         self.config_paths: list[Path] = []  # read again by a restart
         self._restarts: set[asyncio.Future[None]] = set()  # restarts under way (kept alive)
-        self.trusted = True  # the project's own file is read (core.trust)
+        # The project's entries as the user trusted them (core.trust); None: not trusted.
+        self.trusted: Mapping[str, Any] | None = None
 
     @classmethod
     def for_project(cls, root: Path, state: Path, config_dir: Path,
-                    trusted: bool = True) -> McpHub:
-        """The user's servers and, once the user trusts the project (core.trust), the
-        project's own."""
+                    trusted: Mapping[str, Any] | None = None) -> McpHub:
+        """The user's servers and, of the project's own, those the user trusted (core.trust):
+        `trusted` holds their entries exactly as trusted (None: the project is not trusted)."""
         paths = [config_dir / CONFIG_FILE, state / CONFIG_FILE]
         servers, problems = load_servers(paths, trusted)
         hub = cls(servers, problems, state, root)

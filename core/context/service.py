@@ -166,7 +166,7 @@ class ProjectContext:
                    instructions=InstructionFile(project.root),
                    attachments=AttachmentStore.of(project.state, project.read_only),
                    mcp=McpHub.for_project(project.root, project.state, config_dir(),
-                                              project.trusted))
+                                              project.trusted_servers()))
 
     def refuses_tools(self, model: str) -> bool:
         """A server refused a request of `model` that offered tools: no build offers them."""

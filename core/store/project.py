@@ -82,6 +82,13 @@ class Project:
         """What the folder ships that acts for the user may be used."""
         return not self.trust.restricted
 
+    def trusted_servers(self) -> dict[str, Any] | None:
+        """The project's MCP entries exactly as the user trusted them (None: not trusted): a
+        server whose entry changes while the project is open is not started again."""
+        if self.trust.restricted:
+            return None
+        return dict(self.trust.subject.get("mcpServers") or {})
+
     def trust_now(self) -> Verdict:
         """The user trusts what the folder ships, exactly as it was shown to them (the verdict
         made when the project opened); kept in their config folder."""

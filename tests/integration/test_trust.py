@@ -166,3 +166,15 @@ def test_a_planted_network_switch_is_not_honoured(project_dir) -> None:
         target = p.conversations.root / other / "conversation.json"
         target.write_text(json.dumps({**sealed, "id": other}), encoding="utf-8")
         assert not engine.runner(other, settings, TurnOptions(mode="agent")).network
+
+
+def test_an_entry_changed_while_the_project_is_open_is_not_started(project, tmp_path) -> None:
+    from core.mcp import McpHub
+
+    configure(project, calc=stdio())
+    with Project.open(project) as p:
+        assert p.trusted
+        configure(project, trusted=False, calc=marking_server(tmp_path / "M"))  # a git pull
+        hub = McpHub.for_project(p.root, p.state, config_dir(), p.trusted_servers())
+    assert "calc" not in hub.servers
+    assert any("changed since you trusted the project" in x for x in hub.problems)
