@@ -22,7 +22,7 @@ class TrustWindow(Protocol):
 
     def set_restricted(self, text: str | None) -> None: ...
     def ask(self, text: str, detail: str, choices: tuple[str, ...],
-            on_answer: Callable[[str], None]) -> QMessageBox: ...
+            on_answer: Callable[[str], None], safe_default: bool = False) -> QMessageBox: ...
 
 
 class TrustFlow(QObject):
@@ -69,7 +69,7 @@ class TrustFlow(QObject):
                   "these is used. Trust them only if you know where this folder comes from. "
                   "A change to any of them (a git pull, an edit) asks again.")
         self._box = self.window.ask("Do you trust the settings this project ships?", detail,
-                                    (TRUST, KEEP), self._on_answer)
+                                    (TRUST, KEEP), self._on_answer, safe_default=True)
 
     def _on_answer(self, choice: str) -> None:
         self._box = None

@@ -106,7 +106,7 @@ def _server_sentence(name: str, entry: Mapping[str, Any]) -> str:
         said = f"MCP server {name!r} connects to {entry.get('url')}"
         headers = entry.get("headers")
         if isinstance(headers, dict) and headers:
-            said += f" with the headers {', '.join(sorted(map(str, headers)))}"
+            said += f", sending the headers {', '.join(sorted(map(str, headers)))}"
         return said
     argv = [str(entry.get("command") or "")]
     args = entry.get("args")

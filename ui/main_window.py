@@ -261,9 +261,10 @@ class MainWindow(QMainWindow):
         self.trust_banner.setVisible(text is not None)
 
     def ask(self, text: str, detail: str, choices: tuple[str, ...],
-            on_answer: Callable[[str], None]) -> QMessageBox:
+            on_answer: Callable[[str], None], safe_default: bool = False) -> QMessageBox:
         """A question that does not block the window (the engine waits, not the screen): the
-        chosen button's label goes to `on_answer`. Returns the box, to close if withdrawn."""
+        chosen button's label goes to `on_answer`. `safe_default`: Enter, too, picks the last
+        (safe) choice. Returns the box, to close if withdrawn."""
         box = QMessageBox(QMessageBox.Icon.Question, "Context Workbench asks", text,
                           QMessageBox.StandardButton.NoButton, self)
         box.setInformativeText(detail)
@@ -274,6 +275,8 @@ class MainWindow(QMainWindow):
             buttons[box.addButton(choice, role)] = choice
         if buttons:  # Esc or closing the box picks the last choice (the safe one: "Deny")
             box.setEscapeButton(list(buttons)[-1])
+            if safe_default:
+                box.setDefaultButton(list(buttons)[-1])
         box.buttonClicked.connect(lambda button: on_answer(buttons[button]))
         box.setWindowModality(Qt.WindowModality.NonModal)
         box.show()
