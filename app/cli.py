@@ -22,6 +22,7 @@
     workbench run PROJECT --conversation ID --resume   (carry on at the active step)
     workbench workflows PROJECT                       (the project's workflows)
     workbench trust PROJECT [--yes | --revoke]        (what a project ships that acts for you)
+    workbench usage PROJECT [-c ID] [--since DATE] [--json]   (what the conversations cost)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send, run: resumable), or the summarizer failed (compact; the log is
@@ -222,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--yes", action="store_true", help="trust without asking")
     which.add_argument("--revoke", action="store_true", help="take the trust back")
+
+    p = sub.add_parser("usage", help="what the project's conversations cost: requests, tokens "
+                                     "and USD, per conversation and in total")
+    p.add_argument("project", type=Path)
+    p.add_argument("--conversation", "-c", metavar="ID", help="only this conversation")
+    p.add_argument("--since", metavar="DATE", help="only requests made since (2026-11-26)")
+    p.add_argument("--json", action="store_true", help="as JSON (costs as numbers, USD)")
     return parser
 
 
@@ -286,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_fork(args)
         if args.command == "trust":
             return cmd_trust(args)
+        if args.command == "usage":
+            from app.cli_usage import cmd_usage
+
+            return cmd_usage(args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

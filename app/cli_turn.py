@@ -67,10 +67,13 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
     try:
         if action == "send":
             attached = _attach(turn, getattr(args, "attach", []), text)
+            _within_cap(turn, text)
             events = engine.send(conv_id, text, settings, options, attached)
         elif action == "continue":
+            _within_cap(turn, "")
             events = engine.continue_(conv_id, settings, options)
         else:
+            _within_cap(turn, "")
             events = engine.retry(conv_id, settings, options)
         if options.mode == "run":  # in a run, the turn joins its step and the run goes on
             from app.cli_run import run_progress
@@ -91,6 +94,26 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
         if turn.created:  # `--new` whose first message could not be saved: nothing to keep
             turn.project.conversations.discard_if_empty(conv_id)
         turn.project.close()
+
+
+def _within_cap(turn: Turn, text: str) -> None:
+    """A spending cap (core.cost) that the conversation has reached, or that the next request
+    would pass, stops the send here: exit 2, nothing on the wire."""
+    settings, options = turn.settings, turn.options
+    if settings.cost_cap is None and settings.project_cost_cap is None:
+        return
+    from core.cost import cap_refusal
+
+    store, context = turn.project.conversations, turn.engine.context
+    history = store.load(turn.conv_id).messages
+    built = context.build(turn.conv_id, history, settings, options.mode, agent=options.agent,
+                          what_if=True)
+    tokens = built.report.used + context.counter(settings.model).text(text)
+    why = cap_refusal(store, turn.conv_id, settings.model, settings.cost_cap,
+                      settings.project_cost_cap, tokens)
+    if why:
+        raise CliError(f"{why}; nothing was sent. Raise the cap (WORKBENCH_COST_CAP, or "
+                       "Settings → Cost cap) to send it.", EXIT_TURN_ERROR)
 
 
 def _attach(turn: Turn, paths: list[str], text: str) -> list[Attachment]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
+from core.cost import cost_of
 from core.last_turn import last_turn
 from core.llm.adapter import Finished, LLMRequest, TextDelta, ToolCallsReady, Usage, keys_in_use
 from core.llm.errors import ContextOverflow, LLMError, ToolsUnsupported
@@ -323,8 +324,8 @@ class Exchange:
         return self.counter.with_count(ConversationMessage(
             role="assistant", content=got.text or None, tool_calls=got.calls or None,
             mode=self.options.mode, model=settings.model, finish_reason=got.finish,
-            usage=got.usage, duration_ms=self.elapsed_ms(), status="ok",
-            continues=self.continues))
+            usage=got.usage, cost=cost_of(settings.model, got.usage),
+            duration_ms=self.elapsed_ms(), status="ok", continues=self.continues))
 
 
 async def settled(copies: RequestCopies) -> list[str]:

@@ -136,11 +136,18 @@ def read_import(path: Path, max_bytes: int = MAX_IMPORT_BYTES
     if path.suffix.lower() != ".jsonl":
         try:
             title, raw = read_import_file(path, max_bytes)
-            return title, parse_openai_messages(raw)
+            return title, _imported(parse_openai_messages(raw))
         except ImportProblem as e:
             if "Extra data" not in str(e):  # one JSON value per line is JSONL
                 raise
-    return path.stem, _read_jsonl(path, max_bytes)
+    return path.stem, _imported(_read_jsonl(path, max_bytes))
+
+
+def _imported(entries: list[ConversationMessage]) -> list[ConversationMessage]:
+    """The usage an imported session carries is kept, marked as imported (`workbench usage`
+    counts it apart: it was spent elsewhere)."""
+    return [m.model_copy(update={"usage": {**m.usage, "imported": True}})
+            if m.usage and not m.usage.get("imported") else m for m in entries]
 
 
 def _read_jsonl(path: Path, max_bytes: int) -> list[ConversationMessage]:

@@ -52,6 +52,7 @@ ENV_TOOL_OUTPUT_TOKENS = "WORKBENCH_TOOL_OUTPUT_TOKENS"
 ENV_SUMMARY_MODEL = "WORKBENCH_SUMMARY_MODEL"
 ENV_AUTO_SUMMARY = "WORKBENCH_AUTO_SUMMARY"
 ENV_AUTO_TITLE = "WORKBENCH_AUTO_TITLE"
+ENV_COST_CAP = "WORKBENCH_COST_CAP"  # USD a conversation may spend (core.cost)
 ENV_IMAGES = "WORKBENCH_IMAGES"  # the model accepts images (1/0); unset: as litellm knows it
 DEFAULT_STEP_LIMIT = 50  # rounds of tool calls in one turn before the agent pauses
 DEFAULT_TOOL_OUTPUT_TOKENS = 4000  # a larger tool result is offloaded with a preview
@@ -89,6 +90,8 @@ class GlobalSettings(BaseModel):
     auto_summary: bool | None = None  # summaries in the background after a long turn
     auto_title: bool | None = None  # new conversations titled by the model after one answer
     theme: str | None = None  # "light" or "dark"; None follows the desktop's colour scheme
+    cost_cap: float | None = Field(default=None, ge=0)  # USD per conversation (core.cost)
+    project_cost_cap: float | None = Field(default=None, ge=0)  # USD per project
 
     def provider(self, name: str | None) -> ProviderEntry | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -109,6 +112,8 @@ class LLMSettings(BaseModel):
     auto_summary: bool = True  # a summary is prepared in the background after a long turn
     auto_title: bool = True  # an untitled conversation is titled after its first answer
     images: bool | None = None  # the model accepts images (None: as litellm's map says)
+    cost_cap: float | None = None  # USD a conversation may spend (None: no cap)
+    project_cost_cap: float | None = None  # USD the project's conversations may spend together
     key_name: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -190,7 +195,7 @@ class SettingsStore:
 
 LLM_KEYS = ("model", "api_base", "max_output_tokens", "context_window", "auto_retries",
             "request_timeout", "step_limit", "tool_output_tokens", "summary_model",
-            "auto_summary", "auto_title", "images")
+            "auto_summary", "auto_title", "images", "cost_cap", "project_cost_cap")
 
 
 def resolve_llm_settings(
@@ -237,7 +242,8 @@ def _global_layer(g: GlobalSettings, provider: ProviderEntry | None) -> dict[str
         layer.update(provider.model_dump(exclude={"name", "key_name"}, exclude_none=True))
     layer.update({k: getattr(g, k, None) for k in (
         "model", "api_base", "max_output_tokens", "request_timeout", "step_limit",
-        "tool_output_tokens", "summary_model", "auto_summary", "auto_title")
+        "tool_output_tokens", "summary_model", "auto_summary", "auto_title", "cost_cap",
+        "project_cost_cap")
         if getattr(g, k, None) is not None})
     return layer
 
@@ -256,6 +262,7 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, str | None]:
         "auto_summary": env.get(ENV_AUTO_SUMMARY),
         "auto_title": env.get(ENV_AUTO_TITLE),
         "images": env.get(ENV_IMAGES),
+        "cost_cap": env.get(ENV_COST_CAP),
     }
 
 
@@ -303,6 +310,17 @@ def _check_numbers(values: dict[str, Any], sources: dict[str, str]) -> None:
             raise SettingsError(
                 f"the request timeout from the {sources['request_timeout']} must be a positive "
                 f"number of seconds, not {values['request_timeout']!r}") from None
+    for key, label in (("cost_cap", "the cost cap"),
+                       ("project_cost_cap", "the project's cost cap")):
+        if key in values:
+            try:
+                values[key] = float(str(values[key]).lstrip("$"))
+                if not 0 <= values[key] < float("inf"):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise SettingsError(
+                    f"{label} from the {sources[key]} must be a number of US dollars, "
+                    f"not {values[key]!r}") from None
     if "auto_retries" in values:
         try:
             values["auto_retries"] = max(0, int(values["auto_retries"]))

@@ -23,8 +23,9 @@ from core.context.summary import (
     plan_summary,
     summary_words,
 )
+from core.cost import cost_of
 from core.give_way import give_way
-from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, Usage, cost_of
+from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, Usage
 from core.llm.errors import LLMError
 from core.model import ConversationMessage
 from core.settings import LLMSettings
@@ -110,7 +111,7 @@ async def summarize(
         return
     entry = counter.with_count(ConversationMessage(
         role="system", kind="summary", content=running, covers=plan.covers, model=model,
-        usage=usage_total, status="ok",
+        usage=usage_total, cost=cost_of(model, usage_total), status="ok",
         duration_ms=int((time.monotonic() - started) * 1000)))
     after = summary_tokens(entry, counter)
     if after >= plan.covered_tokens:
@@ -123,7 +124,7 @@ async def summarize(
     for event in written.events:
         yield event
     entry = written.entries[0]
-    cost = cost_of(model, usage_total)
+    cost = entry.cost
     if not written.ok:
         yield CompactionFinished("failed", "The summary could not be saved; nothing was "
                                  "changed.", automatic=automatic)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
-from core.llm.adapter import LLMClient, LLMRequest, TextDelta
+from core.cost import cost_of
+from core.llm.adapter import LLMClient, LLMRequest, TextDelta, Usage
 from core.llm.errors import LLMError
 from core.model import ConversationMessage, TextPart
 from core.settings import LLMSettings
@@ -88,28 +90,42 @@ async def write_title(store: ConversationStore, client: LLMClient, conv_id: str,
     if exchange is None or not store.untitled(loaded.meta):
         return
     asked, answer = exchange
-    title, by = None, "model"
+    title, by, spent = None, "model", None
     if settings.auto_title:
-        title = await _ask(client, settings, typed(asked), answer.text())
+        title, spent = await _ask(client, settings, typed(asked), answer.text())
     if title is None:
         title, by = opening_title(typed(asked)), "opening"
     if title and store.set_title_if_untitled(conv_id, title, by):
+        if spent is not None:  # the title's request costs too (core.cost)
+            store.update_meta(conv_id, title_request=spent)
         yield TitleWritten(conv_id, title, by)
 
 
-async def _ask(client: LLMClient, settings: LLMSettings, asked: str, answer: str) -> str | None:
+async def _ask(client: LLMClient, settings: LLMSettings, asked: str, answer: str
+               ) -> tuple[str | None, dict[str, Any] | None]:
+    """The title the model wrote (None when it wrote none that serves), and what its request
+    spent ({"model", "usage", "cost"}; None without usage)."""
+    model = settings.summary_model or settings.model
     request = LLMRequest(
-        model=settings.summary_model or settings.model, api_base=settings.api_base,
+        model=model, api_base=settings.api_base,
         key_name=settings.key_name, max_tokens=TITLE_TOKENS,
         timeout=min(TITLE_TIMEOUT, settings.request_timeout),
         messages=[{"role": "system", "content": PROMPT},
                   {"role": "user", "content": f"User: {asked[:SHOWN_CHARS]}\n\n"
                                               f"Assistant: {answer[:SHOWN_CHARS]}"}])
     parts: list[str] = []
+    usage: dict[str, Any] | None = None
     try:
         async for ev in client.stream(request):
             if isinstance(ev, TextDelta):
                 parts.append(ev.text)
+            elif isinstance(ev, Usage):
+                usage = ev.raw or {"prompt_tokens": ev.prompt_tokens,
+                                   "completion_tokens": ev.completion_tokens}
+                if not ev.reported:
+                    usage = {**usage, "estimated": True}
     except LLMError:
-        return None
-    return clean_title("".join(parts))
+        return None, None
+    spent = None if usage is None else {"model": model, "usage": usage,
+                                        "cost": cost_of(model, usage)}
+    return clean_title("".join(parts)), spent

@@ -34,6 +34,8 @@ class ConversationMeta(BaseModel):
     # see core.store.branches.
     branch_of: str | None = None
     branch_at: str | None = None
+    # What the title's request spent ({"model", "usage", "cost"}): it made no entry (core.cost)
+    title_request: dict[str, Any] | None = None
 
 
 class ConversationSummary(BaseModel):
