@@ -24,10 +24,11 @@ from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
 from core.context.service import ProjectContext
+from core.cost import cap_refusal, money, prompt_cost, spend
 from core.give_way import lower_priority
 from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
-from core.settings import SettingsError
+from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from ui.main_window import MainWindow
 
@@ -37,6 +38,9 @@ BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new comp
 #                     costs tens of milliseconds, and only the build can tell when one is due)
 
 T = TypeVar("T")
+
+
+CACHE_SAVED = "cache saved"  # what the prompt cache saved in the conversation (a prepared value)
 
 
 class _Relay(QObject):
@@ -178,6 +182,7 @@ class UsageMeter:
                 return lambda: self._apply(None, problem)
             built.report.decision_counts()  # counted here, not on the window's thread
             prepared = {name: f(built, messages) for name, f in list(self.preparers.items())}
+            prepared[CACHE_SAVED] = spend(messages).saved  # for the tooltip (cost_note)
             return lambda: self._apply(built.report, None, built, prepared)
 
         # A tokenizer not in yet is half a second of loading: aside too, and before anything
@@ -265,7 +270,36 @@ class UsageMeter:
             listener(draft)
         used = r.provider_estimate + draft
         meter.set_usage(used, r.usable, usage_state(used, r.usable),
-                        tooltip_html(r, draft, self._set_in))
+                        tooltip_html(r, draft, self._set_in, self.cost_note(used)))
+
+    def cost_note(self, tokens: int) -> str:
+        """The next request's estimated price, and what the provider's cache saved so far in
+        this conversation (core.cost)."""
+        r = self.report
+        if r is None:
+            return ""
+        estimate = prompt_cost(r.model, tokens)
+        note = (f"Next request: about {money(estimate)} for its prompt" if estimate is not None
+                else f"Next request: {r.model} has no price in litellm's map (cost unknown)")
+        saved = self.prepared.get(CACHE_SAVED) or 0.0
+        if saved:
+            note += f"; the provider's prompt cache has saved {money(saved)} so far"
+        return note + "."
+
+    def within_cap(self, conv_id: str, settings: LLMSettings) -> bool:
+        """A spending cap the conversation (or the project) has reached, or that this request
+        would pass (core.cost): said, with the figures and the way out, and not sent."""
+        r, context = self.report, self.context
+        if context is None or (settings.cost_cap is None and settings.project_cost_cap is None):
+            return True
+        tokens = (r.provider_estimate if r is not None else 0) + self.draft_tokens()
+        why = cap_refusal(context.store, conv_id, settings.model, settings.cost_cap,
+                          settings.project_cost_cap, tokens)
+        if why is None:
+            return True
+        self.notices.not_sent(f"Not sent: {why}. Raise the cap in Settings → Cost cap to send "
+                              "it; your message is kept.")
+        return False
 
     def message_fits(self) -> bool:
         """A message the model cannot take even alone: say so instead of sending it."""

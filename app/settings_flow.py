@@ -168,7 +168,8 @@ class SettingsFlow(QObject):
             if budget is not None else None,
             auto_summary=g.auto_summary if g.auto_summary is not None else True,
             auto_title=g.auto_title if g.auto_title is not None else True,
-            saved={p.name: p for p in g.providers}, images=bool(active and active.images))
+            saved={p.name: p for p in g.providers}, images=bool(active and active.images),
+            cost_cap=g.cost_cap, project_cost_cap=g.project_cost_cap)
         from core.tools.shell import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
@@ -204,6 +205,7 @@ class SettingsFlow(QObject):
         g.summary_model = choice.summary_model
         g.auto_summary = None if choice.auto_summary else False
         g.auto_title = None if choice.auto_title else False
+        g.cost_cap, g.project_cost_cap = choice.cost_cap, choice.project_cost_cap
         self.store.save(g, replace_unreadable=True)
         if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
             # The variable the key will actually be read from: a custom base URL never gets a

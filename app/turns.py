@@ -143,6 +143,8 @@ class TurnRunner(QObject):
         settings = self._turn_settings()
         if settings is None or self.host.engine is None or self.host.current_id is None:
             return
+        if not self.meter.within_cap(self.host.current_id, settings):
+            return
         attached = self.attachments.take(settings, text)
         if attached is None or not self.meter.message_fits():
             return

@@ -10,7 +10,9 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -57,6 +59,21 @@ class SettingsChoice:
     auto_summary: bool = True
     auto_title: bool = True
     images: bool = False  # the user says the model reads images (else: litellm's map says)
+    cost_cap: float | None = None  # USD a conversation may spend (None: no cap)
+    project_cost_cap: float | None = None  # USD a project's conversations may spend
+
+
+def _cap_box(parent: QWidget, value: float | None, tip: str) -> QDoubleSpinBox:
+    """A cap in US dollars; 0 shows as "no cap"."""
+    box = QDoubleSpinBox(parent)
+    box.setRange(0, 100_000)
+    box.setDecimals(2)
+    box.setSingleStep(1.0)
+    box.setPrefix("$")
+    box.setSpecialValueText("no cap")
+    box.setValue(value or 0)
+    box.setToolTip(tip)
+    return box
 
 
 class SettingsDialog(QDialog):
@@ -87,6 +104,8 @@ class SettingsDialog(QDialog):
         auto_title: bool = True,
         saved: dict[str, ProviderEntry] | None = None,
         images: bool = False,
+        cost_cap: float | None = None,
+        project_cost_cap: float | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
@@ -138,6 +157,11 @@ class SettingsDialog(QDialog):
         self.images.setToolTip(
             "litellm knows which hosted models take images; tick this for a model it does not "
             "know that does (a local vision model). Unticked: as litellm says.")
+        self.cost_cap = _cap_box(self, cost_cap, "A send whose conversation has spent this "
+                                 "much, or whose next request would pass it, is not sent "
+                                 "(WORKBENCH_COST_CAP on the command line)")
+        self.project_cost_cap = _cap_box(self, project_cost_cap, "The same, for all the "
+                                         "conversations of the open project together")
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key_note = QLabel(self)
@@ -160,6 +184,13 @@ class SettingsDialog(QDialog):
         form.addRow("Summary model", self.summary_model)
         form.addRow("", self.auto_summary)
         form.addRow("", self.auto_title)
+        caps = QHBoxLayout()
+        caps.addWidget(QLabel("per conversation", self))
+        caps.addWidget(self.cost_cap)
+        caps.addWidget(QLabel("per project", self))
+        caps.addWidget(self.project_cost_cap)
+        caps.addStretch(1)
+        form.addRow("Cost cap", caps)
         form.addRow("API key", self.api_key)
         form.addRow("", self.key_note)
         self.protection = QLabel(self)
@@ -264,6 +295,8 @@ class SettingsDialog(QDialog):
             auto_summary=self.auto_summary.isChecked(),
             auto_title=self.auto_title.isChecked(),
             images=self.images.isChecked(),
+            cost_cap=self.cost_cap.value() or None,
+            project_cost_cap=self.project_cost_cap.value() or None,
         )
 
     def _on_preset_changed(self, _index: int) -> None:

@@ -6,6 +6,8 @@ import json
 import time
 from dataclasses import replace
 
+from core.cost import money
+from core.model import ConversationMessage
 from ui.transcript_model import Row, RowKind, main_argument
 
 COLLAPSED_LINES = 40  # longer messages show this many lines until expanded
@@ -87,14 +89,14 @@ def _header(row: Row) -> tuple[str, str]:
     if row.kind is RowKind.ASSISTANT:
         model = f"{m.model} · " if m is not None and m.model else ""
         resumed = " · resumed after an interruption" if row.resumed else ""
-        return "Assistant", f"{model}{when}{resumed}"
+        return "Assistant", f"{model}{spent(m)}{when}{resumed}"
     if row.kind is RowKind.STREAMING:
         return "Assistant", row.note or "streaming…"
     if row.kind is RowKind.SYSTEM:
         if m is not None and m.kind == "summary":
             covered = len(m.covers or ())
             by = f" · {m.model}" if m.model else ""
-            return f"∑ {covered:,} earlier entries summarized", f"{when}{by}"
+            return f"∑ {covered:,} earlier entries summarized", f"{spent(m)}{when}{by}"
         if m is not None and m.kind == "notice":
             return ("▶ Run" if m.run_event is not None else "Notice"), when
         return "System prompt", when
@@ -126,6 +128,20 @@ def _header(row: Row) -> tuple[str, str]:
 
 
 SPINNER = "◐◓◑◒"
+
+
+def spent(m: ConversationMessage | None) -> str:
+    """An answer's tokens and cost, small, before its time ("1,234 tokens · $0.0021 · "); a
+    usage the provider did not report is marked "≈" (we counted it)."""
+    if m is None or not m.usage:
+        return ""
+    usage = m.usage
+    about = "≈" if usage.get("estimated") else ""
+    tokens = sum(int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens"))
+    said = f"{about}{tokens:,} tokens · " if tokens else ""
+    if m.cost is not None:
+        said += f"{about}{money(m.cost)} · "
+    return said
 
 
 def _duration(ms: int) -> str:

@@ -86,10 +86,11 @@ def tooltip_lines(r: BuildReport, draft: int, set_in: str | None = None) -> list
     return [head, *(f"  {name:<20} {n:>9,}" for name, n in rows), *(f"  {n}" for n in notes)]
 
 
-def tooltip_html(r: BuildReport, draft: int, set_in: str | None = None) -> str:
+def tooltip_html(r: BuildReport, draft: int, set_in: str | None = None, cost: str = "") -> str:
     """The same as rich text, its figures in a right-aligned column (a tooltip's font is
-    proportional: spaces do not line figures up)."""
+    proportional: spaces do not line figures up); `cost`: what the next request would cost."""
     head, rows, notes = _tooltip_parts(r, draft, set_in)
+    notes = [*notes, cost] if cost else notes
     table = "".join(f"<tr><td>{escape(name)}</td><td align='right'>&nbsp;&nbsp;{n:,}</td></tr>"
                     for name, n in rows)
     return (f"<p style='white-space:pre'><b>{escape(head)}</b></p>"
