@@ -190,6 +190,8 @@ class InspectorFlow:
                 self._sent = built.messages
         rows = self._rows_of(report, messages)
         header = inspector_header(report)
+        if report is self.meter.report:  # the next request's price (core.cost)
+            header += "\n" + self.meter.cost_note(report.provider_estimate)
         if preview is not None:
             header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
                       f"nothing is sent\n{header}")

@@ -23,6 +23,7 @@ from core.context.builder import BudgetError, BuiltRequest
 from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
+from core.context.server_window import is_local
 from core.context.service import ProjectContext
 from core.cost import cap_refusal, money, prompt_cost, spend
 from core.give_way import lower_priority
@@ -279,12 +280,23 @@ class UsageMeter:
         if r is None:
             return ""
         estimate = prompt_cost(r.model, tokens)
-        note = (f"Next request: about {money(estimate)} for its prompt" if estimate is not None
-                else f"Next request: {r.model} has no price in litellm's map (cost unknown)")
+        if estimate is not None:
+            note = f"Next request: about {money(estimate)} for its prompt"
+        elif self._local():
+            note = f"Next request: {r.model} runs on a local server (no price)"
+        else:
+            note = f"Next request: {r.model} has no price in litellm's map (cost unknown)"
         saved = self.prepared.get(CACHE_SAVED) or 0.0
         if saved:
             note += f"; the provider's prompt cache has saved {money(saved)} so far"
         return note + "."
+
+    def _local(self) -> bool:
+        try:
+            base = self.settings.llm_settings().api_base
+        except SettingsError:
+            return False
+        return bool(base) and is_local(base or "")
 
     def within_cap(self, conv_id: str, settings: LLMSettings) -> bool:
         """A spending cap the conversation (or the project) has reached, or that this request

@@ -8,7 +8,7 @@ them: OpenAI's `prompt_tokens` include the cached ones (`prompt_tokens_details.c
 priced at the map's cache-read price; Anthropic's cache writes at its cache-creation price.
 
 A cost is a fact of an answer: computed once, when its entry is made, and kept with it
-(`ConversationMessage.cost`), so a later change of the price map does not rewrite history.
+(`ConversationMessage.cost_usd`), so a later change of the price map does not rewrite history.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def spend(entries: Iterable[Any], since: datetime | None = None,
             if m.id in seen:
                 continue
             seen.add(m.id)
-        cost = m.cost if m.cost is not None else cost_of(m.model, m.usage)
+        cost = m.cost_usd if m.cost_usd is not None else cost_of(m.model, m.usage)
         total.add(m.model, m.usage, cost, imported=bool(m.usage.get("imported")))
     for model, usage, cost in extra:
         total.add(model, usage, cost if cost is not None else cost_of(model, usage))

@@ -324,7 +324,7 @@ class Exchange:
         return self.counter.with_count(ConversationMessage(
             role="assistant", content=got.text or None, tool_calls=got.calls or None,
             mode=self.options.mode, model=settings.model, finish_reason=got.finish,
-            usage=got.usage, cost=cost_of(settings.model, got.usage),
+            usage=got.usage, cost_usd=cost_of(settings.model, got.usage),
             duration_ms=self.elapsed_ms(), status="ok", continues=self.continues))
 
 

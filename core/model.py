@@ -287,7 +287,7 @@ class ConversationMessage(BaseModel):
     model: str | None = None
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    cost: float | None = None  # USD, from the usage and the price map when made (core.cost)
+    cost_usd: float | None = None  # USD, from the usage and the price map when made (core.cost)
     error: ErrorInfo | None = None
     tool_name: str | None = None
     duration_ms: int | None = None

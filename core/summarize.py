@@ -111,7 +111,7 @@ async def summarize(
         return
     entry = counter.with_count(ConversationMessage(
         role="system", kind="summary", content=running, covers=plan.covers, model=model,
-        usage=usage_total, cost=cost_of(model, usage_total), status="ok",
+        usage=usage_total, cost_usd=cost_of(model, usage_total), status="ok",
         duration_ms=int((time.monotonic() - started) * 1000)))
     after = summary_tokens(entry, counter)
     if after >= plan.covered_tokens:
@@ -124,7 +124,7 @@ async def summarize(
     for event in written.events:
         yield event
     entry = written.entries[0]
-    cost = entry.cost
+    cost = entry.cost_usd
     if not written.ok:
         yield CompactionFinished("failed", "The summary could not be saved; nothing was "
                                  "changed.", automatic=automatic)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.cost import money
 from core.store.conversations import ConversationSummary
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -155,7 +156,9 @@ class ConversationList(QWidget):
         for r in rows:
             when = r.updated_at.astimezone().strftime("%b %d, %H:%M")
             branch = "branch · " if r.branch_of is not None else ""
-            item = QTreeWidgetItem([f"{r.title}\n{branch}{when} · {r.message_count} messages"])
+            spent = f" · {money(r.cost)}" if r.cost else ""
+            item = QTreeWidgetItem([f"{r.title}\n{branch}{when} · {r.message_count} messages"
+                                    f"{spent}"])
             item.setData(0, ID_ROLE, r.id)
             item.setToolTip(0, r.title)
             items[r.id] = item

@@ -139,8 +139,8 @@ def spent(m: ConversationMessage | None) -> str:
     about = "≈" if usage.get("estimated") else ""
     tokens = sum(int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens"))
     said = f"{about}{tokens:,} tokens · " if tokens else ""
-    if m.cost is not None:
-        said += f"{about}{money(m.cost)} · "
+    if m.cost_usd is not None:
+        said += f"{about}{money(m.cost_usd)} · "
     return said
 
 

@@ -14,6 +14,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict, deque
@@ -94,6 +95,8 @@ class LoadedConversation:
     pending_partial: str | None = None
 
 
+# An entry's cost (core.cost): its own key, which no provider's usage object has.
+COST_KEY = re.compile(rb'(?<!\\)"cost_usd":(-?[0-9][0-9.eE+-]*)')
 log = logging.getLogger(__name__)
 
 class ConversationStore:
@@ -175,7 +178,7 @@ class ConversationStore:
                     continue
                 stamp = _stamp(entry)
                 row = cached.get(entry.name)
-                if row is None or row.stamp != stamp:
+                if row is None or row.stamp != stamp or row.cost is None:
                     row = self._summarize(entry, stamp, row)
                     if row is None:
                         continue
@@ -415,21 +418,34 @@ class ConversationStore:
         """Lines of the conversation's log. `since`: (size, count) of an earlier reading of
         it; the log only grows, so only what was appended after that is read (a 10,000-entry
         log is tens of megabytes: the conversation list recounts after every append)."""
+        return self.tally(conv_id, None if since is None else (*since, 0.0))[0]
+
+    def tally(self, conv_id: str, since: tuple[int, int, float] | None = None
+              ) -> tuple[int, float]:
+        """(lines, USD the entries cost) of the conversation's log, read as `message_count`
+        reads it; `since`: (size, count, cost) of an earlier reading. A cost is the
+        `"cost_usd"` key of an entry's line (inside a string it would be escaped: never counted)."""
         path = self._dir(conv_id) / "messages.jsonl"
         try:
             with path.open("rb") as f:
-                count = 0
+                count, cost = 0, 0.0
                 if since is not None and since[0] > 0:
                     f.seek(since[0] - 1)
                     if f.read(1) == b"\n":  # still the file it was (it ended on a line)
-                        count = since[1]
+                        count, cost = since[1], since[2]
                     else:
                         f.seek(0)
+                tail = b""
                 while chunk := f.read(1 << 20):
                     count += chunk.count(b"\n")
-                return count
-        except OSError:  # missing or unreadable: the conversation says why when opened
-            return 0
+                    lines = tail + chunk
+                    cut = lines.rfind(b"\n") + 1  # costs of whole lines only
+                    if b'"cost_usd":' in lines[:cut]:
+                        cost += sum(float(x) for x in COST_KEY.findall(lines[:cut]))
+                    tail = lines[cut:]
+                return count, cost
+        except (OSError, ValueError):  # the conversation says why when opened
+            return 0, 0.0
 
     # --- writing -------------------------------------------------------------------------------
 
@@ -690,17 +706,23 @@ class ConversationStore:
         except StoreError:
             return None
         since = None
-        if before is not None and before.stamp and before.stamp[0] <= stamp[0]:
-            since = (before.stamp[0], before.message_count)
+        if before is not None and before.stamp and before.stamp[0] <= stamp[0] and \
+                before.cost is not None:  # (a row from before costs were tallied: read all)
+            since = (before.stamp[0], before.message_count, before.cost - before.title_cost)
         mtimes = [stamp[1], stamp[3]]
         updated = datetime.fromtimestamp(max(mtimes) / 1e9, UTC)
+        count, cost = self.tally(folder.name, since)
+        title = meta.title_request or {}
+        title_cost = float(title.get("cost") or 0) if isinstance(title, dict) else 0.0
         return ConversationSummary(
             id=meta.id,
             title=meta.title,
             created_at=meta.created_at,
             updated_at=max(updated, meta.created_at),
             mode=meta.mode,
-            message_count=self.message_count(folder.name, since),
+            message_count=count,
+            cost=cost + title_cost,
+            title_cost=title_cost,
             branch_of=meta.branch_of,
             branch_at=meta.branch_at,
             stamp=stamp,

@@ -47,6 +47,8 @@ class ConversationSummary(BaseModel):
     updated_at: datetime
     mode: Mode
     message_count: int
+    cost: float | None = None  # USD its entries and title cost (core.cost); None: not tallied
+    title_cost: float = 0.0
     branch_of: str | None = None
     branch_at: str | None = None
     # Size and mtime of the files the row was computed from: how staleness is detected.

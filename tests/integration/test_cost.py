@@ -43,8 +43,8 @@ def test_an_answer_keeps_what_it_cost_as_litellm_prices_it(capsys, project_dir, 
     assert code == 0, err
     [answer] = answers(project_dir)
     expected = litellm_price(1000, 50, cached=200)
-    assert answer.cost == pytest.approx(expected, rel=0.01)
-    assert answer.cost < litellm_price(1000, 50)  # the cached part is cheaper
+    assert answer.cost_usd == pytest.approx(expected, rel=0.01)
+    assert answer.cost_usd < litellm_price(1000, 50)  # the cached part is cheaper
 
     code, out, _ = cli(capsys, "usage", project_dir, "--json")  # a fresh process's reading
     total = json.loads(out)["total"]
@@ -59,7 +59,7 @@ def test_an_answer_without_reported_usage_says_its_cost_is_estimated(capsys, pro
     llm_server.script(Answer("one"))
     assert send(capsys, project_dir, llm_server, "--new", "--title", "t")[0] == 0
     [answer] = answers(project_dir)
-    assert answer.usage["estimated"] and answer.cost is not None
+    assert answer.usage["estimated"] and answer.cost_usd is not None
     code, _, err = cli(capsys, "usage", project_dir)
     assert code == 0 and "1 request(s) whose usage the provider did not report" in err
 
@@ -70,7 +70,7 @@ def test_a_model_without_a_price_costs_unknown_never_a_made_up_figure(capsys, pr
     assert cli(capsys, "send", project_dir, "--new", "--title", "t", "--model",
                "openai/my-local-model", "--api-base", llm_server.url, "hi")[0] == 0
     [answer] = answers(project_dir)
-    assert answer.cost is None
+    assert answer.cost_usd is None
     code, out, err = cli(capsys, "usage", project_dir)
     assert "unknown" in out.splitlines()[-1] and "without a price" in err
 
@@ -107,7 +107,7 @@ def test_costs_survive_an_export_and_import_and_count_as_imported(capsys, projec
     code, out, err = cli(capsys, "usage", other, "--json")
     total = json.loads(out)["total"]
     assert total["imported_requests"] == 1
-    assert total["cost_usd"] == pytest.approx(answer.cost, rel=1e-9)
+    assert total["cost_usd"] == pytest.approx(answer.cost_usd, rel=1e-9)
 
 
 def _conv(project: Path) -> str:

@@ -31,6 +31,9 @@ def test_cost_is_shown_and_the_cap_keeps_a_message_unsent(qtbot, qloop, project_
     answer = next(r for r in window.transcript_model.rows() if r.kind is RowKind.ASSISTANT)
     assert "1,050 tokens · $0.0002 · " in header_line(answer)[1]
     run_until(qloop, lambda: "Next request: about $" in window.usage.toolTip())
+    run_until(qloop, lambda: "$" in window.conversations.list.topLevelItem(0).text(0))
+    listed = window.conversations.list.topLevelItem(0).text(0)
+    assert "· $0.0002" in listed  # the conversation's cost in the list
 
     monkeypatch.setenv("WORKBENCH_COST_CAP", "0.0001")
     type_and_send(qtbot, window, "more please")
