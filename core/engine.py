@@ -17,10 +17,11 @@ from typing import Any
 from core.attachments import Attachment, user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.service import ProjectContext
+from core.cost import cap_refusal
 from core.exchange import Exchange, error_entry, settled
 from core.last_turn import last_turn
 from core.llm.adapter import LLMClient
-from core.model import ConversationMessage, ErrorInfo, ToolCall, continuable
+from core.model import PAUSES, ConversationMessage, ErrorInfo, ToolCall, continuable
 from core.questions import Question
 from core.request_copies import RequestCopies
 from core.settings import LLMSettings
@@ -147,7 +148,7 @@ class Engine:
             yield event
         last = last_turn(self.store.load(conv_id).messages).last
         if last is not None and (last.role == "tool" or (
-                last.error is not None and last.error.type == "step_limit")):
+                last.error is not None and last.error.type in PAUSES)):
             async for event in self._loop(conv_id, settings, options):
                 yield event
             return
@@ -307,7 +308,18 @@ class Engine:
                        "Continue lets it go on.")
         if steps >= limit:
             return ErrorInfo(type="step_limit", retryable=False, message=message)
-        return False
+        return self._over_cap(conv_id, settings)
+
+    def _over_cap(self, conv_id: str, settings: LLMSettings) -> ErrorInfo | bool:
+        """Between rounds: a conversation (or project) that has spent its cap pauses the
+        agent (core.cost); Continue goes on once the cap is raised."""
+        why = cap_refusal(self.store, conv_id, settings.model, settings.cost_cap,
+                          settings.project_cost_cap, 0)
+        if why is None:
+            return False
+        return ErrorInfo(type="cost_cap", retryable=False,
+                         message=f"The agent paused: {why}. Raise the cap (Settings → Cost "
+                                 "cap, or WORKBENCH_COST_CAP), then Continue lets it go on.")
 
     async def summarize(
         self, conv_id: str, settings: LLMSettings, focus: str | None = None,

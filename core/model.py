@@ -51,9 +51,11 @@ ErrorType = Literal[
     "app_closed",
     "save_failed",
     "step_limit",
+    "cost_cap",
 ]
 
 PROTOCOL_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
+PAUSES = ("step_limit", "cost_cap")  # an agent turn paused between rounds: Continue goes on
 
 
 class InvalidMessage(ValueError):
@@ -442,8 +444,8 @@ def continuable(entry: ConversationMessage | None) -> bool:
     continuing is Retry under another name)."""
     if entry is None or entry.role != "assistant":
         return False
-    if entry.error is not None and entry.error.type == "step_limit":
-        return True  # the agent stopped at its step limit: continuing lets it go on
+    if entry.error is not None and entry.error.type in PAUSES:
+        return True  # the agent paused (step limit, cost cap): continuing lets it go on
     if not entry.text():
         return False
     if entry.kind == "error":

@@ -23,6 +23,7 @@ UNFINISHED = {
     "stream_interrupted": "interrupted here: the connection broke",
     "timeout": "interrupted here: the provider stopped answering",
     "step_limit": "paused here at the step limit",
+    "cost_cap": "paused here at the spending cap",
 }
 
 

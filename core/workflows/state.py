@@ -215,7 +215,7 @@ def _failed(state: RunState, step: StepState | None, kind: str, message: str) ->
     """A failed (or stopped, or step-limited) answer of the run."""
     if state.active is None or step is None:  # the wrap-up failed, or an untagged answer
         state.status = "paused" if kind == "stopped" else "failed"
-    elif kind == "step_limit":
+    elif kind in ("step_limit", "cost_cap"):
         state.status, step.rounds = "limit", 0
     elif kind == "stopped":
         state.status = "paused"

@@ -113,3 +113,23 @@ def test_costs_survive_an_export_and_import_and_count_as_imported(capsys, projec
 def _conv(project: Path) -> str:
     with Project.open(project, read_only=True) as p:
         return p.conversations.list()[0].id
+
+
+def test_an_agent_pauses_between_rounds_once_the_cap_is_spent(capsys, project_dir, llm_server,
+                                                             monkeypatch) -> None:
+    from tests.helpers.fake_llm import ToolCalls
+
+    monkeypatch.setenv("WORKBENCH_COST_CAP", "0.0003")  # the first request fits under it
+    project_dir.mkdir()
+    (project_dir / "a.txt").write_text("hello\n", encoding="utf-8")
+    llm_server.script(ToolCalls([("r1", "read_file", '{"path": "a.txt"}')], usage=(3000, 50)),
+                      Answer("never asked"))
+    code, _, err = send(capsys, project_dir, llm_server, "--new", "--title", "t", "--mode",
+                        "agent", "--approve", "never", text="read it")
+    assert code == 2 and "The agent paused: this conversation has spent $0.0005" in err
+    assert len(llm_server.requests) == 1  # the round's result is kept, no second request
+    monkeypatch.setenv("WORKBENCH_COST_CAP", "1")
+    code, out, err = cli(capsys, "continue", project_dir, "-c", _conv(project_dir), "--model",
+                         PRICED, "--api-base", llm_server.url, "--mode", "agent")
+    assert code == 0, err
+    assert out.strip() == "never asked" and len(llm_server.requests) == 2
