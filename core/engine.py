@@ -243,10 +243,15 @@ class Engine:
                 finished = event
             else:
                 yield event
-        for copies in later:
-            for note in await settled(copies):
-                yield StoreNotice(note)
         assert finished is not None
+        for copies in later:
+            notes, stop = await settled(copies)
+            for note in notes:
+                yield StoreNotice(note)
+            if stop:  # a Stop while they were written: the rest finish on their thread
+                if finished.status == "ok":
+                    finished = TurnFinished("stopped", finished.message)
+                break
         yield finished
 
     async def _rounds(

@@ -212,8 +212,12 @@ class Exchange:
             self.copies.start()
             self.later.append(self.copies)  # the tools go first; the turn's end settles it
         else:
-            for note in await settled(self.copies):
+            notes, stop = await settled(self.copies)
+            for note in notes:
                 yield StoreNotice(note)
+            if stop:  # the entry is safe; the Stop still ends the turn (and a run) as stopped
+                yield TurnFinished("stopped", self.entry)
+                return
         yield TurnFinished("ok" if written.ok and entry.kind != "error" else "error",
                            self.entry)
 
@@ -327,13 +331,14 @@ class Exchange:
             continues=self.continues))
 
 
-async def settled(copies: RequestCopies) -> list[str]:
-    """`copies` written, and what to tell the user of them; a Stop meanwhile leaves them to
-    finish on their thread (the entry they belong to is already saved)."""
+async def settled(copies: RequestCopies) -> tuple[list[str], bool]:
+    """`copies` written, what to tell the user of them, and whether a Stop came meanwhile: it
+    leaves them to finish on their thread (the entry they belong to is already saved), and
+    the caller ends the turn as stopped, never as answered."""
     try:
-        return await copies.settle()
+        return await copies.settle(), False
     except asyncio.CancelledError:
-        return []
+        return [], True
 
 
 def _what(entry: ConversationMessage) -> str:
