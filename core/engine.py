@@ -73,6 +73,11 @@ INTERRUPTED_RUNNING = ("Aborted: the app closed while this call was running; whe
 INTERRUPTED_WAITING = ("Not run: the app closed before this call started (it was waiting for "
                        "approval, or for its turn); it did nothing.")
 
+LEFT_UPSTREAM = ("Not in this branch: this call ran in the conversation the branch was made "
+                 "from, and its result was left out when the branch was made; what it did (to "
+                 "files, for one) may still be there.")
+
+
 
 class NothingToRetry(ValueError):
     """The conversation does not end in a failed answer, so there is nothing to run again."""
@@ -434,8 +439,7 @@ class Engine:
             return
         entries = [self.context.counter(None).with_count(ConversationMessage(
             role="tool", tool_call_id=c.id, tool_name=c.function.name, status="aborted",
-            content=INTERRUPTED_RUNNING if self._started(conv_id, c.id) else
-            INTERRUPTED_WAITING)) for c in calls]
+            content=self._interrupted(conv_id, c.id))) for c in calls]
         written = self.writer.write(conv_id, entries, "the interrupted calls")
         if not written.ok:
             return  # tried again when the conversation is next used
@@ -445,6 +449,15 @@ class Engine:
         self._forget_started(conv_id, [c.id for c in calls])
         for entry in written.entries:
             yield EntryAppended(entry)
+
+    def _interrupted(self, conv_id: str, call_id: str) -> str:
+        """What the model reads of a call left without a result: never "did nothing" of one
+        that ran where the conversation grew from."""
+        if self._started(conv_id, call_id):
+            return INTERRUPTED_RUNNING
+        if self.store.ran_upstream(conv_id, call_id):
+            return LEFT_UPSTREAM
+        return INTERRUPTED_WAITING
 
     def kept_request(self, conv_id: str) -> tuple[Path, BuiltRequest] | None:
         """The newest copy this engine kept of a request of the conversation, with the request
