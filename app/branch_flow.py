@@ -127,12 +127,13 @@ class BranchFlow(QObject):
 
     def regenerate(self, entry_id: str, mode: Mode | None = None,
                    provider: str | None = None) -> None:
-        """Ask again for the answer `entry_id` belongs to: a branch at the user's message it
-        answered, sent again there (in `mode`, with a saved `provider`'s model, when given)."""
+        """Ask again for the answer `entry_id` belongs to: a branch at the message it replied
+        to (the user's, or the results of the tool calls it followed, which come along whole),
+        sent again there (in `mode`, with a saved `provider`'s model, when given)."""
         messages = self._messages()
         at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
         asked = next((m for m in reversed(messages[:(at or 0) + 1])
-                      if m.role == "user" and m.kind == "message"), None)
+                      if m.role in ("user", "tool") and m.kind == "message"), None)
         if at is None or asked is None:
             self.notices.warning("There is no message of yours before this answer to ask again.")
             return

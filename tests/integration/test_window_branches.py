@@ -148,6 +148,24 @@ def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(qtbot, qloop,
     window.close()
 
 
+def test_regenerate_in_chat_mode_after_tool_calls_keeps_the_calls_and_results(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    from tests.integration.test_branch_batches import batch_session
+
+    conv, msgs = batch_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    assert controller.current_id == conv
+    llm_server.script(Answer("build/ is gone."))
+    window.transcript.branch_action.emit(msgs[-1].id, "regenerate:chat")
+    run_until(qloop, lambda: len(llm_server.requests) == 1 and not controller.busy())
+    sent = llm_server.requests[0].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["content"] for m in sent[3:]] == ["[exit code 0]\nout.o",
+                                                "[exit code 0]\n(no output)"]
+    assert controller.mode() == "chat" and texts(window)[-1] == "build/ is gone."
+    window.close()
+
+
 def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot, qloop, project_dir,
                                                                 llm_server) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore
