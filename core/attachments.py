@@ -350,6 +350,30 @@ def user_message(text: str, attachments: list[Attachment], **fields: Any) -> Con
     return ConversationMessage(role="user", content=parts, **fields)
 
 
+_ATTACHED = re.compile(r"Attached file (.+) \(.+\):\n(`{3,4})\n(.*)\2", re.S)
+
+
+def taken_apart(message: ConversationMessage, counter: TokenCounter
+                ) -> tuple[str, list[Attachment]]:
+    """A user message as it was written (Edit and resend): the text the user typed, and its
+    attachments as they were sent (a file as it was then, not read again)."""
+    if not isinstance(message.content, list):
+        return message.text(), []
+    typed: list[str] = []
+    attached: list[Attachment] = []
+    for part in message.content:
+        if isinstance(part, ImagePart):
+            image = part.image_url if isinstance(part.image_url, ImageUrl) else ImageUrl(url="")
+            attached.append(Attachment(image.name or "image", "image", image.bytes or 0, part,
+                                       image_tokens(image.width or 1024, image.height or 1024)))
+        elif isinstance(part, TextPart) and (m := _ATTACHED.fullmatch(part.text)):
+            attached.append(Attachment(m[1], "text", len(m[3].encode()), part,
+                                       counter.text(part.text)))
+        elif isinstance(part, TextPart):
+            typed.append(part.text)
+    return "\n".join(typed), attached
+
+
 def accepts_images(model: str, said: bool | None) -> bool:
     """The model takes images: as the user said (Settings, WORKBENCH_IMAGES), else as
     litellm's model map says (a local server's model is unknown there: say so in Settings)."""
