@@ -119,7 +119,7 @@ class Exchange:
         # The answer may use what the budget kept free for it, and no more: the room the meter
         # reserves and the `max_tokens` asked are one number (without a reserve, as with the
         # CLI's --budget, the setting stands).
-        room = built.report.reserved_output or self.settings.max_output_tokens
+        room = self._room(built)
         attachments = self.engine.context.attachments
         sent = attachments.inline(messages) if attachments is not None else messages
         self.request = replace(self.request, messages=sent, max_tokens=room,
@@ -249,11 +249,9 @@ class Exchange:
                 if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:
                     raise
                 overflows += 1
-                window = self._shrink(e)
+                why = self._shrink(e)
                 yield RequestBuilt(self.built)
-                yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
-                               f"The request was too long for the model (limit {window:,} "
-                               "tokens); rebuilt it smaller.")
+                yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0, why)
             except ToolsUnsupported as e:
                 if self.got.parts or not self.request.tools:
                     raise
@@ -272,9 +270,11 @@ class Exchange:
                 yield Retrying(attempt, limit, min(delay, MAX_RETRY_WAIT), e.message)
                 await asyncio.sleep(min(delay, MAX_RETRY_WAIT))  # Stop cancels the wait too
 
-    def _shrink(self, e: ContextOverflow) -> int:
+    def _shrink(self, e: ContextOverflow) -> str:
         """Rebuild within the provider's stated limit (remembered for the model), else three
-        quarters of the window assumed; raises when nothing shorter can be built."""
+        quarters of the window assumed, and say what was made smaller: the conversation, or
+        only the room kept for the answer (`max_tokens`, which counts against the limit too).
+        Raises when nothing smaller can be built."""
         window = e.limit or int(self.built.report.window * 0.75)
         calibration = self.engine.context.calibration
         if e.limit and calibration is not None:
@@ -290,12 +290,22 @@ class Exchange:
                 "the message, or choose a model with a larger window in Settings (where a "
                 "remembered limit can also be reset).", details=e.details, limit=e.limit
             ) from e
-        if smaller.report.used >= self.built.report.used:
+        room, less_room = self._room(self.built), self._room(smaller)
+        if smaller.report.used + less_room >= self.built.report.used + room:
             raise ContextOverflow(
                 f"{e.message} Rebuilding with a smaller budget did not make the request any "
                 "shorter, so it was not sent again.", details=e.details, limit=e.limit) from e
+        shorter = smaller.report.used < self.built.report.used
         self._use(smaller)
-        return window
+        if shorter:
+            return (f"The request was too long for the model (limit {window:,} tokens); "
+                    "rebuilt it smaller.")
+        return (f"The request with room for a {room:,}-token answer was over the model's limit "
+                f"({window:,} tokens); sent again with room for {less_room:,}.")
+
+    def _room(self, built: BuiltRequest) -> int:
+        """What the answer may use of `built` (its `max_tokens`)."""
+        return built.report.reserved_output or self.settings.max_output_tokens
 
     def _flush(self) -> None:
         self.engine.writer.write_partial(self.conv_id, {
