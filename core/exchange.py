@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from core.attachments import accepts_images
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
 from core.last_turn import last_turn
@@ -121,7 +122,9 @@ class Exchange:
         # CLI's --budget, the setting stands).
         room = self._room(built)
         attachments = self.engine.context.attachments
-        sent = attachments.inline(messages) if attachments is not None else messages
+        sent = attachments.inline(messages, accepts_images(self.settings.model,
+                                                           self.settings.images)) \
+            if attachments is not None else messages
         self.request = replace(self.request, messages=sent, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))

@@ -94,6 +94,24 @@ def test_an_image_for_a_model_without_vision_is_refused_before_sending(capsys, p
     assert "nothing was sent" in err and not llm_server.requests
 
 
+def test_an_image_in_the_history_is_a_note_for_a_model_that_takes_none(
+        capsys, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_IMAGES", "1")
+    (project_dir / "shot.png").write_bytes(png(8, 8))
+    code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shot.png")
+    assert code == 0, err
+    conv = err.split()[1]
+    monkeypatch.setenv("WORKBENCH_IMAGES", "0")  # now a model that reads no images
+    llm_server.script(Answer("ok"))
+    code, _, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url, "thanks")
+    assert code == 0, err
+    earlier = llm_server.requests[-1].body["messages"][1]["content"]
+    assert [p["type"] for p in earlier] == ["text", "text"]  # no image_url part
+    assert earlier[1]["text"] == ("[An image (shot.png) was here; it is not sent, as this "
+                                  "model does not take images.]")
+
+
 @pytest.mark.parametrize(("name", "data", "why"), [
     ("tool.bin", b"\x7fELF\x02\x01\x01\x00\x00\x00", "not a text file"),
     ("paper.pdf", b"%PDF-1.7\n...", "is a PDF"),
