@@ -437,9 +437,12 @@ class Engine:
         calls = last_turn(loaded.messages).unanswered
         if not calls:
             return
+        asked = next(m for m in reversed(loaded.messages) if m.tool_calls and calls[0] in
+                     m.tool_calls)  # the answer that made them: their results join its step
         entries = [self.context.counter(None).with_count(ConversationMessage(
             role="tool", tool_call_id=c.id, tool_name=c.function.name, status="aborted",
-            content=self._interrupted(conv_id, c.id))) for c in calls]
+            content=self._interrupted(conv_id, c.id), mode=asked.mode, run_id=asked.run_id,
+            step_id=asked.step_id)) for c in calls]
         written = self.writer.write(conv_id, entries, "the interrupted calls")
         if not written.ok:
             return  # tried again when the conversation is next used

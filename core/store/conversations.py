@@ -339,7 +339,7 @@ class ConversationStore:
         entry = app_closed_entry(text)
         # The details are best effort (another version, or a hand, may have written them):
         # one that does not fit is left out; the text is what matters.
-        for key in ("model", "mode", "continues"):
+        for key in ("model", "mode", "continues", "run_id", "step_id"):
             value = state.get(key)
             if value in (None, ""):
                 continue
