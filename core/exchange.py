@@ -289,10 +289,9 @@ class Exchange:
         except BudgetError as budget:
             raise ContextOverflow(
                 f"The provider accepts {window:,} tokens for {self.settings.model}, and even "
-                f"the system prompt with your latest message needs {budget.needed:,}. Shorten "
-                "the message, or choose a model with a larger window in Settings (where a "
-                "remembered limit can also be reset).", details=e.details, limit=e.limit
-            ) from e
+                f"the smallest request needs {budget.needed:,} ({budget.what}). "
+                f"{budget.advice} (Settings is also where a remembered limit can be reset.)",
+                details=e.details, limit=e.limit) from e
         room, less_room = self._room(self.built), self._room(smaller)
         if smaller.report.used + less_room >= self.built.report.used + room:
             raise ContextOverflow(
