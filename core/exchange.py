@@ -259,7 +259,7 @@ class Exchange:
                 if self.got.parts or not self.request.tools:
                     raise
                 self.engine.context.remember_refuses_tools(self.settings.model)
-                self._use(self._rebuild(), tools=False)
+                self._use(self._without_tools(e), tools=False)
                 yield RequestBuilt(self.built)
                 yield StoreNotice(f"{e.message} The conversation goes on without tools; "
                                   "Agent mode needs a model that supports them.")
@@ -272,6 +272,15 @@ class Exchange:
                 attempt += 1
                 yield Retrying(attempt, limit, min(delay, MAX_RETRY_WAIT), e.message)
                 await asyncio.sleep(min(delay, MAX_RETRY_WAIT))  # Stop cancels the wait too
+
+    def _without_tools(self, e: ToolsUnsupported) -> BuiltRequest:
+        """The request built again for a model that refuses tools; one that cannot fit is a
+        context error that says so (never "something went wrong": not a bug of ours)."""
+        try:
+            return self._rebuild()
+        except BudgetError as budget:
+            raise ContextOverflow(f"{e.message} Built again without tools, the request does "
+                                  f"not fit: {budget}", details=e.details) from e
 
     def _shrink(self, e: ContextOverflow) -> str:
         """Rebuild within the provider's stated limit (remembered for the model), else three
