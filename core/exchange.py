@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from core.attachments import accepts_images
+from core.attachments import accepts_images, has_images
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
 from core.last_turn import last_turn
@@ -122,9 +122,12 @@ class Exchange:
         # CLI's --budget, the setting stands).
         room = self._room(built)
         attachments = self.engine.context.attachments
-        sent = attachments.inline(messages, accepts_images(self.settings.model,
-                                                           self.settings.images)) \
-            if attachments is not None else messages
+        images = accepts_images(self.settings.model, self.settings.images)
+        if not images and has_images(messages):  # said where the request is described
+            note = f"images: each sent as a one-line note ({self.settings.model} takes none)"
+            if note not in built.report.normalize_notes:
+                built.report.normalize_notes.append(note)
+        sent = attachments.inline(messages, images) if attachments is not None else messages
         self.request = replace(self.request, messages=sent, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))

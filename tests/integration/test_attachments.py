@@ -16,6 +16,7 @@ import pytest
 from core.attachments import AttachmentStore, attach_bytes, image_size
 from core.llm.tokens import TokenCounter, image_tokens
 from core.store.project import Project
+from core.store.requests import latest_request
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 
@@ -110,6 +111,9 @@ def test_an_image_in_the_history_is_a_note_for_a_model_that_takes_none(
     assert [p["type"] for p in earlier] == ["text", "text"]  # no image_url part
     assert earlier[1]["text"] == ("[An image (shot.png) was here; it is not sent, as this "
                                   "model does not take images.]")
+    kept = latest_request(project_dir / ".workbench" / "requests", conv)
+    assert kept is not None and any(note.startswith("images: each sent as a one-line note")
+                                    for note in kept[1]["report"]["normalize_notes"])
 
 
 @pytest.mark.parametrize(("name", "data", "why"), [
