@@ -65,6 +65,7 @@ def test_fork_before_a_tool_result_moves_the_cut_before_its_call(
     conv, msgs = batch_session(project_dir)
     code, out, err = cli(capsys, "fork", project_dir, "-c", conv, msgs[3].id, "--before")
     assert code == 0, err
+    assert "the cut moved so that no tool call is parted from its result" in err
     log = branch_log(project_dir, out.strip().splitlines()[-1])
     assert [m.id for m in log] == [msgs[0].id]  # the user's message: no call without result
 
