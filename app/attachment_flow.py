@@ -27,7 +27,9 @@ from core.attachments import (
     attach_file,
     images_refused,
     size_text,
+    taken_apart,
 )
+from core.model import ConversationMessage
 from core.project_files import SKIPPED, project_files
 from core.settings import LLMSettings
 from core.store.project import Project
@@ -284,6 +286,21 @@ class AttachmentFlow(QObject):
         """The message left with them: the box starts empty."""
         self._pending.pop(conv, None)
         self.show()
+
+    def taken_apart(self, message: ConversationMessage) -> tuple[str, list[Attachment]]:
+        """A message of the user's, to edit: its typed text and its attachments as sent."""
+        if self.meter.context is None:  # no project open
+            return message.text(), []
+        return taken_apart(message, self.meter.context.counter(self._counter_model()))
+
+    def swap(self, conv: str, attachments: list[Attachment]) -> list[Attachment]:
+        """Give `conv`'s box these attachments; the ones it had before (Edit and resend keeps
+        the draft's aside, and gives them back)."""
+        before = self._pending.pop(conv, [])
+        if attachments:
+            self._pending[conv] = list(attachments)
+        self.show()
+        return before
 
     def give_back(self, conv: str | None, attachments: list[Attachment]) -> None:
         """The message was not saved (a full disk, a Stop before it was): its attachments

@@ -4,6 +4,7 @@ answer), and "‹ version n of m ›" where branches part. A branch is a convers
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QMenu
 from app.notices import Notices
 from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
+from core.attachments import Attachment
 from core.engine import Engine
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
@@ -23,6 +25,17 @@ from ui.main_window import MainWindow
 
 EDITING_NOTE = ("Editing an earlier message: sending it starts a new branch from just before it; "
                 "this conversation stays as it is. Esc cancels.")
+
+
+@dataclass(frozen=True)
+class _Editing:
+    """An edit under way: of which conversation's entry, and the draft (text and chips) that
+    waits aside meanwhile."""
+
+    conv: str
+    entry: str
+    draft: str
+    attached: list[Attachment]
 
 
 class BranchHost(Protocol):
@@ -44,7 +57,7 @@ class BranchFlow(QObject):
         self.window = window
         self.notices = notices
         self.host = host
-        self._editing: tuple[str, str, str] | None = None  # conversation, entry, draft before
+        self._editing: _Editing | None = None
         # Where the shown conversation's branches part: its entry -> the versions, in order.
         self._versions: dict[str, list[str]] = {}
         window.transcript.branch_action.connect(self.on_branch_action)
@@ -88,51 +101,69 @@ class BranchFlow(QObject):
         return meta.id
 
     def edit(self, entry_id: str) -> None:
-        """Put one of the user's messages in the message box; sending it branches before it."""
+        """Put one of the user's messages in the message box (its typed text; its attachments
+        as chips); sending it branches before it. The draft waits aside until then."""
         entry = self._entry(entry_id)
-        if entry is None or entry.role != "user" or self.host.current_id is None:
+        conv = self.host.current_id
+        if entry is None or entry.role != "user" or conv is None:
             return
+        attachments = self.host.turns.attachments
+        text, attached = attachments.taken_apart(entry)
+        aside = attachments.swap(conv, attached)
         if self._editing is None:
-            self._editing = (self.host.current_id, entry_id, self.window.composer.text())
+            self._editing = _Editing(conv, entry_id, self.window.composer.text(), aside)
         else:
-            self._editing = (self.host.current_id, entry_id, self._editing[2])
-        self.window.composer.set_text(entry.text())
+            self._editing = replace(self._editing, conv=conv, entry=entry_id)
+        self.window.composer.set_text(text)
         self.window.composer.set_editing(EDITING_NOTE)
         self.window.composer.editor.setFocus()
 
     def cancel_edit(self) -> None:
         if self._editing is None:
             return
-        draft = self._editing[2]
-        self._editing = None
+        editing, self._editing = self._editing, None
         self.window.composer.set_editing(None)
-        self.window.composer.set_text(draft)
+        self._draft_back(editing)
+
+    def _draft_back(self, editing: _Editing) -> list[Attachment]:
+        """The draft (text and chips) back in its conversation's box; the edit's chips."""
+        self.window.composer.set_text(editing.draft)
+        return self.host.turns.attachments.swap(editing.conv, editing.attached)
 
     def send_edited(self, text: str) -> bool:
         """When a message is being edited: branch before it and send `text` there (True). False
         when no edit is under way (the caller sends as usual)."""
-        if self._editing is None:
+        editing = self._editing
+        if editing is None:
             return False
-        conv, entry, _draft = self._editing
-        if conv != self.host.current_id:
+        if editing.conv != self.host.current_id:
             self.cancel_edit()
             return False
-        if self.fork(entry, before=True) is None:
-            return True  # why is on screen; the edited text stays in the box
+        attachments = self.host.turns.attachments
+        # The conversation left keeps its own draft, never the text sent in the branch.
         self._editing = None
+        edited = self._draft_back(editing)
+        branch = self.fork(editing.entry, before=True)
+        if branch is None:  # why is on screen; the edit stays in the box
+            self._editing = editing
+            attachments.swap(editing.conv, edited)
+            self.window.composer.set_text(text)
+            return True
         self.window.composer.set_editing(None)
         self.window.composer.set_text(text)  # what the user wrote, until it has left
+        attachments.swap(branch, edited)
         self.host.turns.send(text)
         return True
 
     def regenerate(self, entry_id: str, mode: Mode | None = None,
                    provider: str | None = None) -> None:
-        """Ask again for the answer `entry_id` belongs to: a branch at the user's message it
-        answered, sent again there (in `mode`, with a saved `provider`'s model, when given)."""
+        """Ask again for the answer `entry_id` belongs to: a branch at the message it replied
+        to (the user's, or the results of the tool calls it followed, which come along whole),
+        sent again there (in `mode`, with a saved `provider`'s model, when given)."""
         messages = self._messages()
         at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
         asked = next((m for m in reversed(messages[:(at or 0) + 1])
-                      if m.role == "user" and m.kind == "message"), None)
+                      if m.role in ("user", "tool") and m.kind == "message"), None)
         if at is None or asked is None:
             self.notices.warning("There is no message of yours before this answer to ask again.")
             return
@@ -166,9 +197,10 @@ class BranchFlow(QObject):
 
     def _on_conversation_loaded(self, conv_id: str) -> None:
         self.window.transcript.regenerate_with = self.host.settings_flow.other_providers()
-        if self._editing is not None and self._editing[0] != conv_id:
-            self._editing = None
+        if self._editing is not None and self._editing.conv != conv_id:
+            editing, self._editing = self._editing, None
             self.window.composer.set_editing(None)
+            self.host.turns.attachments.swap(editing.conv, editing.attached)  # its draft's
         self.show_versions(conv_id)
 
     def _on_turn_finished(self, _status: str) -> None:

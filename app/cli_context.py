@@ -137,12 +137,17 @@ def cmd_fork(args: argparse.Namespace) -> int:
     (with --before, up to just before it); the original is not changed. Prints the new id."""
     project, conv_id, entry = _open_entry(args)
     try:
+        ids = [m.id for m in project.conversations.load(conv_id).messages]
         meta = project.conversations.fork(conv_id, entry.id, args.title, before=args.before)
         count = project.conversations.message_count(meta.id)
     finally:
         project.close()
     where = "before" if args.before else "at"
-    print(f"forked {where} entry {entry.id}: {meta.title!r} with {count} entries",
+    at = ids.index(entry.id)
+    asked = ids[at - 1] if args.before and at else "" if args.before else entry.id
+    moved = "" if meta.branch_at == asked else \
+        " (the cut moved so that no tool call is parted from its result)"
+    print(f"forked {where} entry {entry.id}{moved}: {meta.title!r} with {count} entries",
           file=sys.stderr)
     print(meta.id)
     return EXIT_OK

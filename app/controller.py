@@ -160,6 +160,11 @@ class Controller(QObject):
     # --- projects --------------------------------------------------------------------------------
 
     def open_project(self, path: str | Path) -> bool:
+        if self.project is not None and \
+                Path(path).expanduser().resolve() == self.project.root.resolve():
+            # Open again, it would find its own lock and open read-only: it is kept as it is.
+            self.notices.info(f"“{self.project.name}” is already open.")
+            return True
         self.stop()
         try:
             project = Project.open(path)

@@ -176,18 +176,24 @@ class AttachmentStore:
     def read(self, ref: str) -> bytes:
         return (self.folder / ref).read_bytes()
 
-    def inline(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def inline(self, messages: list[dict[str, Any]], images: bool = True
+               ) -> list[dict[str, Any]]:
         """`messages` with every attachment reference made the image itself (a data: URL) and
         our fields left out: what a provider reads. Messages without one are the same objects.
-        An image whose bytes are gone is sent as a sentence saying so (the rest still goes)."""
+        An image whose bytes are gone is sent as a sentence saying so (the rest still goes);
+        so is every image for a model that takes none (`images` False)."""
         out = []
         for m in messages:
             content = m.get("content")
-            if not isinstance(content, list) or not any(_is_ref(p) for p in content):
+            if not isinstance(content, list) or not any(
+                    _is_ref(p) or not images and _is_image(p) for p in content):
                 out.append(m)
                 continue
             parts: list[dict[str, Any]] = []
             for p in content:
+                if not images and _is_image(p):
+                    parts.append({"type": "text", "text": _left_out(p)})
+                    continue
                 try:
                     ref = _ref(p)
                     url = self.data_url(ref) if ref is not None else None
@@ -231,6 +237,17 @@ class AttachmentStore:
             parts.append(image_part(self.put(data, ext), "image." + ext, data, ext))
             changed = True
         return m.model_copy(update={"content": parts}) if changed else m
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "image_url"
+
+
+def _left_out(part: dict[str, Any]) -> str:
+    image = part.get("image_url")
+    name = image.get("name") if isinstance(image, dict) else None
+    return (f"[An image{f' ({name})' if name else ''} was here; it is not sent, as this model "
+            "does not take images.]")
 
 
 def _is_ref(part: Any) -> bool:
@@ -348,6 +365,30 @@ def user_message(text: str, attachments: list[Attachment], **fields: Any) -> Con
     parts: list[Any] = [TextPart(text=text)] if text.strip() else []
     parts += [a.part for a in attachments]
     return ConversationMessage(role="user", content=parts, **fields)
+
+
+_ATTACHED = re.compile(r"Attached file (.+) \(.+\):\n(`{3,4})\n(.*)\2", re.S)
+
+
+def taken_apart(message: ConversationMessage, counter: TokenCounter
+                ) -> tuple[str, list[Attachment]]:
+    """A user message as it was written (Edit and resend): the text the user typed, and its
+    attachments as they were sent (a file as it was then, not read again)."""
+    if not isinstance(message.content, list):
+        return message.text(), []
+    typed: list[str] = []
+    attached: list[Attachment] = []
+    for part in message.content:
+        if isinstance(part, ImagePart):
+            image = part.image_url if isinstance(part.image_url, ImageUrl) else ImageUrl(url="")
+            attached.append(Attachment(image.name or "image", "image", image.bytes or 0, part,
+                                       image_tokens(image.width or 1024, image.height or 1024)))
+        elif isinstance(part, TextPart) and (m := _ATTACHED.fullmatch(part.text)):
+            attached.append(Attachment(m[1], "text", len(m[3].encode()), part,
+                                       counter.text(part.text)))
+        elif isinstance(part, TextPart):
+            typed.append(part.text)
+    return "\n".join(typed), attached
 
 
 def accepts_images(model: str, said: bool | None) -> bool:

@@ -74,6 +74,11 @@ INTERRUPTED_RUNNING = ("Aborted: the app closed while this call was running; whe
 INTERRUPTED_WAITING = ("Not run: the app closed before this call started (it was waiting for "
                        "approval, or for its turn); it did nothing.")
 
+LEFT_UPSTREAM = ("Not in this branch: this call ran in the conversation the branch was made "
+                 "from, and its result was left out when the branch was made; what it did (to "
+                 "files, for one) may still be there.")
+
+
 
 class NothingToRetry(ValueError):
     """The conversation does not end in a failed answer, so there is nothing to run again."""
@@ -244,10 +249,15 @@ class Engine:
                 finished = event
             else:
                 yield event
-        for copies in later:
-            for note in await settled(copies):
-                yield StoreNotice(note)
         assert finished is not None
+        for copies in later:
+            notes, stop = await settled(copies)
+            for note in notes:
+                yield StoreNotice(note)
+            if stop:  # a Stop while they were written: the rest finish on their thread
+                if finished.status == "ok":
+                    finished = TurnFinished("stopped", finished.message)
+                break
         yield finished
 
     async def _rounds(
@@ -439,10 +449,12 @@ class Engine:
         calls = last_turn(loaded.messages).unanswered
         if not calls:
             return
+        asked = next(m for m in reversed(loaded.messages) if m.tool_calls and calls[0] in
+                     m.tool_calls)  # the answer that made them: their results join its step
         entries = [self.context.counter(None).with_count(ConversationMessage(
             role="tool", tool_call_id=c.id, tool_name=c.function.name, status="aborted",
-            content=INTERRUPTED_RUNNING if self._started(conv_id, c.id) else
-            INTERRUPTED_WAITING)) for c in calls]
+            content=self._interrupted(conv_id, c.id), mode=asked.mode, run_id=asked.run_id,
+            step_id=asked.step_id)) for c in calls]
         written = self.writer.write(conv_id, entries, "the interrupted calls")
         if not written.ok:
             return  # tried again when the conversation is next used
@@ -452,6 +464,15 @@ class Engine:
         self._forget_started(conv_id, [c.id for c in calls])
         for entry in written.entries:
             yield EntryAppended(entry)
+
+    def _interrupted(self, conv_id: str, call_id: str) -> str:
+        """What the model reads of a call left without a result: never "did nothing" of one
+        that ran where the conversation grew from."""
+        if self._started(conv_id, call_id):
+            return INTERRUPTED_RUNNING
+        if self.store.ran_upstream(conv_id, call_id):
+            return LEFT_UPSTREAM
+        return INTERRUPTED_WAITING
 
     def kept_request(self, conv_id: str) -> tuple[Path, BuiltRequest] | None:
         """The newest copy this engine kept of a request of the conversation, with the request

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from core.attachments import accepts_images, has_images
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
 from core.cost import cost_of
@@ -120,9 +121,14 @@ class Exchange:
         # The answer may use what the budget kept free for it, and no more: the room the meter
         # reserves and the `max_tokens` asked are one number (without a reserve, as with the
         # CLI's --budget, the setting stands).
-        room = built.report.reserved_output or self.settings.max_output_tokens
+        room = self._room(built)
         attachments = self.engine.context.attachments
-        sent = attachments.inline(messages) if attachments is not None else messages
+        images = accepts_images(self.settings.model, self.settings.images)
+        if not images and has_images(messages):  # said where the request is described
+            note = f"images: each sent as a one-line note ({self.settings.model} takes none)"
+            if note not in built.report.normalize_notes:
+                built.report.normalize_notes.append(note)
+        sent = attachments.inline(messages, images) if attachments is not None else messages
         self.request = replace(self.request, messages=sent, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))
@@ -213,8 +219,12 @@ class Exchange:
             self.copies.start()
             self.later.append(self.copies)  # the tools go first; the turn's end settles it
         else:
-            for note in await settled(self.copies):
+            notes, stop = await settled(self.copies)
+            for note in notes:
                 yield StoreNotice(note)
+            if stop:  # the entry is safe; the Stop still ends the turn (and a run) as stopped
+                yield TurnFinished("stopped", self.entry)
+                return
         yield TurnFinished("ok" if written.ok and entry.kind != "error" else "error",
                            self.entry)
 
@@ -246,16 +256,14 @@ class Exchange:
                 if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:
                     raise
                 overflows += 1
-                window = self._shrink(e)
+                why = self._shrink(e)
                 yield RequestBuilt(self.built)
-                yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0,
-                               f"The request was too long for the model (limit {window:,} "
-                               "tokens); rebuilt it smaller.")
+                yield Retrying(overflows, MAX_OVERFLOW_REBUILDS, 0.0, why)
             except ToolsUnsupported as e:
                 if self.got.parts or not self.request.tools:
                     raise
                 self.engine.context.remember_refuses_tools(self.settings.model)
-                self._use(self._rebuild(), tools=False)
+                self._use(self._without_tools(e), tools=False)
                 yield RequestBuilt(self.built)
                 yield StoreNotice(f"{e.message} The conversation goes on without tools; "
                                   "Agent mode needs a model that supports them.")
@@ -269,9 +277,20 @@ class Exchange:
                 yield Retrying(attempt, limit, min(delay, MAX_RETRY_WAIT), e.message)
                 await asyncio.sleep(min(delay, MAX_RETRY_WAIT))  # Stop cancels the wait too
 
-    def _shrink(self, e: ContextOverflow) -> int:
+    def _without_tools(self, e: ToolsUnsupported) -> BuiltRequest:
+        """The request built again for a model that refuses tools; one that cannot fit is a
+        context error that says so (never "something went wrong": not a bug of ours)."""
+        try:
+            return self._rebuild()
+        except BudgetError as budget:
+            raise ContextOverflow(f"{e.message} Built again without tools, the request does "
+                                  f"not fit: {budget}", details=e.details) from e
+
+    def _shrink(self, e: ContextOverflow) -> str:
         """Rebuild within the provider's stated limit (remembered for the model), else three
-        quarters of the window assumed; raises when nothing shorter can be built."""
+        quarters of the window assumed, and say what was made smaller: the conversation, or
+        only the room kept for the answer (`max_tokens`, which counts against the limit too).
+        Raises when nothing smaller can be built."""
         window = e.limit or int(self.built.report.window * 0.75)
         calibration = self.engine.context.calibration
         if e.limit and calibration is not None:
@@ -283,16 +302,25 @@ class Exchange:
         except BudgetError as budget:
             raise ContextOverflow(
                 f"The provider accepts {window:,} tokens for {self.settings.model}, and even "
-                f"the system prompt with your latest message needs {budget.needed:,}. Shorten "
-                "the message, or choose a model with a larger window in Settings (where a "
-                "remembered limit can also be reset).", details=e.details, limit=e.limit
-            ) from e
-        if smaller.report.used >= self.built.report.used:
+                f"the smallest request needs {budget.needed:,} ({budget.what}). "
+                f"{budget.advice} (Settings is also where a remembered limit can be reset.)",
+                details=e.details, limit=e.limit) from e
+        room, less_room = self._room(self.built), self._room(smaller)
+        if smaller.report.used + less_room >= self.built.report.used + room:
             raise ContextOverflow(
                 f"{e.message} Rebuilding with a smaller budget did not make the request any "
                 "shorter, so it was not sent again.", details=e.details, limit=e.limit) from e
+        shorter = smaller.report.used < self.built.report.used
         self._use(smaller)
-        return window
+        if shorter:
+            return (f"The request was too long for the model (limit {window:,} tokens); "
+                    "rebuilt it smaller.")
+        return (f"The request with room for a {room:,}-token answer was over the model's limit "
+                f"({window:,} tokens); sent again with room for {less_room:,}.")
+
+    def _room(self, built: BuiltRequest) -> int:
+        """What the answer may use of `built` (its `max_tokens`)."""
+        return built.report.reserved_output or self.settings.max_output_tokens
 
     def _flush(self) -> None:
         self.engine.writer.write_partial(self.conv_id, {
@@ -328,13 +356,14 @@ class Exchange:
             duration_ms=self.elapsed_ms(), status="ok", continues=self.continues))
 
 
-async def settled(copies: RequestCopies) -> list[str]:
-    """`copies` written, and what to tell the user of them; a Stop meanwhile leaves them to
-    finish on their thread (the entry they belong to is already saved)."""
+async def settled(copies: RequestCopies) -> tuple[list[str], bool]:
+    """`copies` written, what to tell the user of them, and whether a Stop came meanwhile: it
+    leaves them to finish on their thread (the entry they belong to is already saved), and
+    the caller ends the turn as stopped, never as answered."""
     try:
-        return await copies.settle()
+        return await copies.settle(), False
     except asyncio.CancelledError:
-        return []
+        return [], True
 
 
 def _what(entry: ConversationMessage) -> str:

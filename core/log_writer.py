@@ -164,6 +164,9 @@ class LogWriter:
         text = state.get("text")
         if isinstance(text, str):
             state = {**state, "text": redact(text, self.secrets())}
+        tags = self._request_tags.get(conv_id)
+        if state.get("mode") == "run" and tags is not None:  # recovered, it stays with its step
+            state = {**state, **tags}
         try:
             self.store.write_partial(conv_id, state)
         except (OSError, StoreError) as e:
@@ -181,7 +184,7 @@ class LogWriter:
                 try:
                     self.store.write_partial(conv_id, {
                         "text": m.text(), "model": m.model, "mode": m.mode,
-                        "continues": m.continues})
+                        "continues": m.continues, "run_id": m.run_id, "step_id": m.step_id})
                 except (OSError, StoreError):
                     pass
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_WINDOW = 8192  # for models litellm does not know: small on purpose, and said so
@@ -10,16 +11,33 @@ MIN_SAFETY = 128
 
 
 class BudgetError(ValueError):
-    """Even the minimum (system prefix and the latest user message) does not fit."""
+    """Even the minimum (system prefix and the latest user message) does not fit. `parts`:
+    what that minimum is made of, (what, tokens, what to do about it), so the message names
+    what does not fit (a long AGENTS.md, a workflow's directive) rather than blaming the
+    message."""
 
-    def __init__(self, needed: int, usable: int) -> None:
-        super().__init__(
-            f"This request needs at least {needed:,} tokens (the system prompt and your latest "
-            f"message), but only {usable:,} are available for input. Shorten the message or "
-            "choose a model with a larger context window."
-        )
+    def __init__(self, needed: int, usable: int,
+                 parts: Sequence[tuple[str, int, str]] = ()) -> None:
         self.needed = needed
         self.usable = usable
+        self.parts = [p for p in parts if p[1] > 0]
+        super().__init__(
+            f"This request needs at least {needed:,} tokens ({self.what}), but only "
+            f"{usable:,} are available for input. {self.advice}")
+
+    @property
+    def what(self) -> str:
+        """The minimum's parts with their tokens, largest first."""
+        if not self.parts:
+            return "the system prompt and your latest message"
+        return "; ".join(f"{what} {tokens:,}" for what, tokens, _ in
+                         sorted(self.parts, key=lambda p: -p[1]))
+
+    @property
+    def advice(self) -> str:
+        """What to do: shorten the largest part, or a larger window."""
+        do = max(self.parts, key=lambda p: p[1])[2] if self.parts else "Shorten the message"
+        return f"{do}, or choose a model with a larger context window."
 
 
 @dataclass(frozen=True)

@@ -117,13 +117,37 @@ def build_request(
         without = counter.openai_message(
             {"role": "system", "content": composer.compose(mode, run_context, persona)})
         report.totals["instructions"] = max(0, system_tokens - without)
-    for stage in (CANDIDATES, *(stages or ()), *PIPELINE):
-        stage.run(draft)
+    try:
+        for stage in (CANDIDATES, *(stages or ()), *PIPELINE):
+            stage.run(draft)
+    except BudgetError as e:
+        directive = 0 if run_context is None else system_tokens - counter.openai_message(
+            {"role": "system", "content": composer.compose(
+                mode, None, persona, instructions.text if instructions else None)})
+        raise BudgetError(e.needed, e.usable, minimum_parts(
+            e.needed - draft.prefix_tokens, system_tokens, tools_tokens, directive,
+            report.totals.get("instructions", 0), instructions)) from None
     if keep_view:
         draft.cache.view = draft.view
     _account(draft, system_tokens, tools_tokens)
     report.elapsed_ms = ms_since(started)
     return BuiltRequest([system_msg, *draft.messages], tools, report)
+
+
+def minimum_parts(message: int, system: int, tools: int, directive: int, instructions: int,
+                  source: Instructions | None) -> list[tuple[str, int, str]]:
+    """What the smallest request is made of, each part with what shortens it."""
+    parts = [("your latest message", message, "Shorten the message"),
+             ("the tool definitions", tools, "Offer fewer tools (an agent with fewer, or MCP "
+                                             "servers switched off)"),
+             ("the workflow's directive", directive,
+              "Shorten the workflow (its goal, steps and briefs)"),
+             ("the rest of the system prompt", system - directive - instructions,
+              "Shorten the system prompt (an agent's instructions)")]
+    if source is not None:
+        parts.append((f"the project's instructions in {source.name}", instructions,
+                      f"Shorten {source.name}"))
+    return parts
 
 
 _SCHEMA_TOKENS: dict[tuple[str, str], int] = {}  # (encoding, a tool's schema) -> its tokens

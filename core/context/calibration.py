@@ -21,10 +21,16 @@ MIN_TOKENS = 50  # tiny requests say little about the ratio
 
 
 class Calibration:
+    """The figures in memory behind `_lock`, held only while they are read or changed; the
+    file written after, in order, behind `_writing` (an fsync on a busy disk takes a while,
+    and every build, the meter's on the window's thread, reads the figures)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
         self._data: dict[str, dict[str, float]] | None = None
+        self._unwritten: dict[str, dict[str, float]] | None = None  # the newest, to write
 
     def _load(self) -> dict[str, dict[str, float]]:
         if self._data is None:
@@ -63,7 +69,8 @@ class Calibration:
                     != (None, None) or probes:
                 for key in probes:  # and what its servers said: asked again
                     del data[key]
-                self._write(data)
+                self._changed(data)
+        self._flush()
 
     def refuses_tools(self, model: str) -> bool:
         """The model's server refused a request that offered tools (remembered, so every
@@ -75,13 +82,15 @@ class Calibration:
         with self._lock:
             data = self._load()
             data[f"no_tools:{model}"] = {"refused": 1.0}
-            self._write(data)
+            self._changed(data)
+        self._flush()
 
     def remember_window(self, model: str, tokens: int) -> None:
         with self._lock:
             data = self._load()
             data[f"window:{model}"] = {"tokens": tokens}
-            self._write(data)
+            self._changed(data)
+        self._flush()
 
     def probed(self, api_base: str, model: str) -> tuple[bool, int | None]:
         """What the server at `api_base` said of `model`'s window when last asked: (asked,
@@ -109,13 +118,15 @@ class Calibration:
             if tools_counted is not None:
                 entry["tools_counted"] = float(tools_counted)
             data[_probe_key(api_base, model)] = entry
-            self._write(data)
+            self._changed(data)
+        self._flush()
 
     def forget_probe(self, api_base: str, model: str) -> None:
         with self._lock:
             data = self._load()
             if data.pop(_probe_key(api_base, model), None) is not None:
-                self._write(data)
+                self._changed(data)
+        self._flush()
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
         """Fold one count the provider reported for a request of ours in; returns the factor.
@@ -134,8 +145,10 @@ class Calibration:
             else:
                 entry.update(factor=(1 - SMOOTHING) * float(entry["factor"]) + SMOOTHING * ratio,
                              samples=int(entry.get("samples", 0)) + 1)
-            self._save(data, model, entry)
-            return float(entry.get("factor", 1.0))
+            data[model] = entry
+            self._changed(data)
+        self._flush()
+        return float(entry.get("factor", 1.0))
 
     def observe_unreported(self, model: str) -> None:
         """An answer came with no usage from the provider (counted, to say why the figures
@@ -144,7 +157,9 @@ class Calibration:
             data = self._load()
             entry = dict(data.get(model) or {})
             entry["unreported"] = int(entry.get("unreported", 0)) + 1
-            self._save(data, model, entry)
+            data[model] = entry
+            self._changed(data)
+        self._flush()
 
     def basis(self, model: str) -> str:
         """What the figures shown for `model` rest on, in one line (the Inspector, the meter's
@@ -168,16 +183,22 @@ class Calibration:
                      "set aside")
         return line
 
-    def _save(self, data: dict[str, dict[str, float]], model: str,
-              entry: dict[str, float]) -> None:
-        data[model] = entry
-        self._write(data)
+    def _changed(self, data: dict[str, dict[str, float]]) -> None:
+        """(Under `_lock`.) The figures as they are now are the next to be written."""
+        self._unwritten = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
 
-    def _write(self, data: dict[str, dict[str, float]]) -> None:
-        try:
-            atomic_write_json(self.path, data)
-        except OSError:
-            pass  # calibration is a nicety: never fail a turn over it
+    def _flush(self) -> None:
+        """Write the newest figures, outside `_lock`; returns once they are on disk (a write
+        that a later change overtook finds them written already by the one before it)."""
+        with self._writing:
+            with self._lock:
+                data, self._unwritten = self._unwritten, None
+            if data is None:
+                return
+            try:
+                atomic_write_json(self.path, data)
+            except OSError:
+                pass  # calibration is a nicety: never fail a turn over it
 
 
 def _probe_key(api_base: str, model: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from core.last_turn import in_dialogue
 from core.model import ConversationMessage
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
 from core.store.fileio import atomic_write_json
@@ -50,9 +51,10 @@ class Cut:
 
 
 def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = True) -> Cut:
-    """The cut at `entry_id` (its line included; with `before`, excluded). With `results`, an
-    assistant entry's tool results that follow it are included with it (a call is never cut
-    from its result).
+    """The cut at `entry_id` (its line included; with `before`, excluded). With `results`, a
+    call is never cut from its result: a cut inside a batch (at the answer that made the
+    calls, at one of their results, or at a pin made while they ran) takes in all the
+    batch's results, or, with `before`, is moved to just before the answer that made them.
 
     Raises:
         NoSuchEntry: no line of the log has that id.
@@ -68,12 +70,10 @@ def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = Tru
                 at = mm.find(needle, _line_end(mm, at))  # a tool call's id, not an entry's
             if at < 0:
                 raise NoSuchEntry(f"the conversation has no entry {entry_id[:12]}…")
-            start = _line_start(mm, at)
-            if before:
-                return Cut(start, _last_id(mm, start))
-            end = _line_end(mm, at)
-            if results:
-                end = _with_results(mm, start, end)
+            end = _line_start(mm, at) if before else _line_end(mm, at)
+            batch = _batch_before(mm, end) if results else None
+            if batch is not None and (done := _with_results(mm, *batch)) > end:
+                end = batch[0] if before else done  # the batch goes on past the cut
             return Cut(end, _last_id(mm, end))
 
 
@@ -95,23 +95,40 @@ def _id_at(mm: mmap.mmap, at: int) -> str:
         return ""
 
 
-def _with_results(mm: mmap.mmap, start: int, end: int) -> int:
-    """`end` moved past the tool results that answer the calls of the line [start, end)."""
+def _entry(mm: mmap.mmap, start: int, end: int) -> ConversationMessage | None:
     try:
-        entry = ConversationMessage.model_validate_json(mm[start:end])
+        return ConversationMessage.model_validate_json(mm[start:end])
     except ValidationError:
-        return end
-    waiting = {c.id for c in entry.tool_calls or ()}
-    while waiting and end < len(mm):
-        nxt = _line_end(mm, end)
-        try:
-            m = ConversationMessage.model_validate_json(mm[end:nxt])
-        except ValidationError:
-            break
-        if m.role != "tool" or m.tool_call_id not in waiting:
-            break
-        waiting.discard(m.tool_call_id)
-        end = nxt
+        return None  # a line the log's reader skips too
+
+
+def _batch_before(mm: mmap.mmap, end: int) -> tuple[int, int] | None:
+    """The line [start, end) of the answer whose calls the dialogue before `end` ends in (its
+    results and remarks such as a pin may follow it before `end`), or None."""
+    while end > 0:
+        start = _line_start(mm, end - 1)
+        m = _entry(mm, start, end)
+        if m is not None and in_dialogue(m) and m.role != "tool":
+            return (start, end) if m.role == "assistant" and m.tool_calls else None
+        end = start
+    return None
+
+
+def _with_results(mm: mmap.mmap, start: int, end: int) -> int:
+    """`end` moved past the tool results that answer the calls of the line [start, end); the
+    remarks among them (a pin made while a command ran) are passed over, not stopped at."""
+    entry = _entry(mm, start, end)
+    waiting = {c.id for c in entry.tool_calls or ()} if entry is not None else set()
+    at = end
+    while waiting and at < len(mm):
+        nxt = _line_end(mm, at)
+        m = _entry(mm, at, nxt)
+        if m is not None and m.role == "tool" and m.tool_call_id in waiting:
+            waiting.discard(m.tool_call_id)
+            end = nxt
+        elif m is not None and in_dialogue(m):
+            break  # the dialogue went on: the calls left have no result
+        at = nxt
     return end
 
 
@@ -229,6 +246,35 @@ def origin_of(conv_id: str, meta: Branchy, cut: Cut, log_of: Callable[[str], Pat
         seen.add(conv_id)
         meta = parent
     return conv_id
+
+
+def answered_upstream(meta: Branchy, call_id: str, log_of: Callable[[str], Path],
+                      meta_of: Callable[[str], Branchy]) -> bool:
+    """Whether a conversation this one grew from (its parent, the parent's parent, …) holds
+    a result of the call `call_id`: the call ran there, and a cut left its result out."""
+    needle = b'"tool_call_id":"' + call_id.encode() + b'"'
+    seen: set[str] = set()
+    while meta.branch_of is not None and meta.branch_of not in seen:
+        seen.add(meta.branch_of)
+        try:
+            with open(log_of(meta.branch_of), "rb") as f:
+                if os.fstat(f.fileno()).st_size and _holds_result(f, needle, call_id):
+                    return True
+            meta = meta_of(meta.branch_of)
+        except (OSError, StoreError):
+            return False
+    return False
+
+
+def _holds_result(f: Any, needle: bytes, call_id: str) -> bool:
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        at = mm.find(needle)
+        while at >= 0:
+            m = _entry(mm, _line_start(mm, at), _line_end(mm, at))
+            if m is not None and m.role == "tool" and m.tool_call_id == call_id:
+                return True
+            at = mm.find(needle, _line_end(mm, at))
+    return False
 
 
 def fill_branch(src: Path, cut: Cut, extra: bytes, view: Path, meta: dict[str, Any],

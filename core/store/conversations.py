@@ -38,6 +38,7 @@ from core.model import (
 )
 from core.store.branches import (
     Cut,
+    answered_upstream,
     branch_title,
     carried_over,
     fill_branch,
@@ -345,7 +346,7 @@ class ConversationStore:
         entry = app_closed_entry(text)
         # The details are best effort (another version, or a hand, may have written them):
         # one that does not fit is left out; the text is what matters.
-        for key in ("model", "mode", "continues"):
+        for key in ("model", "mode", "continues", "run_id", "step_id"):
             value = state.get(key)
             if value in (None, ""):
                 continue
@@ -545,6 +546,16 @@ class ConversationStore:
                          partial(fill_branch, src, cut, extra, self._dir(conv_id) / VIEW_FILE,
                                  meta.model_dump(mode="json")), "fork")
             return meta
+
+    def ran_upstream(self, conv_id: str, call_id: str) -> bool:
+        """Whether a conversation `conv_id` grew from holds a result of the call `call_id`
+        (the call ran there; the branch was cut without its result)."""
+        try:
+            meta = self.meta(conv_id)
+        except StoreError:
+            return False
+        return answered_upstream(meta, call_id, lambda c: self._dir(c) / "messages.jsonl",
+                                 self.meta)
 
     def _branch_title(self, origin: str, parent: ConversationMeta) -> str:
         """"<the origin's title> (branch n)" (an untitled one's stays untitled)."""

@@ -270,6 +270,10 @@ def _read_text(path: Path, name: str) -> str:
     if not path.exists():
         raise ToolError(f"{name} does not exist.")
     data = read_regular(path, name, MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:  # only a prefix was read: writing it back would cut the file
+        raise ToolError(f"{name} is over {MAX_READ_BYTES // 2**20} MB, more than write_file and "
+                        "edit_file change; nothing was changed. run_shell can change it in "
+                        "place (sed -i, patch).")
     if is_binary(data[:SNIFF]):
         raise ToolError(f"{name} is {_kind(data[:SNIFF])}, not text; it cannot be edited.")
     try:
@@ -320,7 +324,7 @@ def unified_diff(root: Path, path: Path, old: str | None, new: str) -> str:
     large to compare are described in a sentence."""
     name = display(root, path)
     if len(new) + len(old or "") > MAX_DIFF_INPUT:
-        before = f"replaces {len((old or '').encode()):,} bytes" if old is not None \
+        before = f"replaces {len((old or '').encode()):,} bytes with" if old is not None \
             else "creates the file with"
         return (f"{name}: {before} {len(new.encode()):,} bytes ({new.count(chr(10)):,} lines); "
                 "too large to show as a diff.")

@@ -16,6 +16,7 @@ import pytest
 from core.attachments import AttachmentStore, attach_bytes, image_size
 from core.llm.tokens import TokenCounter, image_tokens
 from core.store.project import Project
+from core.store.requests import latest_request
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 
@@ -92,6 +93,27 @@ def test_an_image_for_a_model_without_vision_is_refused_before_sending(capsys, p
     code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shot.png")
     assert code != 0 and "does not take images" in err and "WORKBENCH_IMAGES=1" in err
     assert "nothing was sent" in err and not llm_server.requests
+
+
+def test_an_image_in_the_history_is_a_note_for_a_model_that_takes_none(
+        capsys, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_IMAGES", "1")
+    (project_dir / "shot.png").write_bytes(png(8, 8))
+    code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shot.png")
+    assert code == 0, err
+    conv = err.split()[1]
+    monkeypatch.setenv("WORKBENCH_IMAGES", "0")  # now a model that reads no images
+    llm_server.script(Answer("ok"))
+    code, _, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
+                       "--api-base", llm_server.url, "thanks")
+    assert code == 0, err
+    earlier = llm_server.requests[-1].body["messages"][1]["content"]
+    assert [p["type"] for p in earlier] == ["text", "text"]  # no image_url part
+    assert earlier[1]["text"] == ("[An image (shot.png) was here; it is not sent, as this "
+                                  "model does not take images.]")
+    kept = latest_request(project_dir / ".workbench" / "requests", conv)
+    assert kept is not None and any(note.startswith("images: each sent as a one-line note")
+                                    for note in kept[1]["report"]["normalize_notes"])
 
 
 @pytest.mark.parametrize(("name", "data", "why"), [

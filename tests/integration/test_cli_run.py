@@ -107,3 +107,21 @@ def test_a_broken_workflow_file_is_refused_before_anything_is_sent(
     (project_dir / ".workbench" / "workflows" / "broken.json").write_text("{oops")
     code, _, err = cli(capsys, "workflows", project_dir)
     assert code == 0 and "broken.json is not valid JSON: Expecting property name" in err
+
+
+def test_a_workflow_too_long_for_the_window_is_named_not_the_message(
+        capsys, project_dir: Path, tmp_path: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.llm.runtime import load_litellm
+
+    load_litellm()  # refused before any request: the import it starts must not outlive the test
+    steps = [{"id": f"s{n}", "title": f"Step {n}", "brief": f"check part {n} of the code",
+              "done_when": f"part {n} is checked"} for n in range(300)]
+    flow = tmp_path / "long.json"
+    flow.write_text(json.dumps({"name": "Long", "steps": steps}))
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "4000")
+    code, _, err = cli(capsys, "run", project_dir, "--new", "--workflow", flow,
+                       *model_args(llm_server))
+    assert code == 2 and not llm_server.requests
+    assert "the workflow's directive" in err and "Shorten the workflow" in err
+    assert "Shorten the message" not in err

@@ -316,3 +316,39 @@ def test_a_stated_limit_below_the_window_you_set_is_the_one_requests_are_built_f
     assert send(capsys, project_dir, llm_server, "more")[:2] == (0, "still fits\n")
     assert len(llm_server.requests) == 3  # built within the stated limit at once
     assert llm_server.requests[-1].body["max_tokens"] <= 6000 // 2
+
+
+def test_a_rebuild_without_tools_that_cannot_fit_is_a_context_error_not_our_bug(
+        project: Project, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from core.context.budget import BudgetError
+    from core.engine import TurnFinished, TurnOptions
+    from core.factory import build_engine
+    from core.settings import LLMSettings
+
+    engine = build_engine(project)
+    conv = project.conversations.create().id
+    llm_server.script(HttpError(400, "this model does not support tools",
+                                type="invalid_request_error"), Answer("never asked"))
+    real, builds = engine.context.build, []
+
+    def build(*args, **kwargs):  # the rebuild without tools finds no room (a rare window)
+        builds.append(1)
+        if len(builds) == 2:
+            raise BudgetError(10_000, 8_000)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine.context, "build", build)
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=256,
+                           auto_retries=0)
+
+    async def go() -> list:
+        return [e async for e in engine.send(conv, "hello", settings, TurnOptions(mode="agent"))]
+
+    done = asyncio.run(asyncio.wait_for(go(), 30))[-1]
+    assert isinstance(done, TurnFinished) and done.status == "error"
+    error = done.message.error
+    assert error is not None and error.type == "context_overflow"
+    assert "does not accept tools" in error.message and "needs at least 10,000" in error.message
+    assert "Something went wrong" not in error.message

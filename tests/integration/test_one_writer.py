@@ -84,6 +84,48 @@ def test_stop_while_the_answers_request_copy_is_written_keeps_the_answer(
     assert [(m.text(), m.kind) for m in answers] == [
         ("The whole answer, every word of it.", "message")]
     assert isinstance(events[-1], TurnFinished) and events[-1].message.id == answers[0].id
+    assert events[-1].status == "stopped"  # the Stop is not swallowed: never "Answered"
+
+
+def test_stop_while_a_runs_request_copy_is_written_ends_the_run_there(
+        project: Project, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    writing, release = threading.Event(), threading.Event()
+    real = request_copies.save_request
+
+    def slow_save(*args: Any, **kwargs: Any) -> Any:
+        writing.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(request_copies, "save_request", slow_save)
+    llm_server.script(Answer("Nothing to collect yet."), Answer("A second request."),
+                      Answer("A third."))
+    conv = project.conversations.create(title="run").id
+    driver = RunDriver(build_engine(project))
+    events: list[EngineEvent] = []
+
+    async def go() -> None:
+        async def run() -> None:
+            async for event in driver.start(conv, Workflow.model_validate(WORKFLOW),
+                                            settings(llm_server),
+                                            TurnOptions(mode="run", approve="always")):
+                events.append(event)
+
+        task = asyncio.create_task(run())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not task.done() and \
+                not any(m.role == "assistant" for m in log(project, conv)):
+            await asyncio.sleep(0.02)
+        assert writing.is_set() and not task.done()  # the answer is saved, its copy not yet
+        task.cancel()  # Stop
+        await asyncio.gather(task, return_exceptions=True)
+
+    try:
+        asyncio.run(go())
+    finally:
+        release.set()
+    assert len(llm_server.requests) == 1  # the run sent nothing after the Stop
+    assert [e.status for e in events if isinstance(e, TurnFinished)] == ["stopped"]
 
 
 @pytest.mark.parametrize("action", ["pin", "exclude"])

@@ -151,3 +151,18 @@ def test_a_changed_file_is_read_again_and_the_new_compaction_names_it(project_di
     assert "keep commits small" in changed.messages[0]["content"]
     assert changed.report.compaction == \
         "new compaction: the project instructions (AGENTS.md) changed"
+
+
+def test_an_agents_md_too_long_for_the_window_is_named_not_the_message(
+        capsys, project_dir, llm_server, monkeypatch) -> None:
+    from core.llm.runtime import load_litellm
+
+    load_litellm()  # refused before any request: the import it starts must not outlive the test
+    (project_dir / "AGENTS.md").write_text("Quote paths exactly, always. " * 1000,
+                                           encoding="utf-8")  # cut at MAX_CHARS: still 5k tokens
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "4000")
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
+                       llm_server.url, "hi2")
+    assert code != 0 and not llm_server.requests
+    assert "the project's instructions in AGENTS.md" in err and "Shorten AGENTS.md" in err
+    assert "Shorten the message" not in err

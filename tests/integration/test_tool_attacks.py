@@ -174,6 +174,19 @@ def test_a_file_that_is_not_utf8_is_never_silently_rewritten(root: Path) -> None
     assert (root / "notes.txt").read_bytes() == data
 
 
+def test_a_text_file_over_the_read_limit_is_never_cut_by_an_edit(root: Path) -> None:
+    from core.tools.files import MAX_READ_BYTES
+
+    row = b"00000001,some,csv,data,that,is,plain,ascii\n"
+    data = b"00000000,head\n" + row * (MAX_READ_BYTES // len(row) + 1000)  # 20 MB and more
+    (root / "big.csv").write_bytes(data)
+    edited, = run(root, ("edit_file", {"path": "big.csv", "old": "00000000,head",
+                                       "new": "00000000,HEAD"}))
+    assert edited.status == "error" and "over 20 MB" in edited.text()
+    assert "nothing was changed" in edited.text()
+    assert (root / "big.csv").read_bytes() == data
+
+
 def test_a_file_changed_while_the_approval_was_open_is_not_overwritten(root: Path) -> None:
     from core.questions import Question
     from core.tools.runner import ALLOW_ONCE

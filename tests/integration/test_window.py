@@ -164,6 +164,21 @@ def test_locked_project_opens_read_only_with_a_banner(qtbot, qloop, project_dir)
         holder.close()
 
 
+def test_opening_the_open_project_again_keeps_it_open_and_writable(qtbot, qloop, project_dir
+                                                                   ) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    project, conv = controller.project, controller.current_id
+    window.composer.set_text("a draft")
+    window.recent_menu.actions()[0].trigger()  # Open recent: the open project comes first
+    window.open_project_requested.emit(str(project_dir) + "/")  # File → Open, the same folder
+    assert controller.project is project and not project.read_only
+    assert controller.current_id == conv and window.composer.text() == "a draft"
+    assert not window.banner.isVisible() and "[read-only]" not in window.windowTitle()
+    assert window.conversations.new_button.isEnabled()
+    assert "is already open" in window.notice_label.text()
+    window.close()
+
+
 def test_empty_conversation_explains_how_to_connect_a_provider(qtbot, qloop, project_dir, monkeypatch) -> None:
     monkeypatch.delenv("WORKBENCH_MODEL")
     monkeypatch.delenv("WORKBENCH_API_BASE")

@@ -249,3 +249,43 @@ def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
     assert "with its attachments this message is about" in hint and "huge.txt alone" in hint
     assert window.composer.hint.isVisible() and not llm_server.requests
     assert window.composer.attachment_labels()  # nothing lost
+
+
+def test_edit_and_resend_keeps_attachments_as_chips_and_the_draft_where_it_was(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    monkeypatch.setenv("WORKBENCH_IMAGES", "1")
+    project_dir.mkdir()
+    (project_dir / "notes.md").write_text("- parse\n- test\n", encoding="utf-8")
+    (project_dir / "draft.txt").write_text("for later\n", encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    drop(window, project_dir / "notes.md")
+    image = QImage(64, 48, QImage.Format.Format_RGB32)
+    image.fill(QColor("#3366aa"))
+    data = QMimeData()
+    data.setImageData(image)
+    window.composer.editor.insertFromMimeData(data)
+    llm_server.script(Answer("Read both."), Answer("Read both again."))
+    type_and_send(qtbot, window, "Check these")
+    run_until(qloop, lambda: not controller.busy())
+    first = llm_server.requests[0].body["messages"][-1]["content"]
+    original = controller.current_id
+    # an unsent draft of the user's own, with a chip of its own
+    qtbot.keyClicks(window.composer.editor, "my own unrelated draft")
+    drop(window, project_dir / "draft.txt")
+    user = next(r.message for r in window.transcript_model.rows()
+                if r.message is not None and r.message.role == "user")
+    window.transcript.branch_action.emit(user.id, "edit")
+    assert window.composer.text() == "Check these"  # the typed text only, no fenced file
+    assert [a.split(" · ")[0] for a in window.composer.attachment_labels()] == [
+        "notes.md", "pasted image 1.png"]
+    window.composer.set_text("Check these again")
+    window.composer.send_button.click()
+    run_until(qloop, lambda: len(llm_server.requests) == 2 and not controller.busy())
+    again = llm_server.requests[1].body["messages"][-1]["content"]
+    assert again[0] == {"type": "text", "text": "Check these again"}
+    assert again[1:] == first[1:]  # the file as it was sent, and the image
+    assert controller.current_id != original
+    window.conversations.select(original)
+    assert window.composer.text() == "my own unrelated draft"  # not the text sent in the branch
+    assert [a.split(" · ")[0] for a in window.composer.attachment_labels()] == ["draft.txt"]
+    window.close()

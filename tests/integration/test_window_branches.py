@@ -127,6 +127,45 @@ def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot, qloop, project_d
     assert versions(window2) == {"another second": (2, 2)}
 
 
+def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(qtbot, qloop, project_dir,
+                                                                     llm_server) -> None:
+    from tests.integration.test_branch_batches import batch_session
+    from ui.transcript_model import RowKind
+
+    conv, _ = batch_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    assert controller.current_id == conv
+    card = next(r for r in window.transcript_model.rows()
+                if r.kind is RowKind.TOOL and r.call is not None and r.call.id == "c1")
+    window.transcript.branch_action.emit(card.result.id, "fork")  # what the card's menu emits
+    assert controller.current_id != conv
+    llm_server.script(Answer("Nothing is left."))
+    type_and_send(qtbot, window, "what is left in build/?")
+    run_until(qloop, lambda: len(llm_server.requests) == 1 and not controller.busy())
+    sent = {m.get("tool_call_id"): m["content"] for m in llm_server.requests[0].body["messages"]
+            if m["role"] == "tool"}
+    assert sent == {"c1": "[exit code 0]\nout.o", "c2": "[exit code 0]\n(no output)"}
+    window.close()
+
+
+def test_regenerate_in_chat_mode_after_tool_calls_keeps_the_calls_and_results(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    from tests.integration.test_branch_batches import batch_session
+
+    conv, msgs = batch_session(project_dir)
+    window, controller = open_window(qtbot, project_dir)
+    assert controller.current_id == conv
+    llm_server.script(Answer("build/ is gone."))
+    window.transcript.branch_action.emit(msgs[-1].id, "regenerate:chat")
+    run_until(qloop, lambda: len(llm_server.requests) == 1 and not controller.busy())
+    sent = llm_server.requests[0].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["content"] for m in sent[3:]] == ["[exit code 0]\nout.o",
+                                                "[exit code 0]\n(no output)"]
+    assert controller.mode() == "chat" and texts(window)[-1] == "build/ is gone."
+    window.close()
+
+
 def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot, qloop, project_dir,
                                                                 llm_server) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore

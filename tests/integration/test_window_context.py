@@ -148,3 +148,24 @@ def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_d
     qtbot.waitUntil(lambda: "tokens" in meter.text(), timeout=5000)
     assert meter.state == "normal"
     assert "a message sent now leaves as soon as it is in" in window.state_label.text()
+
+
+def test_an_overflow_caused_by_the_answers_room_is_sent_again_with_less_room(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    from tests.helpers.fake_llm import HttpError
+
+    monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")
+    monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "4096")
+    window, controller = open_window(qtbot, project_dir)
+    # A local server with a small n_ctx: the short conversation fits, the answer's room not.
+    llm_server.script(HttpError(400, "This model's maximum context length is 5000 tokens. "
+                                     "Please reduce the length of the messages.",
+                                code="context_length_exceeded", type="invalid_request_error"),
+                      Answer("It fits now."))
+    type_and_send(qtbot, window, "hi")
+    run_until(qloop, lambda: len(llm_server.requests) == 2 and not controller.busy())
+    first, second = (r.body for r in llm_server.requests)
+    assert first["messages"] == second["messages"]  # the conversation was not what overflowed
+    assert first["max_tokens"] == 4096 and second["max_tokens"] == 2500  # half the limit
+    assert [r.text for r in window.transcript_model.rows()] == ["hi", "It fits now."]
+    window.close()
