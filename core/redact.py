@@ -8,8 +8,11 @@ only a hint of which key it was.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 MARK = "[redacted]"
 # Environment variables whose values are secrets: never passed to a command the model wrote,
@@ -28,7 +31,7 @@ _PATTERNS = [
     r"(?<=[Bb]earer )[A-Za-z0-9._~+/\-]{12,}=*",  # Authorization: Bearer <token>
     r"(?<=[Aa][Pp][Ii][-_][Kk][Ee][Yy]=)[A-Za-z0-9._\-]{12,}",  # api_key=... in a URL or dump
     # whatever a provider echoes back as "the key"
-    r"(?<=(?<![A-Za-z])[Kk]ey provided: )[^\s.,;]{6,}",
+    r"(?<=(?<![A-Za-z])[Kk]ey provided: )[^\s.,;\"'\\]{6,}",
 ]
 _KEYISH = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
 # A long hex or base64-ish token right after the word "key", "token" or "secret" (`x-api-key:
@@ -39,6 +42,36 @@ _AFTER_KEY = re.compile(
     r"(?=[A-Za-z0-9+/_\-.]*[0-9])(?=[A-Za-z0-9+/_\-.]*[A-Za-z])([A-Za-z0-9+/_\-.]{20,}=*)",
     re.IGNORECASE)
 MIN_SECRET = 6  # a "secret" shorter than this would redact ordinary words
+# A known key shorter than MIN_SECRET (an MCP server's `MCP_TOKEN=abc12`) is replaced where it
+# stands as a word of its own, never inside another word; shorter than this, it is a flag.
+MIN_KNOWN = 3
+_WORD = "A-Za-z0-9_"
+
+# The keys this process knows beyond its environment's (a keyring's key, an MCP server's `env`
+# and `headers` values): every `redact` replaces them, wherever the text is going.
+_known: set[str] = set()
+_known_lock = threading.Lock()
+
+
+def remember(values: Iterable[str | None]) -> None:
+    """Keys in use beyond the environment's: from now on, no text this process writes, sends
+    or prints holds them (values shorter than MIN_KNOWN are flags, not keys)."""
+    with _known_lock:
+        _known.update(v for v in values if v and len(v) >= MIN_KNOWN and v.strip() == v)
+
+
+def forget_all() -> None:
+    """Forget the keys `remember` was given (a test's keys, after the test)."""
+    with _known_lock:
+        _known.clear()
+
+
+def known() -> list[str]:
+    """Every key this process knows: the environment's secret-named values and those
+    remembered."""
+    with _known_lock:
+        extra = list(_known)
+    return [*environment_secrets(os.environ), *extra]
 
 
 # What every key shape above starts with or follows, lower-cased: text without any of them holds
@@ -49,10 +82,16 @@ _TRIGGERS = tuple(t.encode() for t in _TRIGGER_WORDS)
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with key-shaped strings and each of `secrets` replaced by a marker."""
-    for secret in secrets:
-        if secret and len(secret) >= MIN_SECRET and secret in text:
+    """`text` with key-shaped strings, each of `secrets` and each key this process knows
+    (`known`) replaced by a marker. The one redaction: whatever the app writes, sends or
+    prints goes through it."""
+    for secret in (*secrets, *known()):
+        if not secret or secret not in text:
+            continue
+        if len(secret) >= MIN_SECRET:
             text = text.replace(secret, MARK)
+        elif len(secret) >= MIN_KNOWN:
+            text = re.sub(f"(?<![{_WORD}]){re.escape(secret)}(?![{_WORD}])", MARK, text)
     folded = text.casefold()  # the patterns' case-blind letters too ("ſecret", the Kelvin K)
     if not any(t in folded for t in _TRIGGER_WORDS):
         return text
@@ -62,7 +101,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 def redact_bytes(data: bytes, secrets: Iterable[str | None] = ()) -> bytes:
     """`redact` for raw output (bytes that are not UTF-8 are kept as they were). Fast where
     there is nothing to redact, as in almost all of a long command's output."""
-    keys = [s.encode() for s in secrets if s and len(s) >= MIN_SECRET]
+    keys = [s.encode() for s in (*secrets, *known()) if s and len(s) >= MIN_KNOWN]
     lowered = data.lower()
     if not any(t in lowered for t in _TRIGGERS) and not any(k in data for k in keys):
         return data
@@ -73,12 +112,29 @@ def redact_bytes(data: bytes, secrets: Iterable[str | None] = ()) -> bytes:
 def find_secret(text: str, secrets: Iterable[str | None] = ()) -> str | None:
     """The first key-shaped string, or one of `secrets`, that `text` holds (what `redact`
     would replace), or None when it holds none."""
-    for secret in secrets:
-        if secret and len(secret) >= MIN_SECRET and secret in text:
+    for secret in (*secrets, *known()):
+        if not secret or secret not in text:
+            continue
+        if len(secret) >= MIN_SECRET or len(secret) >= MIN_KNOWN and re.search(
+                f"(?<![{_WORD}]){re.escape(secret)}(?![{_WORD}])", text):
             return secret
     text = text.replace(MARK, "")  # what was redacted already is no key
     found = _KEYISH.search(text) or _AFTER_KEY.search(text)
     return None if found is None else found.group(0)
+
+
+def redact_value(value: Any) -> Any:
+    """`value` (what JSON holds: dicts, lists, strings, numbers) with every string redacted;
+    itself when nothing in it changed."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        out = {k: redact_value(v) for k, v in value.items()}
+        return value if all(out[k] is value[k] for k in value) else out
+    if isinstance(value, list | tuple):
+        items = [redact_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
@@ -91,3 +147,46 @@ def environment_secrets(env: Mapping[str, str]) -> set[str]:
     return {v for k, v in env.items()
             if SECRET_NAME.search(k) and len(v) >= MIN_ENV_SECRET and not any(
                 c.isspace() for c in v)}
+
+
+HELD_WORDS = 4  # "Incorrect API key provided: sk-…": a key's context is a few words before it
+HELD_MAX = 4096  # a longer run without a space is printed but for its last token
+
+
+class StreamRedactor:
+    """Text printed as it arrives (an answer streamed to the terminal) without a key, even one
+    split across two pieces: what could still be part of a key (the last few words, and as
+    many characters as the longest key known) is held back until more comes, or `end`."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """What of everything fed so far can be printed now, redacted."""
+        held = self._held + text
+        cut = _safe_cut(held)
+        self._held = held[cut:]
+        return redact(held[:cut]) if cut else ""
+
+    def end(self) -> str:
+        """The rest, redacted (the stream ended)."""
+        held, self._held = self._held, ""
+        return redact(held) if held else ""
+
+
+_SPACE_RUN = re.compile(r"\s+")
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-.+/=*~]")
+
+
+def _safe_cut(text: str) -> int:
+    """Where `text` may be cut so that no key (nor a key's context, "Bearer ") spans the cut."""
+    starts = [m.start() for m in _SPACE_RUN.finditer(text)]
+    cut = starts[-HELD_WORDS] if len(starts) >= HELD_WORDS else 0
+    if cut == 0 and len(text) > HELD_MAX:  # one long run: cut near its end
+        cut = len(text) - HELD_MAX // 4
+    longest = max((len(s) for s in known()), default=0)  # one with a space in it, too
+    cut = max(0, min(cut, len(text) - longest))
+    while 0 < cut < len(text) and _TOKEN_CHAR.match(text[cut - 1]) and \
+            _TOKEN_CHAR.match(text[cut]):  # never inside a token
+        cut -= 1
+    return cut

@@ -64,6 +64,15 @@ def _no_secret_in(what: str, text: str) -> None:
     assert found is None, f"a key reached {what}: {found[:12]}…"
 
 
+@pytest.fixture(autouse=True)
+def forget_remembered_keys() -> Iterator[None]:
+    """Keys a test made known (an MCP server's `env`) are redacted in that test only."""
+    yield
+    from core.redact import forget_all
+
+    forget_all()
+
+
 @pytest.fixture
 def llm_server() -> Iterator[FakeLLMServer]:
     """The loopback server; after the test, no request body it received held a key."""
