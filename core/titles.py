@@ -94,7 +94,7 @@ async def write_title(store: ConversationStore, client: LLMClient, conv_id: str,
     if title is None:
         title, by = opening_title(typed(asked)), "opening"
     if title and store.set_title_if_untitled(conv_id, title, by):
-        yield TitleWritten(conv_id, title, by)
+        yield TitleWritten(conv_id, store.meta(conv_id).title, by)  # as stored: no key
 
 
 async def _ask(client: LLMClient, settings: LLMSettings, asked: str, answer: str) -> str | None:
