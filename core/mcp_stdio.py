@@ -76,12 +76,13 @@ async def stdio_streams(launch: Launch, log: Path | None, said: Said,
         try:
             yield from_server, to_server
         finally:
-            await _end(process)
-            with anyio.move_on_after(STDERR_DRAIN):
-                await logged.wait()
-            tg.cancel_scope.cancel()
-            for stream in (from_server, to_server, to_session, from_session):
-                await stream.aclose()
+            with anyio.CancelScope(shield=True):  # a cancelled start still ends its process
+                await _end(process)
+                with anyio.move_on_after(STDERR_DRAIN):
+                    await logged.wait()
+                tg.cancel_scope.cancel()
+                for stream in (from_server, to_server, to_session, from_session):
+                    await stream.aclose()
 
 
 async def _read_messages(process: anyio.abc.Process, to_session: MemoryObjectSendStream[Any],
@@ -137,7 +138,15 @@ async def _copy_stderr(process: anyio.abc.Process, log: Path | None, logged: any
     """The server's stderr, redacted line by line, to `log` (no log: our stderr)."""
     assert process.stderr is not None
     rest = b""
-    out = open(log, "ab") if log is not None else sys.stderr.buffer  # noqa: SIM115
+    out = open(log, "ab") if log is not None else None  # noqa: SIM115
+
+    def write(data: bytes) -> None:
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:
+            sys.stderr.write(data.decode("utf-8", "replace"))
+
     try:
         async for chunk in process.stderr:
             lines = (rest + chunk).split(b"\n")
@@ -146,14 +155,13 @@ async def _copy_stderr(process: anyio.abc.Process, log: Path | None, logged: any
                 lines.append(rest)
                 rest = b""
             if lines:
-                out.write(b"".join(redact_bytes(line) + b"\n" for line in lines))
-                out.flush()
+                write(b"".join(redact_bytes(line) + b"\n" for line in lines))
         if rest:
-            out.write(redact_bytes(rest) + b"\n")
+            write(redact_bytes(rest) + b"\n")
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         pass
     finally:
-        if log is not None:
+        if out is not None:
             out.close()
         logged.set()
 
