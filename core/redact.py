@@ -149,14 +149,14 @@ def environment_secrets(env: Mapping[str, str]) -> set[str]:
                 c.isspace() for c in v)}
 
 
-HELD_WORDS = 4  # "Incorrect API key provided: sk-…": a key's context is a few words before it
-HELD_MAX = 4096  # a longer run without a space is printed but for its last token
+HELD_MAX = 4096  # a longer run without a space is printed but for its end
 
 
 class StreamRedactor:
     """Text printed as it arrives (an answer streamed to the terminal) without a key, even one
-    split across two pieces: what could still be part of a key (the last few words, and as
-    many characters as the longest key known) is held back until more comes, or `end`."""
+    split across two pieces: what could still be part of a key (the last word, with the words
+    that could make it one: "Bearer", "key provided:"; as many characters as the longest key
+    known) is held back until more comes, or `end`."""
 
     def __init__(self) -> None:
         self._held = ""
@@ -175,18 +175,39 @@ class StreamRedactor:
 
 
 _SPACE_RUN = re.compile(r"\s+")
-_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-.+/=*~]")
+_BREAK = re.compile(r"[^A-Za-z0-9_\-.+/=*~]")  # a character no key shape holds
+# a word after which a key may follow (its context, for the patterns above)
+_CONTEXT = re.compile(r"(?:key|token|secret|bearer|provided)\W*\Z", re.IGNORECASE)
 
 
 def _safe_cut(text: str) -> int:
-    """Where `text` may be cut so that no key (nor a key's context, "Bearer ") spans the cut."""
-    starts = [m.start() for m in _SPACE_RUN.finditer(text)]
-    cut = starts[-HELD_WORDS] if len(starts) >= HELD_WORDS else 0
-    if cut == 0 and len(text) > HELD_MAX:  # one long run: cut near its end
-        cut = len(text) - HELD_MAX // 4
-    longest = max((len(s) for s in known()), default=0)  # one with a space in it, too
-    cut = max(0, min(cut, len(text) - longest))
-    while 0 < cut < len(text) and _TOKEN_CHAR.match(text[cut - 1]) and \
-            _TOKEN_CHAR.match(text[cut]):  # never inside a token
-        cut -= 1
-    return cut
+    """Where `text` may be cut so that what is before redacts as it would in the whole: at a
+    space before the last word, not right after a word a key may follow ("Bearer"), and not
+    within the longest known key's length of the end (a key with a space in it)."""
+    keys = known()
+    limit = len(text) - max((len(k) for k in keys), default=0)
+    spaced = [(i, i + len(k)) for k in keys if _SPACE_RUN.search(k)
+              for i in _occurrences(text, k)]  # a key with a space in it: never cut within
+    for m in reversed(list(_SPACE_RUN.finditer(text, 0, max(0, limit)))):
+        p = m.start()
+        if p > 0 and not _CONTEXT.search(text, max(0, p - 40), p) and \
+                not any(a < p < b for a, b in spaced):
+            return p
+    if len(text) <= HELD_MAX:
+        return 0
+    # one long run without a usable space: cut after a character no key holds
+    end = max(0, min(limit, len(text) - HELD_MAX // 4))
+    for m in reversed(list(_BREAK.finditer(text, 0, end))):
+        p = m.end()
+        if not _CONTEXT.search(text, max(0, p - 40), p) and \
+                not any(a < p < b for a, b in spaced):
+            return p
+    return end
+
+
+def _occurrences(text: str, key: str) -> list[int]:
+    found, at = [], text.find(key)
+    while at >= 0:
+        found.append(at)
+        at = text.find(key, at + 1)
+    return found
