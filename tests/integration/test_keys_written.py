@@ -130,6 +130,22 @@ def test_agents_md_an_import_titles_an_export_and_the_list_hold_no_key(
     assert_no_key(project, isolated_env, llm_server, *printed, listed)
 
 
+def test_an_agents_instructions_are_sent_without_a_key(capsys, project, llm_server, keys,
+                                                       isolated_env) -> None:
+    agents = project / ".workbench" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "deployer.json").write_text(json.dumps(
+        {"name": "Deployer", "instructions": f"Deploy with the token {IN_USE}."}))
+    llm_server.script(Answer("ok"))
+    code, out, err = send(capsys, project, llm_server, "--new", "--mode", "agent",
+                          "--agent", "Deployer")
+    assert code == 0, err
+    system = str(llm_server.requests[0].body["messages"][0]["content"])
+    assert "Deploy with the token [redacted]." in system
+    (agents / "deployer.json").unlink()  # the user's own file: only what the app wrote
+    assert_no_key(project, isolated_env, llm_server, out, err)
+
+
 def test_the_streamed_answer_is_printed_without_a_key_split_across_two_pieces(
         capsys, project, llm_server, keys, isolated_env) -> None:
     pieces = ["The key is sk-proj-Q7f3L", "m9Xa2Vd8Kp4Rt6Wz1Bc5Ng0 and the token Zq8ms9Lk2",
