@@ -85,7 +85,11 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with key-shaped strings, each of `secrets` and each key this process knows
     (`known`) replaced by a marker. The one redaction: whatever the app writes, sends or
     prints goes through it."""
-    for secret in (*secrets, *known()):
+    return _redact(text, [*secrets, *known()])
+
+
+def _redact(text: str, keys: list[str | None]) -> str:
+    for secret in keys:
         if not secret or secret not in text:
             continue
         if len(secret) >= MIN_SECRET:
@@ -95,7 +99,8 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     folded = text.casefold()  # the patterns' case-blind letters too ("ſecret", the Kelvin K)
     if not any(t in folded for t in _TRIGGER_WORDS):
         return text
-    return _AFTER_KEY.sub(lambda m: m.group(1) + MARK, _KEYISH.sub(MARK, text))
+    clean = _AFTER_KEY.sub(lambda m: m.group(1) + MARK, _KEYISH.sub(MARK, text))
+    return text if clean == text else clean
 
 
 def redact_bytes(data: bytes, secrets: Iterable[str | None] = ()) -> bytes:
@@ -126,13 +131,17 @@ def find_secret(text: str, secrets: Iterable[str | None] = ()) -> str | None:
 def redact_value(value: Any) -> Any:
     """`value` (what JSON holds: dicts, lists, strings, numbers) with every string redacted;
     itself when nothing in it changed."""
+    return _redact_value(value, list(known()))
+
+
+def _redact_value(value: Any, keys: list[str | None]) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return _redact(value, keys)
     if isinstance(value, dict):
-        out = {k: redact_value(v) for k, v in value.items()}
+        out = {k: _redact_value(v, keys) for k, v in value.items()}
         return value if all(out[k] is value[k] for k in value) else out
     if isinstance(value, list | tuple):
-        items = [redact_value(v) for v in value]
+        items = [_redact_value(v, keys) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
 
