@@ -77,3 +77,11 @@ def test_a_long_run_without_spaces_is_cut_where_no_key_is(keys) -> None:
         shown = StreamRedactor()
         printed = shown.feed(text[:cut]) + shown.feed(text[cut:]) + shown.end()
         assert printed == whole, cut
+
+
+def test_a_key_given_to_the_keyring_is_known_even_where_no_keyring_works() -> None:
+    from core.settings import keyring_set
+
+    typed = "Wm3Qp8Zr5Tx2Lk9Vb4Ny"  # shaped like nothing
+    assert keyring_set("openai", typed) is False  # the tests' keyring: none works
+    assert redact(f"it said {typed}, failed") == f"it said {MARK}, failed"
