@@ -16,7 +16,10 @@ The `McpHub` starts the servers lazily (the first time an agent or run turn need
 in a task of the engine's loop that holds its connection; a server that cannot start, crashes,
 hangs or lists an unusable schema becomes a state in plain words, and a call to it a tool result
 the model reads. Tools are offered as `server__tool`, in a fixed order (servers by name, their
-tools by name), so the request's prefix stays the same from turn to turn. What each server
+tools by name), so the request's prefix stays the same from turn to turn. A server's name holds
+no `__` and does not end in `_` (core.mcp_text.name_problem), so no two servers offer one name.
+The values of its `env` and `headers` are keys (core.redact.remember): they are redacted from its
+tools' descriptions and results and from its stderr log, as from everything else. What each server
 listed is kept in `.workbench/mcp-tools.json`, so the meter and `workbench context` count the
 tools before a server is started. Commands of stdio servers run with the user's rights: they are
 not sandboxed by us.

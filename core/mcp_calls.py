@@ -82,9 +82,10 @@ class ToolCalls:
             return (f"The MCP server {server!r} is not configured; the tool {tool!r} did not "
                     "run.")
         if server in self._restarting or s.status in ("starting", "not started"):
-            why = f" ({s.error})" if s.error else ""
-            return (f"The MCP server {server!r} is restarting{why}; its tool {tool!r} did not "
-                    "run. Try it again in a moment.")
+            doing = f"restarting ({s.error})" if server in self._restarting and s.error else \
+                "restarting" if server in self._restarting else "starting"
+            return (f"The MCP server {server!r} is {doing}; its tool {tool!r} did not run. Try "
+                    "it again in a moment.")
         return (f"The MCP server {server!r} is stopped ({s.error or 'it failed'}); its tool "
                 f"{tool!r} did not run. Tell the user; Settings can restart it.")
 
