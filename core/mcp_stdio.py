@@ -102,7 +102,7 @@ async def _read_messages(process: anyio.abc.Process, to_session: MemoryObjectSen
                 buf += chunk
                 while (end := buf.find(b"\n", start)) >= 0:
                     line, start = bytes(buf[:end]), 0
-                    del buf[:end + 1]
+                    buf = buf[end + 1:]  # a new buffer: a long message's is freed at once
                     if not line.strip():
                         continue
                     try:
@@ -112,6 +112,7 @@ async def _read_messages(process: anyio.abc.Process, to_session: MemoryObjectSen
                         said.why = (f"it does not speak MCP (it wrote {shown!r} where a "
                                     "JSON-RPC message belongs)")
                         return
+                    del line  # parsed: its bytes are not kept while the session reads it
                     await to_session.send(SessionMessage(message))
                 if len(buf) > max_message:
                     said.why = (f"it sent a message larger than {max_message // 2**20} MB, the "
