@@ -43,7 +43,7 @@ from core.mcp_calls import ToolCalls
 from core.mcp_stdio import Launch, Said, stdio_streams
 from core.mcp_text import SEP as SEP  # its home is core.mcp_text
 from core.mcp_text import describe_error, name_problem, schema_problem
-from core.redact import MIN_SECRET, SECRET_NAME, redact, redact_value, remember
+from core.redact import SECRET_NAME, redact, redact_value, remember
 from core.store.fileio import atomic_write_json
 
 CONFIG_FILE = "mcp.json"
@@ -198,11 +198,12 @@ class McpHub(ToolCalls):
 
     def secrets(self) -> list[str]:
         """Values of the servers' `env` and `headers`, never written, sent or printed: every
-        header's and every secret-named variable's (`MCP_TOKEN`) whatever its length, the
-        other variables' from MIN_SECRET characters (shorter ones are flags: `DEBUG=1`)."""
+        header's and every secret-named variable's (`MCP_TOKEN`) whatever its length (from
+        core.redact.MIN_KNOWN), the other variables' from 8 characters (a shorter one is a flag
+        or a word, `DEBUG=1`, `NODE_ENV=test`, that would be redacted wherever it is said)."""
         return [v for s in self.servers.values() for k, v in
                 (*s.config.env.items(), *s.config.headers.items())
-                if k in s.config.headers or SECRET_NAME.search(k) or len(v) >= MIN_SECRET]
+                if k in s.config.headers or SECRET_NAME.search(k) or len(v) >= 8]
 
     def _cached(self, s: ServerState) -> list[McpToolInfo]:
         entry = self._cache.get(s.name)
