@@ -52,6 +52,7 @@ LOGS_DIR = "mcp-logs"
 START_TIMEOUT = 30.0  # a server that has not listed its tools by then has failed
 MAX_NAME = 64  # OpenAI's limit on a function's name
 
+_SECRET_HEADER = re.compile(r"auth|key|cookie", re.IGNORECASE)  # besides core.redact's names
 State = Literal["not started", "starting", "ready", "failed"]
 
 
@@ -197,13 +198,13 @@ class McpHub(ToolCalls):
         return _one_of_each(out)
 
     def secrets(self) -> list[str]:
-        """Values of the servers' `env` and `headers`, never written, sent or printed: every
-        header's and every secret-named variable's (`MCP_TOKEN`) whatever its length (from
-        core.redact.MIN_KNOWN), the other variables' from 8 characters (a shorter one is a flag
-        or a word, `DEBUG=1`, `NODE_ENV=test`, that would be redacted wherever it is said)."""
+        """Values of the servers' `env` and `headers`, never written, sent or printed: those
+        named like a secret (`MCP_TOKEN`, `Authorization`, `X-API-Key`) whatever their length
+        (from core.redact.MIN_KNOWN), the others from 8 characters (a shorter one is a flag or
+        a word, `DEBUG=1`, `NODE_ENV=test`, that would be redacted wherever it is said)."""
         return [v for s in self.servers.values() for k, v in
                 (*s.config.env.items(), *s.config.headers.items())
-                if k in s.config.headers or SECRET_NAME.search(k) or len(v) >= 8]
+                if SECRET_NAME.search(k) or _SECRET_HEADER.search(k) or len(v) >= 8]
 
     def _cached(self, s: ServerState) -> list[McpToolInfo]:
         entry = self._cache.get(s.name)

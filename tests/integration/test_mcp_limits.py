@@ -185,3 +185,16 @@ def test_a_restart_under_way_does_not_outlive_the_hubs_close(tmp_path: Path) -> 
     while _probe_processes() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _probe_processes() == []
+
+
+def test_a_servers_secrets_are_its_secret_named_values_of_any_length(tmp_path: Path) -> None:
+    from core.redact import redact
+
+    entry = {"command": "true", "env": {"MCP_TOKEN": "abc1", "NODE_ENV": "test",
+                                        "ROOT": "/some/long/path"}}
+    web = {"url": "http://127.0.0.1:9/mcp", "headers": {"X-API-Key": "k3y", "Accept": "*/*"}}
+    hub = McpHub({"a": ServerConfig.model_validate(entry),
+                  "w": ServerConfig.model_validate(web)}, [], tmp_path)
+    assert sorted(hub.secrets()) == ["/some/long/path", "abc1", "k3y"]
+    assert redact("token abc1, in /some/long/path, key k3y; a test of */*") == \
+        "token [redacted], in [redacted], key [redacted]; a test of */*"
