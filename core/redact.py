@@ -53,11 +53,17 @@ _known: set[str] = set()
 _known_lock = threading.Lock()
 
 
+# values a secret-named setting may have that are settings, not keys (`USE_TOKEN_CACHE=true`)
+_FLAGS = {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default"}
+
+
 def remember(values: Iterable[str | None]) -> None:
     """Keys in use beyond the environment's: from now on, no text this process writes, sends
-    or prints holds them (values shorter than MIN_KNOWN are flags, not keys)."""
+    or prints holds them (values shorter than MIN_KNOWN, numbers and words like "true" are
+    settings, not keys)."""
     with _known_lock:
-        _known.update(v for v in values if v and len(v) >= MIN_KNOWN and v.strip() == v)
+        _known.update(v for v in values if v and len(v) >= MIN_KNOWN and v.strip() == v
+                      and not v.isdigit() and v.casefold() not in _FLAGS)
 
 
 def forget_all() -> None:

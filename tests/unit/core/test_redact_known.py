@@ -85,3 +85,9 @@ def test_a_key_given_to_the_keyring_is_known_even_where_no_keyring_works() -> No
     typed = "Wm3Qp8Zr5Tx2Lk9Vb4Ny"  # shaped like nothing
     assert keyring_set("openai", typed) is False  # the tests' keyring: none works
     assert redact(f"it said {typed}, failed") == f"it said {MARK}, failed"
+
+
+def test_a_setting_is_not_taken_for_a_key() -> None:
+    remember(["true", "8080", "Off"])
+    assert redact("true: it listens on 8080, logging off") == \
+        "true: it listens on 8080, logging off"
