@@ -19,6 +19,7 @@ MARK = "[redacted]"
 # and never written anywhere if a tool's output (or anyone's text) quotes them.
 SECRET_NAME = re.compile(r"(API_KEY|APIKEY|SECRET|TOKEN|PASSWORD)", re.IGNORECASE)
 MIN_ENV_SECRET = 12  # shorter values of such variables are flags and names, not secrets
+_PLACE_NAME = re.compile(r"_(DIR|PATH|FILE|HOME)$", re.IGNORECASE)
 
 # Shapes of real provider keys and tokens. Deliberately specific: a redaction must not eat an
 # ordinary word of an error message.
@@ -158,10 +159,11 @@ def redact_optional(text: str | None, secrets: Iterable[str | None] = ()) -> str
 
 def environment_secrets(env: Mapping[str, str]) -> set[str]:
     """The values of the environment's secret-named variables (API keys, tokens, passwords)
-    that are long enough to be secrets rather than flags."""
+    that are long enough to be secrets rather than flags, and name no place (TIKTOKEN_CACHE_DIR
+    is a folder)."""
     return {v for k, v in env.items()
-            if SECRET_NAME.search(k) and len(v) >= MIN_ENV_SECRET and not any(
-                c.isspace() for c in v)}
+            if SECRET_NAME.search(k) and not _PLACE_NAME.search(k)
+            and len(v) >= MIN_ENV_SECRET and not any(c.isspace() for c in v)}
 
 
 HELD_MAX = 4096  # a longer run without a space is printed but for its end

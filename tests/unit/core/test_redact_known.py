@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.redact import MARK, StreamRedactor, redact, redact_value, remember
+from core.redact import MARK, StreamRedactor, known, redact, redact_value, remember
 from core.store.fileio import atomic_write_json, atomic_write_json_in_pieces, atomic_write_text
 
 SHAPED = "sk-proj-Q7f3Lm9Xa2Vd8Kp4Rt6Wz1Bc5Ng0"
@@ -63,7 +63,8 @@ def test_a_stream_is_printed_as_it_comes_but_for_its_last_words(keys) -> None:
     shown = StreamRedactor()
     words = [f"word{n} " for n in range(40)]
     printed = "".join(shown.feed(w) for w in words)
-    assert printed.startswith("word0 word1 ") and len(printed) > len("".join(words)) - 40
+    held = max([len(k) for k in known()] + [0]) + 40  # and as long as the longest key known
+    assert printed.startswith("word0 word1 ") and len(printed) > len("".join(words)) - held
     assert printed + shown.end() == "".join(words)
     long_run = "x" * 10_000  # no space at all: printed but for its end
     assert len(shown.feed(long_run)) > 5_000
@@ -91,3 +92,9 @@ def test_a_setting_is_not_taken_for_a_key() -> None:
     remember(["true", "8080", "Off"])
     assert redact("true: it listens on 8080, logging off") == \
         "true: it listens on 8080, logging off"
+
+
+def test_a_variable_naming_a_place_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/home/someone/.cache/tiktoken-files")
+    assert redact("cached in /home/someone/.cache/tiktoken-files") == \
+        "cached in /home/someone/.cache/tiktoken-files"
