@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.mcp_calls import CALL_TIMEOUT as CALL_TIMEOUT  # its home is core.mcp_calls
 from core.mcp_calls import ToolCalls
-from core.mcp_stdio import Launch, Said, stdio_streams
+from core.mcp_stdio import Launch, Said, quiet_sdk, stdio_streams
 from core.mcp_text import SEP as SEP  # its home is core.mcp_text
 from core.mcp_text import describe_error, name_problem, schema_problem
 from core.redact import SECRET_NAME, redact, redact_value, remember
@@ -295,6 +295,7 @@ class McpHub(ToolCalls):
 
     async def _connect(self, s: ServerState, stack: AsyncExitStack) -> tuple[Any, Any]:
         c = s.config
+        quiet_sdk()
         if c.url:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client

@@ -16,6 +16,7 @@ What went wrong is kept in `Said`, for the server's state and for the model.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -54,6 +55,12 @@ class Launch:
 
 
 Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]
+
+
+def quiet_sdk() -> None:
+    """The SDK's own log (its HTTP client's tracebacks for a server's bad message) is not
+    printed: what went wrong is the server's state, said in a sentence."""
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
 
 
 @asynccontextmanager
