@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from app.notices import Notices
+from core.redact import redact
 from core.settings import state_dir
 from core.store.errors import describe_os_error
 
@@ -74,15 +75,15 @@ def loop_handler(notices: Notices, log: Path | None = None
 
 def report(notices: Notices, path: Path, kind: type[BaseException], value: BaseException,
            tb: TracebackType | None) -> None:
-    """Log the traceback to `path` and say one sentence naming it."""
-    text = "".join(traceback.format_exception(kind, value, tb))
+    """Log the traceback to `path` and say one sentence naming it (neither holds a key)."""
+    text = redact("".join(traceback.format_exception(kind, value, tb)))
     if sys.stderr is not None:  # whoever started the app from a terminal sees it there too
         sys.stderr.write(text)
     try:
         _append(path, f"--- {datetime.now().astimezone().isoformat()}\n{text}\n")
     except OSError as e:
-        notices.error(f"Something went wrong ({kind.__name__}: {value}), and its details could "
-                      f"not be written to {path} ({describe_os_error(e)}).")
+        notices.error(f"Something went wrong ({kind.__name__}: {redact(str(value))}), and its "
+                      f"details could not be written to {path} ({describe_os_error(e)}).")
         return
     notices.error(f"Something went wrong ({kind.__name__}); the details are in {path}.")
 

@@ -27,6 +27,7 @@ from app.commands import (
     resolve_conversation,
 )
 from app.term import for_stream
+from core.redact import StreamRedactor, redact
 from core.store.project import Project
 
 if TYPE_CHECKING:
@@ -296,13 +297,18 @@ def print_turn(events: AsyncIterator[EngineEvent],
     async def run() -> int:
         nonlocal saved_ok, line_open
         status = "error"
+        shown = StreamRedactor()  # no key printed, even one split across two pieces
         async for event in events:
             if isinstance(event, StreamText):
-                sys.stdout.write(event.text)
+                sys.stdout.write(shown.feed(event.text))
                 sys.stdout.flush()
                 line_open = not event.text.endswith("\n")
-            elif isinstance(event, ToolStarted):
-                note(f"workbench: tool {event.name} {for_stream(event.key, sys.stderr)}")
+                continue
+            if held := shown.end():  # the answer's text paused (a call, the end): all of it
+                sys.stdout.write(held)
+                sys.stdout.flush()
+            if isinstance(event, ToolStarted):
+                note(f"workbench: tool {event.name} {for_stream(redact(event.key), sys.stderr)}")
             elif isinstance(event, EntryAppended) and event.message.role == "tool":
                 note(f"workbench:   {tool_outcome(event.message)}")
             elif isinstance(event, QuestionAsked):
@@ -333,6 +339,7 @@ def print_turn(events: AsyncIterator[EngineEvent],
                     print(f"workbench: {event.message.error.message}", file=sys.stderr)
             elif on_other is not None:
                 on_other(event, note)
+        sys.stdout.write(shown.end())
         if not saved_ok:
             return EXIT_FAIL
         if status == "stopped":  # on the command line, only Ctrl+C stops a turn

@@ -83,8 +83,10 @@ class ToolsFlow:
         for server in servers:
             groups[server] = []
         offered = set()
+        server_of = {i.name: i.server for i in hub.tools()} if hub is not None else {}
         for name, tokens in report.tools_offered:
-            server = name.split(SEP, 1)[0] if SEP in name else ""
+            server = server_of.get(name) or next(  # as listed; else by its server's prefix
+                (x for x in servers if name.startswith(f"{x}{SEP}")), "")
             groups[server if server in groups else OURS].append((name, tokens, True))
             offered.add(name)
         if hub is not None and report.mode != "chat":  # switched off: listed, to switch on

@@ -62,7 +62,7 @@ class TrustFlow(QObject):
     def review(self) -> None:
         """The question: exactly what would run and where requests would go."""
         project = self._project
-        if project is None or not project.trust.restricted:
+        if project is None or not project.review_trust().restricted:
             return
         self._withdraw()
         detail = (project.trust.report(project.root) + "\n\nUntil you trust them, none of "

@@ -370,7 +370,9 @@ class Engine:
                           self.context.counter(settings.model), options.approve,
                           setup.sandbox, network, options.mode, settings.tool_output_tokens,
                           setup.env, run,
-                          lambda entry: self.writer.remembered(conv_id, entry), self.writer.secrets)
+                          lambda entry: self.writer.remembered(conv_id, entry), self.writer.secrets,
+                          self.context.mcp.unavailable if self.context.mcp is not None else
+                          lambda _name: None)
 
     async def _run_tools(
         self, conv_id: str, calls: list[ToolCall], settings: LLMSettings, options: TurnOptions,

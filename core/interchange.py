@@ -1,6 +1,8 @@
 """Import and export of conversations: OpenAI `messages[]`, our JSONL log, and Markdown.
 
 Import validates the whole file before anything is written, so a bad file creates nothing.
+Neither holds a key: imported entries are redacted as the log writer redacts every entry
+(`core.log_writer.redact_entry`), and an export's text goes through `core.redact` too.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.json_text import document
+from core.log_writer import redact_entry
 from core.model import (
     ContentPart,
     ConversationMessage,
@@ -25,6 +28,7 @@ from core.model import (
     TextPart,
     app_closed_entry,
 )
+from core.redact import redact
 from core.store.log import encode_line
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
@@ -136,11 +140,11 @@ def read_import(path: Path, max_bytes: int = MAX_IMPORT_BYTES
     if path.suffix.lower() != ".jsonl":
         try:
             title, raw = read_import_file(path, max_bytes)
-            return title, _imported(parse_openai_messages(raw))
+            return title, _imported([redact_entry(m) for m in parse_openai_messages(raw)])
         except ImportProblem as e:
             if "Extra data" not in str(e):  # one JSON value per line is JSONL
                 raise
-    return path.stem, _imported(_read_jsonl(path, max_bytes))
+    return path.stem, _imported([redact_entry(m) for m in _read_jsonl(path, max_bytes)])
 
 
 def _imported(entries: list[ConversationMessage]) -> list[ConversationMessage]:
@@ -262,7 +266,7 @@ def export_openai(messages: Iterable[ConversationMessage], title: str | None = N
     if pending:
         out.append({"role": "assistant", "content": pending})
     body["messages"] = inline(out) if inline is not None else out
-    return document(body) + "\n"
+    return redact(document(body) + "\n")
 
 
 def export_jsonl(messages: Iterable[ConversationMessage], pending: str | None = None) -> str:
@@ -271,7 +275,7 @@ def export_jsonl(messages: Iterable[ConversationMessage], pending: str | None = 
     entries = list(messages)
     if pending is not None:
         entries.append(app_closed_entry(pending))
-    return "".join(encode_line(m).decode("utf-8") for m in entries)
+    return redact("".join(encode_line(m).decode("utf-8") for m in entries))
 
 
 def export_markdown(messages: Iterable[ConversationMessage], title: str | None = None,
@@ -305,7 +309,7 @@ def export_markdown(messages: Iterable[ConversationMessage], title: str | None =
                   "project is opened for writing.", ""]
         if pending:
             lines += [pending, ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return redact("\n".join(lines).rstrip() + "\n")
 
 
 def _markdown_body(m: ConversationMessage) -> list[str]:

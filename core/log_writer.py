@@ -19,15 +19,13 @@ what must happen to every append happens in one place:
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.approval_seal import ApprovalSeal
 from core.model import ContentPart, ConversationMessage, TextPart, ToolCall
-from core.redact import MARK, environment_secrets, redact
+from core.redact import MARK, known, redact, remember
 from core.runs.files import RunFiles
 from core.store.conversations import ConversationStore
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
@@ -78,13 +76,11 @@ class LogWriter:
         self._run_state = run_state
         self._run_files = RunFiles(state_dir) if state_dir is not None else None
         self._request_tags: dict[str, Tags] = {}
-        self._secrets = environment_secrets(os.environ)
-        self._secrets_lock = threading.Lock()
 
     def add_secrets(self, secrets: Iterable[str | None]) -> None:
-        """Keys in use beyond the environment's (one from the keyring, say): never written."""
-        with self._secrets_lock:
-            self._secrets |= {s for s in secrets if s}
+        """Keys in use beyond the environment's (one from the keyring, say): never written,
+        sent or printed (`core.redact.remember`)."""
+        remember(secrets)
 
     def remembered(self, conv_id: str, entry: ConversationMessage) -> bool:
         """`entry` remembers an allowance this app wrote (not one a file in the project
@@ -93,14 +89,11 @@ class LogWriter:
 
     def secrets(self) -> list[str]:
         """The keys in use (the environment's secret-named values, the requests' own)."""
-        with self._secrets_lock:
-            return list(self._secrets)
+        return known()
 
     def redacted(self, msg: ConversationMessage) -> ConversationMessage:
         """`msg` without secrets (itself when it has none)."""
-        with self._secrets_lock:
-            secrets = list(self._secrets)
-        return redact_entry(msg, secrets)
+        return redact_entry(msg)
 
     def expect(self, conv_id: str, tags: Tags | None) -> None:
         """The run and step the conversation's next request is built for (None: not a run's):
@@ -163,7 +156,7 @@ class LogWriter:
         (a full disk) is noted once in `notes` and never stops the answer."""
         text = state.get("text")
         if isinstance(text, str):
-            state = {**state, "text": redact(text, self.secrets())}
+            state = {**state, "text": redact(text)}
         tags = self._request_tags.get(conv_id)
         if state.get("mode") == "run" and tags is not None:  # recovered, it stays with its step
             state = {**state, **tags}
@@ -190,10 +183,11 @@ class LogWriter:
                 return
 
 
-def redact_entry(msg: ConversationMessage, secrets: Iterable[str]) -> ConversationMessage:
-    """`msg` with `secrets` and key-shaped strings replaced by a marker in everything it
-    says (its text, its text parts, its tool calls' arguments); itself when nothing changed.
-    A changed entry loses its cached token counts (they are counted again)."""
+def redact_entry(msg: ConversationMessage, secrets: Iterable[str] = ()) -> ConversationMessage:
+    """`msg` with the keys known (`core.redact.known`), `secrets` and key-shaped strings
+    replaced by a marker in everything it says (its text, its text parts, its tool calls'
+    arguments); itself when nothing changed. A changed entry loses its cached token counts
+    (they are counted again)."""
     secrets = list(secrets)
     update: dict[str, object] = {}
     if isinstance(msg.content, str):

@@ -17,7 +17,10 @@ The `McpHub` starts the servers lazily (the first time an agent or run turn need
 in a task of the engine's loop that holds its connection; a server that cannot start, crashes,
 hangs or lists an unusable schema becomes a state in plain words, and a call to it a tool result
 the model reads. Tools are offered as `server__tool`, in a fixed order (servers by name, their
-tools by name), so the request's prefix stays the same from turn to turn. What each server
+tools by name), so the request's prefix stays the same from turn to turn. A server's name holds
+no `__` and does not end in `_` (core.mcp_text.name_problem), so no two servers offer one name.
+The values of its `env` and `headers` are keys (core.redact.remember): they are redacted from its
+tools' descriptions and results and from its stderr log, as from everything else. What each server
 listed is kept in `.workbench/mcp-tools.json`, so the meter and `workbench context` count the
 tools before a server is started. Commands of stdio servers run with the user's rights: they are
 not sandboxed by us, and so a project's own servers start only once the user trusts the project
@@ -33,22 +36,26 @@ import re
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.mcp_calls import CALL_TIMEOUT as CALL_TIMEOUT  # its home is core.mcp_calls
+from core.mcp_calls import ToolCalls
+from core.mcp_stdio import Launch, Said, quiet_sdk, stdio_streams
+from core.mcp_text import SEP as SEP  # its home is core.mcp_text
+from core.mcp_text import describe_error, name_problem, schema_problem
+from core.redact import SECRET_NAME, redact, redact_value, remember
 from core.store.fileio import atomic_write_json
 
 CONFIG_FILE = "mcp.json"
 TOOLS_CACHE = "mcp-tools.json"
 LOGS_DIR = "mcp-logs"
-SEP = "__"
 START_TIMEOUT = 30.0  # a server that has not listed its tools by then has failed
-CALL_TIMEOUT = 120.0  # a call without an answer by then is answered "timed out"
 MAX_NAME = 64  # OpenAI's limit on a function's name
 
+_SECRET_HEADER = re.compile(r"auth|key|cookie", re.IGNORECASE)  # besides core.redact's names
 State = Literal["not started", "starting", "ready", "failed"]
 
 
@@ -138,9 +145,8 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
                 problems.append(f"MCP server {name!r} in {path} needs either a command or a "
                                 "url" + (", not both" if config.command else ""))
                 continue
-            if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
-                problems.append(f"MCP server {name!r} in {path}: a name is letters, digits, "
-                                "'-' or '_' (40 at most)")
+            if (bad := name_problem(name)) is not None:
+                problems.append(f"MCP server {name!r} in {path}: {bad}; it is not started")
                 continue
             servers[name] = config
     return dict(sorted(servers.items())), problems
@@ -189,31 +195,7 @@ def tool_name(server: str, tool: str) -> str:
     return name[:MAX_NAME]
 
 
-def _describe_error(e: BaseException) -> str:
-    """An exception as a sentence (an ExceptionGroup from the SDK's task groups: its first
-    real cause)."""
-    while isinstance(e, BaseExceptionGroup) and e.exceptions:
-        e = e.exceptions[0]
-    if isinstance(e, TimeoutError | asyncio.TimeoutError):
-        return "it did not answer in time"
-    if isinstance(e, FileNotFoundError):
-        return f"the command was not found ({e.filename or e})"
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:300]
-
-
-def _schema_problem(schema: Any) -> str | None:
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        return "its input schema is not a JSON object schema"
-    try:
-        from jsonschema import Draft202012Validator
-        Draft202012Validator.check_schema(schema)
-    except Exception as e:  # the validator's own error types
-        return f"its input schema is invalid ({str(e).splitlines()[0][:120]})"
-    return None
-
-
-class McpHub:
+class McpHub(ToolCalls):
     """The project's MCP servers: started together, once, on the engine's loop.
 
     Attributes:
@@ -233,6 +215,9 @@ class McpHub:
         self._restarts: set[asyncio.Future[None]] = set()  # restarts under way (kept alive)
         # The project's entries as the user trusted them (core.trust); None: not trusted.
         self.trusted: Mapping[str, Any] | None = None
+        self._said: dict[str, Said] = {}  # what each stdio server's transport found wrong
+        self._restarting: set[str] = set()  # servers a restart is under way for
+        remember(self.secrets())  # never written, sent or printed, from now on
 
     @classmethod
     def for_project(cls, root: Path, state: Path, config_dir: Path,
@@ -257,21 +242,27 @@ class McpHub:
                 out += s.tools
             elif s.status != "failed":
                 out += self._cached(s)
-        return out
+        return _one_of_each(out)
 
     def secrets(self) -> list[str]:
-        """Values of the servers' `env` and `headers`: never written to a log."""
-        return [v for s in self.servers.values()
-                for v in (*s.config.env.values(), *s.config.headers.values()) if len(v) >= 8]
+        """Values of the servers' `env` and `headers`, never written, sent or printed: those
+        named like a secret (`MCP_TOKEN`, `Authorization`, `X-API-Key`) whatever their length
+        (from core.redact.MIN_KNOWN), the others from 8 characters (a shorter one is a flag or
+        a word, `DEBUG=1`, `NODE_ENV=test`, that would be redacted wherever it is said)."""
+        return [v for s in self.servers.values() for k, v in
+                (*s.config.env.items(), *s.config.headers.items())
+                if SECRET_NAME.search(k) or _SECRET_HEADER.search(k) or len(v) >= 8]
 
     def _cached(self, s: ServerState) -> list[McpToolInfo]:
         entry = self._cache.get(s.name)
         if not isinstance(entry, dict) or entry.get("config") != s.config.fingerprint():
             return []
         try:
-            return [McpToolInfo(**t) for t in entry.get("tools", [])]
+            infos = [_redacted(McpToolInfo(**t)) for t in entry.get("tools", [])]
         except TypeError:
             return []
+        # what the file says is the server's own: its name, and tool names made from it
+        return [t for t in infos if t.server == s.name and t.name == tool_name(s.name, t.tool)]
 
     def _read_cache(self) -> dict[str, Any]:
         if self.state_dir is None:
@@ -351,6 +342,7 @@ class McpHub:
 
     async def _connect(self, s: ServerState, stack: AsyncExitStack) -> tuple[Any, Any]:
         c = s.config
+        quiet_sdk()
         if c.url:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -360,30 +352,25 @@ class McpHub:
             read, write, _ = await stack.enter_async_context(
                 streamable_http_client(c.url, http_client=client))
             return read, write
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+        launch = Launch(c.command or "", c.args, c.env or None,
+                        c.cwd or (str(self.cwd) if self.cwd else None))
+        said = self._said[s.name] = Said()
+        return await stack.enter_async_context(stdio_streams(launch, self._log(s), said))
 
-        log = self._log(s)
-        if self.state_dir is not None:
-            stack.callback(log.close)  # after the process is gone
-        params = StdioServerParameters(command=c.command or "", args=c.args, env=c.env or None,
-                                       cwd=c.cwd or (str(self.cwd) if self.cwd else None))
-        read, write = await stack.enter_async_context(stdio_client(params, errlog=log))
-        return read, write
-
-    def _log(self, s: ServerState) -> Any:
-        """Where a stdio server's stderr goes: `.workbench/mcp-logs/<name>.log` (the last lines
-        say why it failed)."""
-        import sys
-
+    def _log(self, s: ServerState) -> Path | None:
+        """Where a stdio server's stderr goes (redacted): `.workbench/mcp-logs/<name>.log`
+        (the last lines say why it failed); None: our stderr."""
         if self.state_dir is None:
-            return sys.stderr
+            return None
         folder = self.state_dir / LOGS_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        return open(folder / f"{s.name}.log", "a", encoding="utf-8")  # noqa: SIM115
+        return folder / f"{s.name}.log"
 
     def _why(self, s: ServerState, e: BaseException) -> str:
-        why = _describe_error(e)
+        said = self._said.get(s.name)
+        if said is not None and said.why:  # the transport's reason is the real one
+            return said.why
+        why = describe_error(e)
         if self.state_dir is not None and s.config.command:
             try:
                 lines = (self.state_dir / LOGS_DIR / f"{s.name}.log").read_text(
@@ -397,7 +384,7 @@ class McpHub:
     def _infos(self, s: ServerState, listed: list[Any]) -> tuple[list[McpToolInfo], list[str]]:
         out, skipped, seen = [], [], set()
         for t in sorted(listed, key=lambda t: t.name):
-            problem = _schema_problem(t.inputSchema)
+            problem = schema_problem(t.inputSchema)
             name = tool_name(s.name, t.name)
             if problem is None and name in seen:
                 problem = "its name repeats another's"
@@ -406,13 +393,15 @@ class McpHub:
                 continue
             seen.add(name)
             hints = getattr(t, "annotations", None)
-            out.append(McpToolInfo(s.name, t.name, name, (t.description or "").strip(),
-                                   dict(t.inputSchema),
-                                   bool(hints is not None and hints.readOnlyHint)))
+            out.append(_redacted(McpToolInfo(
+                s.name, t.name, name, (t.description or "").strip(), dict(t.inputSchema),
+                bool(hints is not None and hints.readOnlyHint))))
         return out, skipped
 
     async def close(self) -> None:
-        """Stop every server (their processes end); waits a little for each."""
+        """Stop every server (their processes end); waits a little for each. A restart under
+        way (a timed-out call's) is cancelled first: nothing outlives the close."""
+        await self._cancel_starts()
         for s in self.servers.values():
             if s.stop is not None:
                 s.stop.set()
@@ -427,6 +416,16 @@ class McpHub:
             s.task, s.stop = None, None
             s.status = "not started" if s.status != "failed" else s.status
         self._starting = None
+
+    async def _cancel_starts(self) -> None:
+        """Cancel the restarts under way and a start not yet begun, and wait for them."""
+        pending = [*self._restarts]
+        if self._starting is not None and not self._starting.done():
+            pending.append(self._starting)
+        for f in pending:
+            f.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=10)
 
     async def close_keeping_states(self) -> None:
         """Stop every server but keep what each was (ready with its tools, failed and why):
@@ -452,57 +451,22 @@ class McpHub:
         self._starting = None
         await self.start()
 
-    # --- calls -----------------------------------------------------------------------------------
-
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]
-                   ) -> tuple[str, bool]:
-        """Call a tool; returns (the text the model reads, whether it is an error). Never
-        raises for what the server does: a crash, a time-out or an error is said."""
-        s = self.servers.get(server)
-        timeout = (s.config.timeout if s is not None else None) or CALL_TIMEOUT
-        if s is None or s.status != "ready" or s.session is None:
-            why = s.line() if s is not None else "not configured"
-            return (f"The MCP server {server!r} is not available ({why}); the tool "
-                    f"{tool!r} did not run.", True)
-        try:
-            result = await s.session.call_tool(tool, arguments,
-                                               read_timeout_seconds=timedelta(seconds=timeout))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except BaseException as e:  # noqa: BLE001 - the server's failure, said
-            why = _describe_error(e)
-            if "timed out" in why.lower() or isinstance(e, TimeoutError):
-                # it may still be busy with the call (a server that handles one at a time is
-                # stuck): started again, so the next call finds it answering
-                s.status, s.error = "failed", f"it did not answer a call within {timeout:g} s"
-                restart = asyncio.ensure_future(self.restart(server))
-                self._restarts.add(restart)
-                restart.add_done_callback(self._restarts.discard)
-                return (f"The MCP server {server!r} did not answer {tool!r} within "
-                        f"{timeout:g} s; the call was given up and the server is being "
-                        "started again.", True)
-            s.status, s.error = "failed", f"it stopped during a call ({why})"
-            if s.stop is not None:
-                s.stop.set()
-            return (f"The MCP server {server!r} failed during the call to {tool!r} ({why}); "
-                    "it is stopped. Tell the user; Settings can restart it.", True)
-        return _result_text(result), bool(result.isError)
+def _redacted(info: McpToolInfo) -> McpToolInfo:
+    """`info` without a key in its description or schema (a server may quote its token
+    there): what is offered, kept in mcp-tools.json and shown."""
+    description, schema = redact(info.description), redact_value(info.schema)
+    if description == info.description and schema == info.schema:
+        return info
+    return McpToolInfo(info.server, info.tool, info.name, description, schema, info.read_only)
 
 
-def _result_text(result: Any) -> str:
-    """A call's content as the text the model reads (text as is; other kinds named)."""
-    parts = []
-    for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "image":
-            parts.append(f"[an image ({block.mimeType}) the tool returned; not shown here]")
-        elif kind == "resource":
-            inner = block.resource
-            parts.append(getattr(inner, "text", None) or f"[a resource: {inner.uri}]")
-        else:
-            parts.append(f"[{kind or 'content'} the tool returned]")
-    if not parts and result.structuredContent is not None:
-        parts.append(json.dumps(result.structuredContent, ensure_ascii=False, indent=1))
-    return "\n".join(parts) or "(no output)"
+def _one_of_each(tools: list[McpToolInfo]) -> list[McpToolInfo]:
+    """`tools` with a name offered once only: a second tool of one name (which server names
+    rule out: see core.mcp_text.name_problem) is left out, never offered twice."""
+    seen: set[str] = set()
+    out = []
+    for t in tools:
+        if t.name not in seen:
+            seen.add(t.name)
+            out.append(t)
+    return out

@@ -15,6 +15,7 @@ from typing import Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.redact import remember
 from core.store.fileio import atomic_write_json, read_json
 
 APP_NAME = "context-workbench"
@@ -386,15 +387,19 @@ def keyring_get(provider: str) -> str | None:
         from keyring.errors import KeyringError
 
         try:
-            return keyring.get_password(KEYRING_SERVICE, provider)
+            key = keyring.get_password(KEYRING_SERVICE, provider)
         except KeyringError:
             return None
+        remember([key])  # a key in use: never written, sent or printed
+        return key
     except Exception:  # any keyring backend failure means "no keyring here"
         return None
 
 
 def keyring_set(provider: str, key: str) -> bool:
-    """Store a key in the OS keyring; False when no working keyring exists."""
+    """Store a key in the OS keyring; False when no working keyring exists. Either way the
+    key is one in use: never written, sent or printed."""
+    remember([key])
     try:
         import keyring
 

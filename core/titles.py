@@ -98,7 +98,7 @@ async def write_title(store: ConversationStore, client: LLMClient, conv_id: str,
     if title and store.set_title_if_untitled(conv_id, title, by):
         if spent is not None:  # the title's request costs too (core.cost)
             store.update_meta(conv_id, title_request=spent)
-        yield TitleWritten(conv_id, title, by)
+        yield TitleWritten(conv_id, store.meta(conv_id).title, by)  # as stored: no key
 
 
 async def _ask(client: LLMClient, settings: LLMSettings, asked: str, answer: str

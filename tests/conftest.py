@@ -64,6 +64,15 @@ def _no_secret_in(what: str, text: str) -> None:
     assert found is None, f"a key reached {what}: {found[:12]}…"
 
 
+@pytest.fixture(autouse=True)
+def forget_remembered_keys() -> Iterator[None]:
+    """Keys a test made known (an MCP server's `env`) are redacted in that test only."""
+    yield
+    from core.redact import forget_all
+
+    forget_all()
+
+
 @pytest.fixture
 def llm_server() -> Iterator[FakeLLMServer]:
     """The loopback server; after the test, no request body it received held a key."""
@@ -80,7 +89,9 @@ def project_dir(tmp_path: Path) -> Iterator[Path]:
     yield folder
     state = folder / ".workbench"
     if state.is_dir():
-        for path in sorted(p for p in state.rglob("*") if p.is_file() and not p.is_symlink()):
+        user_config = state / "mcp.json"  # the user's own (its `env` holds tokens)
+        for path in sorted(p for p in state.rglob("*") if p.is_file() and not p.is_symlink()
+                           and p != user_config):
             _no_secret_in(str(path.relative_to(folder)), _head_and_tail(path))
 
 

@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.redact import redact
+
 FILES = ("AGENTS.md", "CLAUDE.md")
 # About 6,000 tokens: a project's instructions are meant to be short, and they are sent with
 # every request.
@@ -54,7 +56,7 @@ class Instructions:
 
 def make(name: str, content: str) -> Instructions | None:
     """The part for a file's `content` (None when it has nothing but blank space)."""
-    body = content.replace("\r\n", "\n").strip()
+    body = redact(content.replace("\r\n", "\n")).strip()  # a key written there is not sent
     if not body:
         return None
     cut = len(body) > MAX_CHARS

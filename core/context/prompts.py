@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.model import Mode
+from core.redact import redact
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
 
@@ -99,7 +100,9 @@ class PromptComposer:
             out.append(Section(name, _fill(text, fields), source))
         if instructions:
             out.insert(1, Section("project_instructions", instructions, "project"))
-        return out
+        # no key in what is sent: an agent's instructions, a run's goal, a project's prompt
+        return [Section(x.name, clean, x.source) if (clean := redact(x.text)) != x.text else x
+                for x in out]
 
     def compose(self, mode: Mode, run: RunContext | None = None,
                 persona: str | None = None, instructions: str | None = None) -> str:

@@ -59,7 +59,7 @@ from core.store.conversations import ConversationMeta, ConversationStore
 from core.store.project import Project
 from core.tool_names import COMPLETE_STEP
 from core.tools import Tool, tool_schemas, tools_for
-from core.tools.mcp_tools import McpToolset
+from core.tools.mcp_tools import McpTool, McpToolset
 from core.workflows.state import RunState, RunTracker, fold
 
 CACHED_CONVERSATIONS = 2
@@ -354,8 +354,9 @@ class ProjectContext:
         if active is not None and active.step.tools is not None:
             extra = [t for t in extra if t.name in active.step.tools]
         off = set(meta.tools_off) if meta is not None else set()
-        extra = [t for t in extra if t.name not in off
-                 and f"{t.name.split(SEP, 1)[0]}{SEP}*" not in off]
+        extra = [t for t in extra if t.name not in off  # a tool's switch, or its server's
+                 and not (isinstance(t, McpTool) and t.info is not None
+                          and f"{t.info.server}{SEP}*" in off)]
         if ours and ours[-1].name == COMPLETE_STEP:  # complete_step stays last
             return [*ours[:-1], *extra, ours[-1]]
         return [*ours, *extra]

@@ -36,6 +36,7 @@ from core.model import (
     fold_annotations,
     new_id,
 )
+from core.redact import redact
 from core.store.branches import (
     Cut,
     answered_upstream,
@@ -816,5 +817,7 @@ def _short(value: Any) -> str:
 
 
 def _clean_title(title: str | None) -> str:
-    title = " ".join(without_lone_surrogates(title or "").split())
+    """A title as stored and shown: one line, no key (whoever named it: the user, the title
+    model, an imported file)."""
+    title = " ".join(redact(without_lone_surrogates(title or "")).split())
     return title[:200] if title else DEFAULT_TITLE

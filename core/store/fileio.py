@@ -3,6 +3,10 @@
 Every write the store acknowledges has reached the disk: appends are fsync'ed before they return;
 JSON files are written to a temp file, fsync'ed, renamed over the old one, and the directory is
 fsync'ed so the rename itself survives a power cut.
+
+No key is written: every JSON file (a conversation's details, the window's drafts, settings, the
+request copies, caches) and every text file (an export) the app writes goes through
+`core.redact` here. The conversation's log is appended already redacted (core.log_writer).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.give_way import give_way
+from core.redact import redact, redact_value
 
 
 def fsync_dir(path: Path) -> None:
@@ -56,10 +61,16 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    """`atomic_write_bytes` of `text` (UTF-8) without a key in it (`core.redact`)."""
+    atomic_write_bytes(path, redact(text).encode("utf-8"), durable)
+
+
 def atomic_write_json(path: Path, value: Any, indent: int | None = 2,
                       durable: bool = True) -> None:
-    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"), durable)
+    """Replace `path` with `value` as JSON, every string in it without a key."""
+    text = json.dumps(redact_value(value), indent=indent, ensure_ascii=False, default=str)
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"), durable)
 
 
 PIECE = 128  # list items encoded per call (see json_in_pieces)
@@ -81,16 +92,17 @@ def json_in_pieces(value: Any) -> Iterator[str]:
         for start in range(0, len(value), PIECE):
             if start:
                 give_way()
-            part = json.dumps(value[start:start + PIECE], ensure_ascii=False, default=str)
+            part = json.dumps(redact_value(value[start:start + PIECE]), ensure_ascii=False,
+                              default=str)
             yield ("" if start == 0 else ", ") + part[1:-1]
         yield "]"
     else:
-        yield json.dumps(value, ensure_ascii=False, default=str)
+        yield json.dumps(redact_value(value), ensure_ascii=False, default=str)
 
 
 def atomic_write_json_in_pieces(path: Path, value: Any, durable: bool = True) -> None:
-    """`atomic_write_json(path, value, indent=None)` without holding the GIL for long (see
-    json_in_pieces): for large files written off the window's thread."""
+    """`atomic_write_json(path, value, indent=None)` (keys redacted too) without holding the
+    GIL for long (see json_in_pieces): for large files written off the window's thread."""
     atomic_write_bytes(path, ("".join(json_in_pieces(value)) + "\n").encode("utf-8"), durable)
 
 

@@ -89,6 +89,12 @@ class Project:
             return None
         return dict(self.trust.subject.get("mcpServers") or {})
 
+    def review_trust(self) -> Verdict:
+        """What the folder ships now (read again: it may have changed since it was opened),
+        and the user's decision on exactly that."""
+        self.trust = self.trust_store.verdict(self.root, self.info, self.state)
+        return self.trust
+
     def trust_now(self) -> Verdict:
         """The user trusts what the folder ships, exactly as it was shown to them (the verdict
         made when the project opened); kept in their config folder."""

@@ -153,6 +153,9 @@ class ToolRunner:
     # the keys in use, kept out of full outputs on disk too (the log writer's; by default the
     # environment's)
     secrets: Callable[[], Iterable[str]] | None = None
+    # what the model is told of a name no tool offered has, when there is something to say
+    # (an MCP server's tool while the server restarts or is stopped); None: "no tool named"
+    missing: Callable[[str], str | None] = lambda _name: None
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -234,6 +237,8 @@ class ToolRunner:
         except ToolError as e:
             return _Plan(tool, None, str(e))
         key = key_argument(tool, raw)
+        if tool is None and (why := self.missing(call.function.name)) is not None:
+            return _Plan(None, None, why, key)
         if tool is None:
             offered = ", ".join(t.name for t in self.tools) or "none"
             return _Plan(None, None, f"There is no tool named {call.function.name!r} in "
