@@ -94,7 +94,9 @@ class AttachmentFlow(QObject):
         report = self.meter.report
         return report.model if report is not None else None
 
-    def add_paths(self, paths: list[str]) -> None:
+    def add_paths(self, paths: list[str], mentioned: bool = False) -> None:
+        """Attach files: chosen by the user (anywhere), or `mentioned` (the project's own, read
+        inside it only)."""
         where = self._where()
         if where is None or self.meter.context is None:
             return
@@ -103,7 +105,8 @@ class AttachmentFlow(QObject):
         refused = []
         for path in paths:
             try:
-                self._add(conv, attach_file(Path(path), store, counter, project.root))
+                self._add(conv, attach_file(Path(path), store, counter, project.root,
+                                            confined_to_root=mentioned))
             except AttachmentError as e:
                 refused.append(str(e))
         self.show()  # then what was refused (the box's text changing clears the line)
@@ -233,7 +236,7 @@ class AttachmentFlow(QObject):
     def _mentioned(self, path: str) -> None:
         project = self.host.project
         if project is not None:
-            self.add_paths([str(project.root / path)])
+            self.add_paths([str(project.root / path)], mentioned=True)
 
     def _typed_mentions(self, text: str) -> None:
         """`@path` typed (not chosen from the list) of a file in the project: attached too."""
@@ -250,7 +253,7 @@ class AttachmentFlow(QObject):
                 paths.append(str(path))
                 have.add(path)
         if paths:
-            self.add_paths(paths)
+            self.add_paths(paths, mentioned=True)
 
     # --- sending ---------------------------------------------------------------------------------
 
@@ -265,7 +268,8 @@ class AttachmentFlow(QObject):
             counter = self.meter.context.counter(settings.model)
             store = AttachmentStore.of(self.host.project.state) if self.host.project else None
             try:
-                current = [attach_file(a.source, store, counter, self._root)
+                current = [attach_file(a.source, store, counter, self._root,
+                                       confined_to_root=a.confined)
                            if a.source is not None and store is not None else a
                            for a in current]
             except AttachmentError as e:

@@ -36,9 +36,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core import confined
 from core.store.fileio import atomic_write_json
 
 CONFIG_FILE = "mcp.json"
+MAX_CONFIG = 2**20
 TOOLS_CACHE = "mcp-tools.json"
 LOGS_DIR = "mcp-logs"
 SEP = "__"
@@ -110,8 +112,11 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
     problems: list[str] = []
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            # The user's own file may be a link (to dotfiles); either file must be a regular one.
+            data = json.loads(confined.read(path, MAX_CONFIG, root=None).decode("utf-8"))
+        except confined.Refused as e:
+            if not e.missing:
+                problems.append(f"{e}; its servers are not started")
             continue
         except (OSError, ValueError) as e:
             problems.append(f"{path} could not be read ({e}); its servers are not started")
