@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 Reason = Literal["outside", "missing", "kind", "size", "unreadable"]
 
@@ -112,6 +112,26 @@ def read(path: Path | str, limit: int, *, root: Path | None, name: str | None = 
             unreadable; the text says which.
     """
     shown = name or str(path)
+    with opened(path, limit, root=root, name=name) as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise Refused(f"{shown} could not be read ({e.strerror or e})", "unreadable") \
+                from None
+    if len(data) > limit:  # it grew after fstat
+        raise Refused(too_large(shown, len(data), limit, more=True), "size")
+    return data
+
+
+def opened(path: Path | str, limit: int, *, root: Path | None,
+           name: str | None = None) -> BinaryIO:
+    """The regular file `path`, open for reading, checked as `read` checks it: for a reader
+    that goes through a large file a page at a time. The caller closes it (`with`).
+
+    Raises:
+        Refused: as `read` does.
+    """
+    shown = name or str(path)
     real = inside(root, path, shown) if root is not None else _real(Path(path), shown)
     try:
         # O_NONBLOCK: opening a FIFO without a writer returns at once (and is refused below);
@@ -132,16 +152,13 @@ def read(path: Path | str, limit: int, *, root: Path | None, name: str | None = 
         if info.st_size > limit:
             raise Refused(too_large(shown, info.st_size, limit), "size")
         os.set_blocking(fd, True)  # a regular file: reads never block anyway
-        data = _read_at_most(fd, limit + 1)
+        return os.fdopen(fd, "rb")
     except Refused:
+        os.close(fd)
         raise
     except OSError as e:
-        raise Refused(f"{shown} could not be read ({e.strerror or e})", "unreadable") from None
-    finally:
         os.close(fd)
-    if len(data) > limit:  # it grew after fstat
-        raise Refused(too_large(shown, len(data), limit, more=True), "size")
-    return data
+        raise Refused(f"{shown} could not be read ({e.strerror or e})", "unreadable") from None
 
 
 def _real(path: Path, shown: str) -> Path:
@@ -156,18 +173,6 @@ def _real(path: Path, shown: str) -> Path:
 def too_large(name: str, size: int, limit: int, more: bool = False) -> str:
     return f"{name} is {'over ' if more else ''}{size_text(size)}: larger than the " \
         f"{size_text(limit)} limit"
-
-
-def _read_at_most(fd: int, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
-    while left > 0:
-        chunk = os.read(fd, min(left, 2**20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _why_not_opened(path: Path, shown: str, e: OSError) -> tuple[str, Reason]:
