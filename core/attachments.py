@@ -21,10 +21,12 @@ too large for the room left is refused with both numbers, see `room_problem`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import mmap
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -155,8 +157,10 @@ class AttachmentStore:
         """Keep `data` (once: the same bytes are the same file); returns its reference."""
         ref = f"{hashlib.sha256(data).hexdigest()}.{ext}"
         path = self.folder / ref
-        if path.is_file() and path.stat().st_size == len(data):
-            return ref
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)  # a link or a FIFO under this name is replaced, never kept
+            if stat.S_ISREG(info.st_mode) and info.st_size == len(data):
+                return ref
         if self.read_only:
             raise AttachmentError("the project is open read-only: nothing can be attached")
         try:

@@ -51,6 +51,14 @@ class Refused(OSError):
         return str(self.args[0])
 
 
+class Missing(Refused, FileNotFoundError):
+    """A file that does not exist: still a refusal with its sentence, and caught where a caller
+    treats a missing file as "none" (`except FileNotFoundError`)."""
+
+    def __init__(self, sentence: str) -> None:
+        super().__init__(sentence, "missing")
+
+
 def size_text(n: int) -> str:
     """A size as people read it: 1.0 GB, 20 MB, 3.4 KB, 12 bytes."""
     for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
@@ -139,7 +147,7 @@ def opened(path: Path | str, limit: int, *, root: Path | None,
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
                      | (os.O_NOCTTY if hasattr(os, "O_NOCTTY") else 0))
     except FileNotFoundError:
-        raise Refused(f"{shown} does not exist", "missing") from None
+        raise Missing(f"{shown} does not exist") from None
     except OSError as e:
         raise Refused(*_why_not_opened(real, shown, e)) from None
     try:

@@ -235,7 +235,7 @@ class McpHub:
         if self.state_dir is None:
             return {}
         try:
-            data = json.loads((self.state_dir / TOOLS_CACHE).read_text(encoding="utf-8"))
+            data = json.loads(confined.read(TOOLS_CACHE, MAX_CONFIG, root=self.state_dir))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

@@ -159,3 +159,39 @@ def test_the_at_list_offers_only_the_projects_regular_files_and_no_secrets(proje
     thread.join(DEADLINE_S)
     assert not thread.is_alive(), "listing the project's files blocked"
     assert listed[0] == ["notes.md", "readme.md", "src/app.py"]
+
+
+def test_a_state_file_made_a_fifo_is_reported_not_waited_on(project_dir) -> None:
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("planted").id
+    meta = project_dir / ".workbench" / "conversations" / conv / "conversation.json"
+    meta.unlink()
+    os.mkfifo(meta)
+    problems: list[list[str]] = []
+
+    def look() -> None:
+        with Project.open(project_dir) as p:
+            problems.append(p.conversations.meta_and_problems(conv)[1])
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), "reading conversation.json blocked"
+    assert problems[0] and "conversation.json could not be read" in problems[0][0]
+
+
+def test_a_link_planted_under_an_images_name_is_replaced_when_the_image_is_attached(
+        project_dir, outside, llm_server) -> None:
+    image = png(8, 8)
+    from hashlib import sha256
+    store = project_dir / ".workbench" / "attachments"
+    store.mkdir(parents=True)
+    outside.write_bytes((SECRET * 10).encode()[:len(image)])  # the same size: it looked kept
+    (store / f"{sha256(image).hexdigest()}.png").symlink_to(outside)
+    (project_dir / "shot.png").write_bytes(image)
+    llm_server.script(Answer("seen"))
+    proc = workbench(llm_server, "send", project_dir, "--new", "--attach",
+                     project_dir / "shot.png", "look")
+    assert proc.returncode == 0, proc.stderr
+    assert base64.b64encode(image).decode() in sent(llm_server)
+    assert [p.read_bytes() for p in store.iterdir() if not p.is_symlink()] == [image]
