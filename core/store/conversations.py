@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core import confined
 from core.attachments import trash_unused
 from core.model import (
     ConversationMessage,
@@ -59,6 +60,7 @@ from core.store.fileio import (
     write_staged,
 )
 from core.store.log import (
+    MAX_LOG,
     encode_line,
     ensure_clean_tail,
     read_log,
@@ -388,7 +390,7 @@ class ConversationStore:
 
     def _log_mentions(self, conv_id: str, needle: str) -> bool:
         try:
-            raw = (self.root / conv_id / "messages.jsonl").read_bytes()
+            raw = confined.read(self.root / conv_id / "messages.jsonl", MAX_LOG, root=None)
         except OSError:
             return False
         # A cheap first look: in an all-ASCII log (the common case) case folding is plain
@@ -413,7 +415,7 @@ class ConversationStore:
         log is tens of megabytes: the conversation list recounts after every append)."""
         path = self._dir(conv_id) / "messages.jsonl"
         try:
-            with path.open("rb") as f:
+            with confined.opened(path, MAX_LOG, root=None) as f:
                 count = 0
                 if since is not None and since[0] > 0:
                     f.seek(since[0] - 1)

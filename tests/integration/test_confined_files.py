@@ -195,3 +195,30 @@ def test_a_link_planted_under_an_images_name_is_replaced_when_the_image_is_attac
     assert proc.returncode == 0, proc.stderr
     assert base64.b64encode(image).decode() in sent(llm_server)
     assert [p.read_bytes() for p in store.iterdir() if not p.is_symlink()] == [image]
+
+
+def test_a_log_made_a_fifo_is_said_to_be_unreadable_not_waited_on(project_dir) -> None:
+    from core.model import ConversationMessage
+    from core.store.errors import ConversationUnreadable
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("planted").id
+        p.conversations.append(conv, ConversationMessage(role="user", content="hi"))
+    log = project_dir / ".workbench" / "conversations" / conv / "messages.jsonl"
+    log.unlink()
+    os.mkfifo(log)
+    seen: list[object] = []
+
+    def look() -> None:
+        with Project.open(project_dir) as p:
+            seen.append(p.conversations.message_count(conv))
+            try:
+                p.conversations.load(conv)
+            except ConversationUnreadable as e:
+                seen.append(str(e))
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), "reading the log blocked"
+    assert seen[0] == 0 and "is a named pipe (FIFO), not a file" in str(seen[1])
