@@ -38,6 +38,7 @@ from core.llm.model_map import supports_vision
 from core.llm.tokens import TokenCounter, image_tokens
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart
 from core.store.fileio import atomic_write_bytes
+from core.store.log import MAX_LOG
 
 SCHEME = "attachment:"
 TEXT_MAX_BYTES = 2 * 2**20  # a text file past this is refused, whatever the window
@@ -391,7 +392,8 @@ _LOGGED_REF = re.compile(rb"attachment:([0-9a-f]{64}\.(?:png|jpg|gif|webp))")
 
 def _refs_in(log: Path) -> set[bytes]:
     try:
-        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with confined.opened(log, MAX_LOG, root=None) as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return set(_LOGGED_REF.findall(m))
     except (OSError, ValueError):  # gone, or empty (an empty file cannot be mapped)
         return set()
@@ -399,7 +401,8 @@ def _refs_in(log: Path) -> set[bytes]:
 
 def _mentions(log: Path, refs: set[bytes]) -> set[bytes]:
     try:
-        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with confined.opened(log, MAX_LOG, root=None) as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return {r for r in refs if m.find(r) >= 0}
     except (OSError, ValueError):
         return set()

@@ -41,6 +41,7 @@ from core.store.fileio import atomic_write_json
 
 CONFIG_FILE = "mcp.json"
 MAX_CONFIG = 2**20
+MAX_LOG = 16 * 2**20  # a server's log, read for its last line when it failed
 TOOLS_CACHE = "mcp-tools.json"
 LOGS_DIR = "mcp-logs"
 SEP = "__"
@@ -344,8 +345,8 @@ class McpHub:
         why = _describe_error(e)
         if self.state_dir is not None and s.config.command:
             try:
-                lines = (self.state_dir / LOGS_DIR / f"{s.name}.log").read_text(
-                    encoding="utf-8", errors="replace").strip().splitlines()
+                lines = confined.read(self.state_dir / LOGS_DIR / f"{s.name}.log", MAX_LOG,
+                                      root=None).decode("utf-8", "replace").strip().splitlines()
             except OSError:
                 lines = []
             if lines:

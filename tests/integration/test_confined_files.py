@@ -199,11 +199,13 @@ def test_a_link_planted_under_an_images_name_is_replaced_when_the_image_is_attac
 
 def test_a_log_made_a_fifo_is_said_to_be_unreadable_not_waited_on(project_dir) -> None:
     from core.model import ConversationMessage
-    from core.store.errors import ConversationUnreadable
+    from core.store.errors import ConversationUnreadable, StoreError
 
     with Project.open(project_dir) as p:
         conv = p.conversations.create("planted").id
         p.conversations.append(conv, ConversationMessage(role="user", content="hi"))
+        other = p.conversations.create("other").id
+        p.conversations.append(other, ConversationMessage(role="user", content="hi"))
     log = project_dir / ".workbench" / "conversations" / conv / "messages.jsonl"
     log.unlink()
     os.mkfifo(log)
@@ -216,9 +218,15 @@ def test_a_log_made_a_fifo_is_said_to_be_unreadable_not_waited_on(project_dir) -
                 p.conversations.load(conv)
             except ConversationUnreadable as e:
                 seen.append(str(e))
+            seen.append(p.conversations.search("hi"))
+            with pytest.raises(StoreError):
+                p.conversations.fork(conv, None)
+            p.conversations.delete(other)  # looks into the other logs for shared images
+            seen.append("deleted")
 
     thread = threading.Thread(target=look, daemon=True)
     thread.start()
     thread.join(DEADLINE_S)
     assert not thread.is_alive(), "reading the log blocked"
     assert seen[0] == 0 and "is a named pipe (FIFO), not a file" in str(seen[1])
+    assert seen[2:] == [{other}, "deleted"]
