@@ -13,9 +13,13 @@ read, a run file a link to /dev/zero that never ends. `read` is how every such f
   costs nothing to refuse), and no more than the cap is read even if the file grows meanwhile.
 
 A path the user names themselves (`send --attach`, a file dialog, `import`) may be outside the
-project (`root=None`) but is still a regular file and capped. Whatever is refused raises
-`Refused`, whose text is a sentence for the user without a final period ("pipe.md is a named
-pipe (FIFO), not a file"), so each caller adds what follows ("; it is not sent").
+project (`root=None`) but is still a regular file and capped; so are the app's own state files
+under `.workbench/` (a copied project folder can hold a FIFO under a log's name). `opened` is the
+same check for a reader that pages through a large file instead of taking it whole.
+
+Whatever is refused raises `Refused`, whose text is a sentence for the user without a final
+period ("pipe.md is a named pipe (FIFO), not a file"), so each caller adds what follows ("; it
+is not sent"); a missing file raises `Missing`, a `Refused` that is also a FileNotFoundError.
 """
 
 from __future__ import annotations
