@@ -28,6 +28,7 @@ from core.attachments import (
     images_refused,
     size_text,
 )
+from core.confined import Refused, inside
 from core.project_files import SKIPPED, project_files
 from core.settings import LLMSettings
 from core.store.project import Project
@@ -247,8 +248,11 @@ class AttachmentFlow(QObject):
         root = project.root.resolve()
         paths = []
         for word in MENTION.findall(text):
-            path = (root / word.rstrip(".,;:!?)")).resolve()
-            if path.is_file() and path.is_relative_to(root) and path not in have and \
+            try:
+                path = inside(root, word.rstrip(".,;:!?)"))
+            except Refused:  # a link out, `..`: not a mention of the project's files
+                continue
+            if path.is_file() and path not in have and \
                     path.relative_to(root).parts[0] not in SKIPPED:
                 paths.append(str(path))
                 have.add(path)

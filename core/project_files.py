@@ -82,8 +82,6 @@ def _offered(root: Path, path: Path) -> bool:
     if any(fnmatch.fnmatch(path.name, pattern) for pattern in SECRETS):
         return False
     try:
-        if path.is_symlink() and not path.resolve().is_relative_to(root):
-            return False
-        return stat.S_ISREG(path.stat().st_mode)
-    except (OSError, RuntimeError):  # gone, or a loop of links
+        return stat.S_ISREG(confined.inside(root, path).stat().st_mode)
+    except OSError:  # out of the project (confined.Refused), gone, a loop of links
         return False
