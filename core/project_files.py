@@ -82,6 +82,8 @@ def _offered(root: Path, path: Path) -> bool:
     if any(fnmatch.fnmatch(path.name, pattern) for pattern in SECRETS):
         return False
     try:
-        return stat.S_ISREG(confined.inside(root, path).stat().st_mode)
+        if path.is_symlink():  # (the walk follows no folder link: only the file can be one)
+            path = confined.inside(root, path)
+        return stat.S_ISREG(path.stat().st_mode)
     except OSError:  # out of the project (confined.Refused), gone, a loop of links
         return False
