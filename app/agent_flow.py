@@ -9,6 +9,7 @@ huge one only.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
@@ -17,7 +18,7 @@ from app.conversation_settings import set_conversation
 from app.notices import Notices
 from core.agents import DEFAULT, Agent, find_agent, load_agents
 from core.model import ConversationMessage
-from core.tools.results import offload_file
+from core.tools.results import kept_output
 from core.tools.shell import Sandbox, detect_sandbox
 from core.tools.todo import TODO_TOOL, todo_state
 from ui.main_window import MainWindow
@@ -96,22 +97,16 @@ class AgentFlow(QObject):
     def open_output(self, entry: ConversationMessage) -> None:
         if self._project is None or entry.offload is None:
             return
-        path = offload_file(self._project.state, entry.offload)
-        if path is None:
-            self.window.show_warning("Output not available",
-                                     f"This entry names {entry.offload.path}, outside "
-                                     ".workbench/tool-results/; it is not opened.")
-            return
         try:
-            with open(path, "rb") as f:
+            with kept_output(self._project.state, entry.offload) as f:
                 data = f.read(VIEW_BYTES)
-            size = path.stat().st_size
-        except OSError as e:
+                size = os.fstat(f.fileno()).st_size
+        except OSError as e:  # Refused among them: outside tool-results/, gone, a FIFO
             self.window.show_warning("Output not available",
-                                     f"The full output is no longer readable ({e.strerror or e}): "
-                                     f"{path}. The conversation keeps its preview.")
+                                     f"The full output is not opened: {e.strerror or e}. The "
+                                     "conversation keeps its preview.")
             return
-        note = f"{path} · {size:,} bytes"
+        note = f"{self._project.state / entry.offload.path} · {size:,} bytes"
         if size > len(data):
             note += f" · showing the first {len(data):,} bytes (open the file for the rest)"
         self.window.show_output(f"{entry.tool_name or 'tool'} output", note,

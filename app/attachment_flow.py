@@ -29,6 +29,7 @@ from core.attachments import (
     size_text,
     taken_apart,
 )
+from core.confined import Refused, inside
 from core.model import ConversationMessage
 from core.project_files import SKIPPED, project_files
 from core.settings import LLMSettings
@@ -96,7 +97,9 @@ class AttachmentFlow(QObject):
         report = self.meter.report
         return report.model if report is not None else None
 
-    def add_paths(self, paths: list[str]) -> None:
+    def add_paths(self, paths: list[str], mentioned: bool = False) -> None:
+        """Attach files: chosen by the user (anywhere), or `mentioned` (the project's own, read
+        inside it only)."""
         where = self._where()
         if where is None or self.meter.context is None:
             return
@@ -105,7 +108,8 @@ class AttachmentFlow(QObject):
         refused = []
         for path in paths:
             try:
-                self._add(conv, attach_file(Path(path), store, counter, project.root))
+                self._add(conv, attach_file(Path(path), store, counter, project.root,
+                                            confined_to_root=mentioned))
             except AttachmentError as e:
                 refused.append(str(e))
         self.show()  # then what was refused (the box's text changing clears the line)
@@ -235,7 +239,7 @@ class AttachmentFlow(QObject):
     def _mentioned(self, path: str) -> None:
         project = self.host.project
         if project is not None:
-            self.add_paths([str(project.root / path)])
+            self.add_paths([str(project.root / path)], mentioned=True)
 
     def _typed_mentions(self, text: str) -> None:
         """`@path` typed (not chosen from the list) of a file in the project: attached too."""
@@ -246,13 +250,16 @@ class AttachmentFlow(QObject):
         root = project.root.resolve()
         paths = []
         for word in MENTION.findall(text):
-            path = (root / word.rstrip(".,;:!?)")).resolve()
-            if path.is_file() and path.is_relative_to(root) and path not in have and \
+            try:
+                path = inside(root, word.rstrip(".,;:!?)"))
+            except Refused:  # a link out, `..`: not a mention of the project's files
+                continue
+            if path.is_file() and path not in have and \
                     path.relative_to(root).parts[0] not in SKIPPED:
                 paths.append(str(path))
                 have.add(path)
         if paths:
-            self.add_paths(paths)
+            self.add_paths(paths, mentioned=True)
 
     # --- sending ---------------------------------------------------------------------------------
 
@@ -267,7 +274,8 @@ class AttachmentFlow(QObject):
             counter = self.meter.context.counter(settings.model)
             store = AttachmentStore.of(self.host.project.state) if self.host.project else None
             try:
-                current = [attach_file(a.source, store, counter, self._root)
+                current = [attach_file(a.source, store, counter, self._root,
+                                       confined_to_root=a.confined)
                            if a.source is not None and store is not None else a
                            for a in current]
             except AttachmentError as e:

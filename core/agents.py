@@ -15,7 +15,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core import confined
+
 DEFAULT_AGENT = "Default"
+MAX_AGENT_FILE = 2**20  # an agent is a name, a persona and a list of tools
 
 
 class Agent(BaseModel):
@@ -54,7 +57,8 @@ def load_agents(state: Path, trusted: bool = True) -> tuple[list[Agent], list[st
         return [DEFAULT], [f"The agents folder cannot be read ({e.strerror or e})."]
     for path in files:
         try:
-            agent = Agent.model_validate(json.loads(path.read_text(encoding="utf-8")))
+            agent = Agent.model_validate(json.loads(
+                confined.read(path.name, MAX_AGENT_FILE, root=folder).decode("utf-8")))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             problems.append(f"Agent file {path.name} cannot be read: {e}.")
             continue

@@ -21,19 +21,24 @@ too large for the room left is refused with both numbers, see `room_problem`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import mmap
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from core import confined
+from core.confined import Refused
 from core.llm.model_map import supports_vision
 from core.llm.tokens import TokenCounter, image_tokens
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart
 from core.store.fileio import atomic_write_bytes
+from core.store.log import MAX_LOG
 
 SCHEME = "attachment:"
 TEXT_MAX_BYTES = 2 * 2**20  # a text file past this is refused, whatever the window
@@ -56,7 +61,8 @@ class Attachment:
         kind: "text" or "image"; size: its bytes.
         part: the content part as logged (see the module's doc).
         tokens: what it adds to the request (an image: the provider's rule, see image_tokens).
-        source: the file it was read from, if any.
+        source: the file it was read from, if any; confined: the project named it (see
+            attach_file).
     """
 
     name: str
@@ -65,6 +71,7 @@ class Attachment:
     part: TextPart | ImagePart
     tokens: int
     source: Path | None = None  # the file it was read from (read again as the message leaves)
+    confined: bool = False  # the project named `source` (a mention): read inside it only
 
 
 def size_text(n: int) -> str:
@@ -151,8 +158,10 @@ class AttachmentStore:
         """Keep `data` (once: the same bytes are the same file); returns its reference."""
         ref = f"{hashlib.sha256(data).hexdigest()}.{ext}"
         path = self.folder / ref
-        if path.is_file() and path.stat().st_size == len(data):
-            return ref
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)  # a link or a FIFO under this name is replaced, never kept
+            if stat.S_ISREG(info.st_mode) and info.st_size == len(data):
+                return ref
         if self.read_only:
             raise AttachmentError("the project is open read-only: nothing can be attached")
         try:
@@ -164,17 +173,25 @@ class AttachmentStore:
 
     def data_url(self, ref: str) -> str:
         ext = ref.rsplit(".", 1)[-1]
-        try:
-            data = (self.folder / ref).read_bytes()
-        except OSError as e:
-            raise AttachmentError(
-                f"the image {ref[:12]}… is missing from .workbench/attachments "
-                f"({e.strerror or e}); exclude its message to send without it") from e
         return f"data:{IMAGE_TYPES.get(ext, 'application/octet-stream')};base64," + \
-            base64.b64encode(data).decode("ascii")
+            base64.b64encode(self.read(ref)).decode("ascii")
 
     def read(self, ref: str) -> bytes:
-        return (self.folder / ref).read_bytes()
+        """The image's bytes, read confined to the store: a cloned project's store can hold a
+        link to a key elsewhere, or a FIFO, under an image's name.
+
+        Raises:
+            AttachmentError: it is missing, or not a regular file of the store.
+        """
+        try:
+            return confined.read(ref, IMAGE_MAX_BYTES, root=self.folder,
+                                 name=f".workbench/attachments/{ref[:12]}…")
+        except Refused as e:
+            if e.missing:
+                raise AttachmentError(
+                    f"the image {ref[:12]}… is missing from .workbench/attachments; exclude "
+                    "its message to send without it") from None
+            raise AttachmentError(f"{e}; the image is not sent") from None
 
     def inline(self, messages: list[dict[str, Any]], images: bool = True
                ) -> list[dict[str, Any]]:
@@ -322,9 +339,14 @@ def attach_bytes(data: bytes, name: str, store: AttachmentStore,
 
 
 def attach_file(path: Path, store: AttachmentStore, counter: TokenCounter,
-                root: Path | None = None) -> Attachment:
+                root: Path | None = None, *, confined_to_root: bool = False) -> Attachment:
     """The attachment for the file at `path`, named by its path inside `root` (the project)
     when it is there, else by its file name.
+
+    Args:
+        confined_to_root: the project named the file (an @-mention), so it must be inside
+            `root`; else the user chose it and it may be anywhere. Either way it is read by the
+            confined reader: a regular file, at most the larger of the caps.
 
     Raises:
         AttachmentError: the file cannot be read or attached.
@@ -333,18 +355,17 @@ def attach_file(path: Path, store: AttachmentStore, counter: TokenCounter,
     if root is not None:
         try:
             name = path.resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):
             pass
     if path.is_dir():
         raise AttachmentError(f"{name} is a folder; attach the files in it one by one")
     try:
-        size = path.stat().st_size
-        if size > max(TEXT_MAX_BYTES, IMAGE_MAX_BYTES):
-            raise AttachmentError(f"{name} is {size_text(size)}: too large to attach")
-        data = path.read_bytes()
-    except OSError as e:
-        raise AttachmentError(f"{path} could not be read ({e.strerror or e})") from e
-    return replace(attach_bytes(data, name, store, counter), source=path)
+        data = confined.read(path, max(TEXT_MAX_BYTES, IMAGE_MAX_BYTES),
+                             root=root if confined_to_root else None, name=name)
+    except Refused as e:
+        raise AttachmentError(str(e)) from None
+    return replace(attach_bytes(data, name, store, counter), source=path,
+                   confined=confined_to_root)
 
 
 def room_problem(attachments: list[Attachment], room: int) -> str | None:
@@ -412,7 +433,8 @@ _LOGGED_REF = re.compile(rb"attachment:([0-9a-f]{64}\.(?:png|jpg|gif|webp))")
 
 def _refs_in(log: Path) -> set[bytes]:
     try:
-        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with confined.opened(log, MAX_LOG, root=None) as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return set(_LOGGED_REF.findall(m))
     except (OSError, ValueError):  # gone, or empty (an empty file cannot be mapped)
         return set()
@@ -420,7 +442,8 @@ def _refs_in(log: Path) -> set[bytes]:
 
 def _mentions(log: Path, refs: set[bytes]) -> set[bytes]:
     try:
-        with open(log, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with confined.opened(log, MAX_LOG, root=None) as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return {r for r in refs if m.find(r) >= 0}
     except (OSError, ValueError):
         return set()

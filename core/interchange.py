@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core import confined
+from core.confined import Refused
 from core.json_text import document
 from core.log_writer import redact_entry
 from core.model import (
@@ -44,27 +46,7 @@ def read_import_file(
     path: Path, max_bytes: int = MAX_IMPORT_BYTES
 ) -> tuple[str, list[dict[str, Any]]]:
     """Read and check an import file. Returns (suggested title, raw OpenAI messages)."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise ImportProblem(f"{path} does not exist") from None
-    except OSError as e:
-        raise ImportProblem(f"{path} cannot be read: {e.strerror}") from None
-    if path.is_dir():
-        raise ImportProblem(f"{path} is a folder; give the JSON file to import")
-    if size > max_bytes:
-        raise ImportProblem(
-            f"{path.name} is {size / 2**20:.0f} MB; the import limit is {max_bytes / 2**20:.0f} MB"
-        )
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ImportProblem(f"{path} cannot be read: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ImportProblem(
-            f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
+    text = _read_text(path, max_bytes)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -92,6 +74,22 @@ def read_import_file(
                 f"{path.name}: message {n} is nested too deeply (more than "
                 f"{MAX_MESSAGE_DEPTH} levels) to be a chat message")
     return title, data
+
+
+def _read_text(path: Path, max_bytes: int) -> str:
+    """The import file's text: a file the user named (it may be anywhere), but a regular file
+    of at most `max_bytes`, refused unread otherwise (a FIFO or a device would never end)."""
+    if path.is_dir():
+        raise ImportProblem(f"{path} is a folder; give the JSON file to import")
+    try:
+        raw = confined.read(path, max_bytes, root=None, name=path.name)
+    except Refused as e:
+        raise ImportProblem(f"{e}; it is not imported") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ImportProblem(
+            f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
 
 
 def _depth(value: Any) -> int:
@@ -155,16 +153,7 @@ def _imported(entries: list[ConversationMessage]) -> list[ConversationMessage]:
 
 
 def _read_jsonl(path: Path, max_bytes: int) -> list[ConversationMessage]:
-    try:
-        if path.stat().st_size > max_bytes:
-            raise ImportProblem(f"{path.name} is {path.stat().st_size / 2**20:.0f} MB; the "
-                                f"import limit is {max_bytes / 2**20:.0f} MB")
-        text = path.read_bytes().decode("utf-8-sig")
-    except OSError as e:
-        raise ImportProblem(f"{path} cannot be read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ImportProblem(
-            f"{path.name} is not UTF-8 text (bad byte at offset {e.start})") from None
+    text = _read_text(path, max_bytes)
     entries: list[ConversationMessage] = []
     openai: list[Any] = []
     for n, line in enumerate(text.splitlines(), start=1):

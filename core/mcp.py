@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core import confined
 from core.mcp_calls import CALL_TIMEOUT as CALL_TIMEOUT  # its home is core.mcp_calls
 from core.mcp_calls import ToolCalls
 from core.mcp_stdio import Launch, Said, quiet_sdk, stdio_streams
@@ -50,6 +51,8 @@ from core.redact import SECRET_NAME, redact, redact_value, remember
 from core.store.fileio import atomic_write_json
 
 CONFIG_FILE = "mcp.json"
+MAX_CONFIG = 2**20
+MAX_LOG = 16 * 2**20  # a server's log, read for its last line when it failed
 TOOLS_CACHE = "mcp-tools.json"
 LOGS_DIR = "mcp-logs"
 START_TIMEOUT = 30.0  # a server that has not listed its tools by then has failed
@@ -120,8 +123,11 @@ def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
     problems: list[str] = []
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            # The user's own file may be a link (to dotfiles); either file must be a regular one.
+            data = json.loads(confined.read(path, MAX_CONFIG, root=None).decode("utf-8"))
+        except confined.Refused as e:
+            if not e.missing:
+                problems.append(f"{e}; its servers are not started")
             continue
         except (OSError, ValueError) as e:
             problems.append(f"{path} could not be read ({e}); its servers are not started")
@@ -268,7 +274,7 @@ class McpHub(ToolCalls):
         if self.state_dir is None:
             return {}
         try:
-            data = json.loads((self.state_dir / TOOLS_CACHE).read_text(encoding="utf-8"))
+            data = json.loads(confined.read(TOOLS_CACHE, MAX_CONFIG, root=self.state_dir))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -373,8 +379,8 @@ class McpHub(ToolCalls):
         why = describe_error(e)
         if self.state_dir is not None and s.config.command:
             try:
-                lines = (self.state_dir / LOGS_DIR / f"{s.name}.log").read_text(
-                    encoding="utf-8", errors="replace").strip().splitlines()
+                lines = confined.read(self.state_dir / LOGS_DIR / f"{s.name}.log", MAX_LOG,
+                                      root=None).decode("utf-8", "replace").strip().splitlines()
             except OSError:
                 lines = []
             if lines:

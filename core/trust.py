@@ -22,13 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core import confined
+from core.confined import Refused
 from core.store.fileio import atomic_write_json, read_json
 
 TRUST_FILE = "trusted-projects.json"
@@ -68,25 +69,13 @@ class Verdict:
         return "\n".join(lines)
 
 
-def read_small_json(path: Path) -> tuple[Any, str | None]:
-    """The JSON of a small regular file in a project; (None, None) when there is none, (None,
-    a sentence) when it cannot be used. A link, a FIFO or a device is not followed or read."""
+def read_small_json(root: Path, path: Path) -> tuple[Any, str | None]:
+    """The JSON of a small regular file of the project at `root`, read by the one confined
+    reader; (None, None) when there is none, (None, a sentence) when it cannot be used."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None, None
-    except OSError as e:
-        return None, f"{path.name} cannot be read ({e.strerror or e})"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, f"{path.name} is not a regular file; it is not read"
-        if info.st_size > MAX_FILE:
-            return None, f"{path.name} is larger than {MAX_FILE // 1024} KB; it is not read"
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_FILE + 1)
-    finally:
-        os.close(fd)
+        data = confined.read(path, MAX_FILE, root=root, name=path.name)
+    except Refused as e:
+        return None, None if e.missing else str(e)
     try:
         return json.loads(data.decode("utf-8")), None
     except (UnicodeDecodeError, ValueError) as e:
@@ -94,7 +83,7 @@ def read_small_json(path: Path) -> tuple[Any, str | None]:
 
 
 def _mcp_entries(state: Path) -> dict[str, Any]:
-    data, _problem = read_small_json(state / "mcp.json")
+    data, _problem = read_small_json(state.parent, state / "mcp.json")
     entries = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         return {}
@@ -135,7 +124,7 @@ def _agent_models(state: Path) -> dict[str, str]:
         return {}
     models = {}
     for path in files:
-        data, _problem = read_small_json(path)
+        data, _problem = read_small_json(state.parent, path)
         if isinstance(data, dict) and isinstance(data.get("model"), str) and data["model"]:
             models[path.name] = data["model"]
     return models

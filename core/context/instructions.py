@@ -13,17 +13,21 @@ A conversation may turn the part off (`project_instructions` in its conversation
 
 from __future__ import annotations
 
+import stat
 import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import confined
+from core.confined import Refused
 from core.redact import redact
 
 FILES = ("AGENTS.md", "CLAUDE.md")
 # About 6,000 tokens: a project's instructions are meant to be short, and they are sent with
 # every request.
 MAX_CHARS = 24_000
+MAX_BYTES = 2 * 2**20  # a larger file is refused unread (it would be cut to MAX_CHARS anyway)
 HEADING = "Project instructions (from {name} in the project folder; follow them):"
 
 
@@ -81,17 +85,16 @@ class InstructionFile:
     def current(self) -> Instructions | None:
         """The project's instructions as the file is now (None when there is no file)."""
         for name in FILES:
-            path = self.root / name
             try:
-                st = path.stat()
-            except OSError:
+                st = (self.root / name).stat()
+            except OSError:  # none, or a link to nothing: the next name
                 continue
-            if not path.is_file():
+            if stat.S_ISDIR(st.st_mode):
                 continue
             stamp = (name, st.st_mtime_ns, st.st_size)
             with self._lock:
                 if stamp != self._stamp:
-                    self._read, self.problem = _read(path, name)
+                    self._read, self.problem = _read(self.root, name)
                     self._stamp = stamp
                 return self._read
         with self._lock:
@@ -99,11 +102,13 @@ class InstructionFile:
         return None
 
 
-def _read(path: Path, name: str) -> tuple[Instructions | None, str]:
+def _read(root: Path, name: str) -> tuple[Instructions | None, str]:
+    # Read through the confined reader: a cloned project's AGENTS.md can be a link to a key
+    # outside it, a FIFO or a sparse giant; the cut takes MAX_CHARS, so more is never needed.
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        return None, f"{name} could not be read ({e.strerror or e}); it is not sent."
+        data = confined.read(name, MAX_BYTES, root=root)
+    except Refused as e:
+        return None, f"{e}; it is not sent."
     if b"\0" in data[:8192]:
         return None, f"{name} is not a text file; it is not sent."
     try:

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import confined
 from core.model import Mode
 from core.redact import redact
 
+MAX_OVERRIDE = 2**20
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
 
 
@@ -58,9 +60,11 @@ class PromptComposer:
 
     def template(self, name: str) -> tuple[str, str]:
         if self.project_prompts is not None:
-            override = self.project_prompts / f"{name}.md"
-            if override.is_file():
-                return override.read_text(encoding="utf-8").strip(), "project"
+            try:  # confined: the override goes into every request, like AGENTS.md
+                data = confined.read(f"{name}.md", MAX_OVERRIDE, root=self.project_prompts)
+                return data.decode("utf-8").strip(), "project"
+            except (OSError, UnicodeDecodeError):  # none, or not a text file of the folder
+                pass
         return (self.defaults / f"{name}.md").read_text(encoding="utf-8").strip(), "default"
 
     def sections(self, mode: Mode, run: RunContext | None = None,

@@ -5,14 +5,17 @@ is missing, unreadable or says something else, and a disagreement is reported, n
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
+from core import confined
 from core.store.fileio import atomic_write_json
 from core.workflows.state import RunState
 
 RUNS_DIR = "runs"
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")  # core.model.new_id's shape
+MAX_RUN_FILE = 4 * 2**20  # far beyond a run's state; a larger file is rewritten, not read
 
 
 class RunFiles:
@@ -24,8 +27,10 @@ class RunFiles:
 
     def read(self, run_id: str) -> dict[str, object] | None:
         try:
-            data = json.loads(self.path(run_id).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            # Confined: the file may have been made a FIFO or a link to /dev/zero in a clone.
+            data = json.loads(confined.read(self.path(run_id).name, MAX_RUN_FILE,
+                                            root=self.folder).decode("utf-8"))
+        except (OSError, ValueError):  # confined.Refused is an OSError
             return None
         return data if isinstance(data, dict) else None
 
@@ -38,7 +43,7 @@ class RunFiles:
         want = {**run.to_json(), "conversation": conv_id}
         path = self.path(run.run_id)
         problem = None
-        if path.exists():
+        if os.path.lexists(path):
             have = self.read(run.run_id)
             if have == want:
                 return None

@@ -27,10 +27,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from core import confined
 from core.last_turn import in_dialogue
 from core.model import ConversationMessage
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
 from core.store.fileio import atomic_write_json
+from core.store.log import MAX_LOG
 
 CHUNK = 1 << 20
 _ID = re.compile(rb'"id":"([^"]+)"')
@@ -59,7 +61,7 @@ def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = Tru
     Raises:
         NoSuchEntry: no line of the log has that id.
     """
-    with open(log, "rb") as f:
+    with confined.opened(log, MAX_LOG, root=None) as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise NoSuchEntry(f"the conversation has no entry {entry_id[:12]}…")
@@ -147,7 +149,7 @@ def carried_over(log: Path, cut: Cut) -> bytes:
     """The lines after the cut that belong to the prefix: pins and exclusions of its entries,
     summaries that cover only its entries (in log order, as written). Only those lines are read
     (found by their kind), never the whole tail."""
-    with open(log, "rb") as f:
+    with confined.opened(log, MAX_LOG, root=None) as f:
         if os.fstat(f.fileno()).st_size <= cut.end:
             return b""
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -176,7 +178,7 @@ def carried_over(log: Path, cut: Cut) -> bytes:
 def copy_prefix(src: Path, dst: Path, end: int, extra: bytes) -> None:
     """Write bytes [0, end) of `src` and then `extra` to the new file `dst`, durably, a chunk at
     a time (the kernel copies where it can)."""
-    with open(src, "rb") as fin, open(dst, "xb") as fout:
+    with confined.opened(src, MAX_LOG, root=None) as fin, open(dst, "xb") as fout:
         left = end
         while left > 0:
             try:

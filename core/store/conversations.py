@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core import confined
 from core.attachments import trash_unused
 from core.model import (
     ConversationMessage,
@@ -63,6 +64,7 @@ from core.store.fileio import (
     write_staged,
 )
 from core.store.log import (
+    MAX_LOG,
     encode_line,
     ensure_clean_tail,
     read_log,
@@ -397,7 +399,7 @@ class ConversationStore:
 
     def _log_mentions(self, conv_id: str, needle: str) -> bool:
         try:
-            raw = (self.root / conv_id / "messages.jsonl").read_bytes()
+            raw = confined.read(self.root / conv_id / "messages.jsonl", MAX_LOG, root=None)
         except OSError:
             return False
         # A cheap first look: in an all-ASCII log (the common case) case folding is plain
@@ -429,7 +431,7 @@ class ConversationStore:
         `"cost_usd"` key of an entry's line (inside a string it would be escaped: never counted)."""
         path = self._dir(conv_id) / "messages.jsonl"
         try:
-            with path.open("rb") as f:
+            with confined.opened(path, MAX_LOG, root=None) as f:
                 count, cost = 0, 0.0
                 if since is not None and since[0] > 0:
                     f.seek(since[0] - 1)

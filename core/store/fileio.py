@@ -20,8 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core import confined
 from core.give_way import give_way
 from core.redact import redact, redact_value
+
+MAX_JSON = 256 * 2**20  # far beyond any state file of ours (a long conversation's view)
 
 
 def fsync_dir(path: Path) -> None:
@@ -107,8 +110,13 @@ def atomic_write_json_in_pieces(path: Path, value: Any, durable: bool = True) ->
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file; raises OSError, UnicodeDecodeError or json.JSONDecodeError."""
-    return json.loads(path.read_bytes().decode("utf-8"))
+    """Read a JSON file, a regular one of at most MAX_JSON bytes (a folder from elsewhere can
+    hold a FIFO or a link to /dev/zero under a state file's name: refused, never read).
+
+    Raises:
+        OSError (confined.Refused among them), UnicodeDecodeError or json.JSONDecodeError.
+    """
+    return json.loads(confined.read(path, MAX_JSON, root=None).decode("utf-8"))
 
 
 def append_durably(path: Path, data: bytes) -> None:

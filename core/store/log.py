@@ -15,8 +15,11 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from core import confined
 from core.model import ConversationMessage
 from core.store.fileio import atomic_write_bytes, quarantine
+
+MAX_LOG = 8 * 2**30  # a log is read whole; a sparse giant under its name is refused unread
 
 _many = TypeAdapter(list[ConversationMessage])
 
@@ -35,8 +38,8 @@ def read_log(path: Path, *, repair: bool) -> LogReadResult:
     append lands on a clean line; without it (read-only projects) the file is left untouched.
     """
     result = LogReadResult()
-    try:
-        data = path.read_bytes()
+    try:  # a regular file only: a folder from elsewhere can hold a FIFO under the log's name
+        data = confined.read(path, MAX_LOG, root=None)
     except FileNotFoundError:
         return result
     if not data:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.approval_seal import ApprovalSeal
+from core.stand_ins import remove_stand_ins
 from core.store.conversations import ConversationStore
 from core.store.errors import ProjectPathError, ReadOnlyError
 from core.store.fileio import atomic_write_json, read_json
@@ -177,6 +178,8 @@ class Project:
         for sub in ("conversations", "tool-results", "requests"):
             if reason is None:
                 (state / sub).mkdir(exist_ok=True)
+        if reason is None:  # ours alone: no command of another window is running in it
+            remove_stand_ins(root)
         project = cls(root, info, lock, reason, applied, trust)
         project.conversations.remove_unfinished_imports()
         return project

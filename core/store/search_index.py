@@ -26,6 +26,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from core import confined
+from core.store.log import MAX_LOG
+
 TEXT_FILE = "search.txt"
 STATE_FILE = "search.json"
 VERSION = 1
@@ -63,14 +66,15 @@ class SearchIndex:
         self._catch_up(folder / "messages.jsonl", text, folder / STATE_FILE)
         if text.stat().st_size == 0:
             return False
-        with text.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with confined.opened(text, MAX_LOG, root=None) as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return m.find(needle.encode("utf-8")) >= 0
 
     @staticmethod
     def _catch_up(log: Path, text: Path, state_path: Path) -> None:
         size = log.stat().st_size
         try:
-            state = json.loads(state_path.read_text(encoding="utf-8"))
+            state = json.loads(confined.read(state_path, 2**16, root=None))
             offset, head = int(state["offset"]), str(state["head"])
             if state.get("version") != VERSION or not text.exists():
                 raise ValueError("another version")
@@ -78,7 +82,7 @@ class SearchIndex:
             offset, head = 0, ""
         if offset == size and head:
             return  # the common case: nothing appended since the last search
-        with log.open("rb") as f:
+        with confined.opened(log, MAX_LOG, root=None) as f:  # a FIFO there: refused at once
             first = f.read(HEAD_BYTES)
             if offset and (offset > size or _digest(first, offset) != head):
                 offset = 0  # rewritten, not appended to: start again

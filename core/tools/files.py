@@ -8,6 +8,7 @@ an error that says which and where.
 from __future__ import annotations
 
 import difflib
+import io
 import os
 import re
 import stat
@@ -18,10 +19,12 @@ from typing import Any
 
 from pydantic import Field
 
+from core import confined
+from core.confined import Refused, kind_of
 from core.threads import in_daemon_thread
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from core.tools.paths import IGNORED_DIRS, display, resolve
-from core.tools.results import file_lines, page
+from core.tools.results import page
 
 MAX_READ_BYTES = 20 * 2**20  # read_file refuses larger files (a command can still page them)
 MAX_SEARCH_FILE = 4 * 2**20  # search_files skips larger files
@@ -43,40 +46,13 @@ async def in_thread(fn: Callable[..., str], *args: Any) -> str:
                         "stuck network drive?); the tool was abandoned.") from None
 
 
-def _not_regular(mode: int) -> str | None:
-    """What a file that is not a regular file is (a FIFO, a device, a socket), else None.
-    Reading or writing one can block for ever, or do something other than reading a file."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-def read_regular(path: Path, name: str, limit: int) -> bytes:
-    """Up to `limit` bytes of `path`, which must be a regular file: it is checked before it is
-    opened and again, on the open file, after (opened without blocking and without following
-    a link swapped in meanwhile), so a FIFO or a device never blocks a tool."""
+def read_regular(root: Path, path: Path, name: str, limit: int) -> bytes:
+    """The whole of `path` (inside the project `root`, a regular file, at most `limit` bytes),
+    read by the one confined reader; a refusal is the tool's error."""
     try:
-        kind = _not_regular(os.stat(path).st_mode)
-        if kind is None:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-            try:
-                kind = _not_regular(os.fstat(fd).st_mode)
-                if kind is None:
-                    with os.fdopen(fd, "rb", closefd=False) as f:
-                        return f.read(limit)
-            finally:
-                os.close(fd)
-    except OSError as e:
-        raise ToolError(f"Could not read {name}: {e.strerror or e}.") from e
-    raise ToolError(f"{name} is {kind}, not a file; it is not read.")
+        return confined.read(path, limit, root=root, name=name)
+    except Refused as e:
+        raise ToolError(f"{e}; it is not read.") from None
 
 
 def is_binary(sample: bytes) -> bool:
@@ -117,17 +93,17 @@ def _read_page(root: Path, path: Path, args: ReadFileArgs) -> str:
     name = display(root, path)
     if path.is_dir():
         raise ToolError(f"{name} is a folder; list_dir shows what it holds.")
-    if not path.exists():
-        raise ToolError(f"{name} does not exist.")
-    sample = read_regular(path, name, SNIFF)
-    size = path.stat().st_size
-    if size > MAX_READ_BYTES:
-        raise ToolError(f"{name} is {size:,} bytes, over the {MAX_READ_BYTES // 2**20} MB "
-                        "read_file accepts; search_files finds lines in it, or run_shell can "
-                        "show a part (head, tail, sed -n).")
-    if is_binary(sample):
-        raise ToolError(f"{name} is {_kind(sample)} ({size:,} bytes), not text; it is not shown.")
-    return page(file_lines(path), args.offset, args.limit, name)
+    try:
+        data = confined.read(path, MAX_READ_BYTES, root=root, name=name)
+    except Refused as e:
+        hint = (" search_files finds lines in it, or run_shell can show a part (head, tail, "
+                "sed -n).") if e.reason == "size" else ""
+        raise ToolError(f"{e}; read_file does not read it.{hint}") from None
+    if is_binary(data[:SNIFF]):
+        raise ToolError(f"{name} is {_kind(data[:SNIFF])} ({len(data):,} bytes), not text; it "
+                        "is not shown.")
+    lines = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline=None)
+    return page(lines, args.offset, args.limit, name)
 
 
 # --- list_dir ------------------------------------------------------------------------------------
@@ -222,16 +198,9 @@ def _search(root: Path, top: Path, regex: re.Pattern[str], glob: str | None) -> 
     skipped = 0
     for path in _files(top, glob):
         try:
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
-                continue  # a link out of the project: never read through it
-            info = path.stat()
-            if _not_regular(info.st_mode):  # a FIFO or a device: never opened
-                continue
-            if info.st_size > MAX_SEARCH_FILE:
-                skipped += 1
-                continue
-            data = read_regular(path.resolve(), str(path), MAX_SEARCH_FILE + 1)
-        except (OSError, ToolError):
+            data = confined.read(path, MAX_SEARCH_FILE, root=root)
+        except Refused as e:  # a link out, a FIFO, a device: never read; too large: said
+            skipped += e.reason == "size"
             continue
         if is_binary(data[:SNIFF]):
             continue
@@ -264,16 +233,19 @@ class EditFileArgs(ToolArgs):
     new: str = Field(description="The replacement text.")
 
 
-def _read_text(path: Path, name: str) -> str:
+def _read_text(root: Path, path: Path, name: str) -> str:
     """The file's text, decoded strictly: a change is written back as UTF-8, so a file that is
     not UTF-8 would have bytes changed that no diff shows."""
-    if not path.exists():
-        raise ToolError(f"{name} does not exist.")
-    data = read_regular(path, name, MAX_READ_BYTES + 1)
-    if len(data) > MAX_READ_BYTES:  # only a prefix was read: writing it back would cut the file
-        raise ToolError(f"{name} is over {MAX_READ_BYTES // 2**20} MB, more than write_file and "
-                        "edit_file change; nothing was changed. run_shell can change it in "
-                        "place (sed -i, patch).")
+    try:
+        data = confined.read(path, MAX_READ_BYTES, root=root, name=name)
+    except Refused as e:
+        if e.missing:
+            raise ToolError(f"{name} does not exist.") from None
+        if e.reason == "size":  # never a prefix written back: that would cut the file
+            raise ToolError(f"{name} is over {MAX_READ_BYTES // 2**20} MB, more than write_file "
+                            "and edit_file change; nothing was changed. run_shell can change it "
+                            "in place (sed -i, patch).") from None
+        raise ToolError(f"{e}; it is not read.") from None
     if is_binary(data[:SNIFF]):
         raise ToolError(f"{name} is {_kind(data[:SNIFF])}, not text; it cannot be edited.")
     try:
@@ -291,12 +263,12 @@ def planned_content(args: ToolArgs, root: Path) -> tuple[Path, str | None, str]:
         path = resolve(root, args.path, write=True)
         if path.is_dir():
             raise ToolError(f"{display(root, path)} is a folder.")
-        old = _read_text(path, display(root, path)) if path.exists() else None
+        old = _read_text(root, path, display(root, path)) if path.exists() else None
         return path, old, args.content
     assert isinstance(args, EditFileArgs)
     path = resolve(root, args.path, write=True)
     name = display(root, path)
-    text = _read_text(path, name)
+    text = _read_text(root, path, name)
     if not args.old:
         raise ToolError("`old` is empty; give the exact text to replace.")
     count = text.count(args.old)
@@ -349,7 +321,7 @@ async def apply_change(args: WriteFileArgs | EditFileArgs, ctx: ToolContext) -> 
         path, old, new = ctx.change
         name = display(ctx.root, path)
         try:
-            unchanged = (_read_text(path, name) if os.path.lexists(path) else None) == old
+            unchanged = (_read_text(ctx.root, path, name) if os.path.lexists(path) else None) == old
         except ToolError:  # it cannot be read as text now: not as it was
             unchanged = False
         if not unchanged:
@@ -411,7 +383,7 @@ def _mode_to_keep(path: Path, name: str) -> int:
         info = os.lstat(path)
     except FileNotFoundError:
         return 0o644
-    kind = _not_regular(info.st_mode)
+    kind = kind_of(info.st_mode)
     if kind is not None and not stat.S_ISLNK(info.st_mode):
         raise ToolError(f"{name} is {kind}, not a file; nothing was written.")
     return info.st_mode & 0o777 if kind is None else 0o644

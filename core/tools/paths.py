@@ -1,7 +1,8 @@
 """Paths the model names, resolved inside the project folder or refused with a reason.
 
-Symlinks are followed before the check, so a link that points outside the project is refused
-like `..`. The project's `.workbench/` (the log itself) and `.git/` are read-only to tools.
+Symlinks are followed before the check (core.confined.inside, as every reader of the project's
+files does), so a link that points outside the project is refused like `..`. The project's
+`.workbench/` (the log itself) and `.git/` are read-only to tools.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.confined import Refused, inside
 from core.tools.base import ToolError
 
 READ_ONLY_DIRS = (".workbench", ".git")
@@ -27,16 +29,11 @@ def resolve(root: Path, path: str, *, write: bool = False) -> Path:
     if "\x00" in path:
         raise ToolError("The path contains a NUL character.")
     given = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
-    candidate = given if given.is_absolute() else root / given
     try:
-        real = candidate.resolve(strict=False)
-    except (OSError, RuntimeError) as e:  # a symlink loop
-        raise ToolError(f"Cannot resolve {path!r}: {e}.") from e
-    if not real.is_relative_to(root):
-        how = "through a symbolic link " if _through_link(root, candidate) else ""
-        raise ToolError(
-            f"{path!r} leads {how}outside the project folder ({root}); tools may only use "
-            "files inside it.")
+        real = inside(root, given, repr(path))
+    except Refused as e:
+        raise ToolError(f"{e}; tools may only use files inside the project folder ({root}).") \
+            from None
     if write:
         rel = real.relative_to(root)
         if rel.parts and rel.parts[0] in READ_ONLY_DIRS:
@@ -56,10 +53,3 @@ def display(root: Path, path: Path) -> str:
         return str(path)
     return rel.as_posix() or "."
 
-
-def _through_link(root: Path, candidate: Path) -> bool:
-    """Whether `candidate` only leaves the project because of a symlink on the way."""
-    try:
-        return os.path.normpath(candidate).startswith(str(root))
-    except (OSError, ValueError):
-        return False

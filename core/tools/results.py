@@ -9,15 +9,17 @@ read into memory whole.
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from pydantic import Field
 
+from core import confined
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, Offload
 from core.redact import environment_secrets, redact, redact_bytes
@@ -33,6 +35,7 @@ from core.tools.base import safe_name as _safe
 
 OFFLOAD_TOKENS = 4000  # a result over this many tokens is offloaded
 PREVIEW_BYTES = 4000  # of the head, and again of the tail, in an offloaded result's preview
+MAX_KEPT_BYTES = 2**30  # a kept output is at most what a command may print (256 MB) and more
 PAGE_CHARS = 12_000  # what one read_file / read_tool_result call returns at most (~3k tokens)
 LINE_CHARS = 2000  # a longer line is cut in a page
 
@@ -237,9 +240,18 @@ def page(lines: Iterable[str], offset: int, limit: int, what: str,
     return text
 
 
-def file_lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
-        yield from f
+def kept_output(state: Path, offload: Offload) -> BinaryIO:
+    """A kept output, open (the caller closes it): a regular file of `.workbench/tool-results/`
+    only, read by the confined reader (a log or a folder from elsewhere can name a FIFO there,
+    which would block whoever opened it).
+
+    Raises:
+        confined.Refused: it is outside that folder, gone, or not a regular file.
+    """
+    full = offload_file(state, offload)
+    if full is None:
+        raise confined.Refused(f"{offload.path} is outside .workbench/tool-results/", "outside")
+    return confined.opened(full, MAX_KEPT_BYTES, root=state / RESULTS_DIR, name=offload.path)
 
 
 class ReadResultArgs(ToolArgs):
@@ -255,14 +267,16 @@ async def read_tool_result(args: ReadResultArgs, ctx: ToolContext) -> ToolOutput
         raise ToolError(f"No tool output is known as {args.ref!r}; use the id from the "
                         "omitted-output marker.")
     if entry.offload is not None:
-        full = offload_file(ctx.state, entry.offload)
-        if full is None:
-            raise ToolError(f"The output of {args.ref!r} names a file outside "
-                            ".workbench/tool-results/; it is not read.")
-        if full.is_file():
-            return ToolOutput(page(file_lines(full), args.offset, args.limit, "that output"))
-        raise ToolError(f"The full output of {args.ref!r} is no longer on disk "
-                        f"({entry.offload.path}); only its preview is in the conversation.")
+        try:
+            kept = kept_output(ctx.state, entry.offload)
+        except confined.Refused as e:
+            if e.missing:
+                raise ToolError(f"The full output of {args.ref!r} is no longer on disk "
+                                f"({entry.offload.path}); only its preview is in the "
+                                "conversation.") from None
+            raise ToolError(f"The output of {args.ref!r}: {e}; it is not read.") from None
+        with io.TextIOWrapper(kept, encoding="utf-8", errors="replace", newline=None) as text:
+            return ToolOutput(page(text, args.offset, args.limit, "that output"))
     return ToolOutput(page(iter(entry.text().splitlines()), args.offset, args.limit,
                            "that output"))
 

@@ -1,10 +1,11 @@
 """run_shell: a command in the project folder, inside an OS sandbox where one exists.
 
 On Linux the sandbox is bubblewrap, the way Codex contains commands: the whole file system is
-mounted read-only, the project folder writable (its `.workbench/` and `.git/` read-only), a
-private /tmp, no network unless the user allowed it for the conversation, and a PID namespace so
-killing the sandbox kills everything the command started. Where bubblewrap is missing or cannot
-create namespaces, commands run unconfined and approval is the only guard (the prompt says so).
+mounted read-only, the project folder writable (its `.workbench/` and `.git/`, and nested
+repositories' `.git`, read-only), a private /tmp, no network unless the user allowed it for the
+conversation, and a PID namespace so killing the sandbox kills everything the command started.
+Where bubblewrap is missing or cannot create namespaces, commands run unconfined and approval is
+the only guard (the prompt says so).
 
 Output (stdout and stderr interleaved, as in a terminal) goes straight from the process to a file
 and is never held in memory; the runner keeps it, or a preview of it when it is large. The whole
@@ -18,7 +19,6 @@ import contextlib
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -28,7 +28,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from core import confined
 from core.redact import SECRET_NAME
+from core.stand_ins import remove_stand_ins
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, running_file
 
 DEFAULT_TIMEOUT = 120
@@ -54,10 +56,9 @@ class Sandbox:
         if self.kind == "bubblewrap":
             net = "network allowed" if network else "no network"
             hidden = "" if network else ", Unix sockets in /run hidden"
-            return (f"bubblewrap sandbox: only the project folder is writable (not .workbench/ "
-                    f"or .git, even before they exist), the rest of the system read-only, no "
-                    f"capabilities, {net}"
-                    f"{hidden}")
+            return ("bubblewrap sandbox: only the project folder is writable (not .workbench/ "
+                    "or .git, even before they exist, nor a nested repository's .git), the "
+                    f"rest of the system read-only, no capabilities, {net}{hidden}")
         return (f"no sandbox ({self.why}): the command runs with your user's full rights; "
                 "your approval is the only guard")
 
@@ -134,11 +135,17 @@ def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool,
                 argv += ["--tmpfs", folder]
     argv += ["--bind", str(root), str(root)]
     for path in protected_paths(root):
-        # One that does not exist yet is protected too (a command must not create
-        # .git/hooks/pre-commit for git to run later, unsandboxed): an empty read-only file
-        # stands in its place while the command runs, removed after (see `_remove_stand_ins`).
-        source = str(path) if os.path.lexists(path) else os.devnull
-        argv += ["--ro-bind", source, str(path)]
+        if os.path.lexists(path):
+            argv += ["--ro-bind", str(path), str(path)]
+        else:
+            # One that does not exist yet is protected too (a command must not create
+            # .git/hooks/pre-commit for git to run later, unsandboxed): an empty read-only
+            # folder stands in its place while the command runs. A folder, not a file: git
+            # takes an empty `.git` folder for no repository (and `git init` fills it), where an
+            # empty file breaks every git command there. Its mount point is made on the host;
+            # it is removed after the command, or when the project next opens if the app was
+            # killed meanwhile (see `remove_stand_ins`).
+            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
     argv += [*CONFINE, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--new-session", "--chdir", str(root)]
     if not network:
@@ -149,30 +156,44 @@ def command_argv(sandbox: Sandbox, root: Path, command: str, network: bool,
 PROTECTED = (".workbench", ".git")
 
 
+MAX_GITDIR_FILE = 2**16  # a `.git` file holds one `gitdir:` line
+MAX_WALK = 20_000  # folders looked at for nested repositories' `.git`, per command
+
+
 def protected_paths(root: Path) -> list[Path]:
     """What a command may not change in the project: `.workbench/` and `.git` whether or not
-    they exist, and the folder a `.git` file's `gitdir:` names when it is in the project."""
+    they exist, the folder a `.git` file's `gitdir:` names when it is in the project, and the
+    `.git` of every repository nested in the project (a clone in `lib/`: a hook planted there
+    would run, unsandboxed, at the user's next commit in it)."""
     paths = [root / name for name in PROTECTED]
     git = root / ".git"
     if git.is_file() and not git.is_symlink():
-        try:
-            first = git.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+        try:  # a project's file: a FIFO or a sparse giant here must not hang every command
+            first = confined.read(".git", MAX_GITDIR_FILE, root=root).decode(
+                "utf-8", errors="replace").splitlines()[:1]
         except OSError:
             first = []
         if first and first[0].startswith("gitdir:"):
             target = (root / first[0][len("gitdir:"):].strip()).resolve()
             if target.is_dir() and target.is_relative_to(root) and target != root:
                 paths.append(target)
-    return paths
+    return paths + _nested_git(root)
 
 
-def _remove_stand_ins(absent: list[Path]) -> None:
-    """Remove the empty files that stood in for protected paths that did not exist."""
-    for path in absent:
-        with contextlib.suppress(OSError):
-            info = os.lstat(path)
-            if stat.S_ISREG(info.st_mode) and info.st_size == 0:
-                path.unlink()
+def _nested_git(root: Path) -> list[Path]:
+    """The `.git` folders and files below the project's top (links not followed: a link's
+    target outside the project is read-only anyway), looked for in at most MAX_WALK folders."""
+    found: list[Path] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        if here != root and ".git" in (*dirs, *files) and not (here / ".git").is_symlink():
+            found.append(here / ".git")
+        dirs[:] = [d for d in dirs if d not in PROTECTED and not (here / d).is_symlink()]
+        seen += 1
+        if seen >= MAX_WALK:
+            break
+    return found
 
 
 class ShellArgs(ToolArgs):
@@ -191,7 +212,7 @@ async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
     try:
         return await _run(argv, args, ctx, out_path)
     finally:
-        _remove_stand_ins(absent)
+        remove_stand_ins(ctx.root, absent)
 
 
 async def _run(argv: list[str], args: ShellArgs, ctx: ToolContext, out_path: Path

@@ -22,10 +22,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core import confined
+from core.confined import Refused
 from core.store.fileio import atomic_write_json
 from core.tool_names import BUILTIN_TOOL_NAMES, COMPLETE_STEP
 
 WORKFLOWS_DIR = "workflows"
+MAX_WORKFLOW_FILE = 2**20
 STEP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -129,13 +132,15 @@ def validate_workflow(data: object, source: str = "the workflow") -> Workflow:
         raise WorkflowError(f"{source}: {where + ' ' if where else ''}{msg}") from None
 
 
-def load_workflow(path: Path) -> Workflow:
+def load_workflow(path: Path, root: Path | None = None) -> Workflow:
+    """The workflow in `path`: a file of the project's workflows folder `root`, or (None) one
+    the user named; either way a regular file of at most MAX_WORKFLOW_FILE bytes."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = confined.read(path, MAX_WORKFLOW_FILE, root=root, name=path.name).decode("utf-8")
     except UnicodeDecodeError:
         raise WorkflowError(f"{path.name} is not UTF-8 text") from None
-    except OSError as e:
-        raise WorkflowError(f"{path} cannot be read ({e.strerror or e})") from None
+    except Refused as e:
+        raise WorkflowError(str(e)) from None
     return parse_workflow(text, path.name)
 
 
@@ -161,7 +166,7 @@ class Workflows:
             return [], [f"The workflows folder cannot be read ({e.strerror or e})."]
         for path in files:
             try:
-                found.append((path, load_workflow(path)))
+                found.append((path, load_workflow(path, self.folder)))
             except WorkflowError as e:
                 problems.append(str(e))
         found.sort(key=lambda pw: pw[1].name.casefold())
@@ -179,7 +184,7 @@ class Workflows:
         own = self.folder / (name_or_path if name_or_path.endswith(".json")
                              else f"{name_or_path}.json")
         if own.is_file():
-            return load_workflow(own)
+            return load_workflow(own, self.folder)
         found, _ = self.list()
         for _, wf in found:
             if wf.name.casefold() == name_or_path.casefold():

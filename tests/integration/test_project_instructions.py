@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,47 @@ def test_an_agents_md_too_long_for_the_window_is_named_not_the_message(
     assert code != 0 and not llm_server.requests
     assert "the project's instructions in AGENTS.md" in err and "Shorten AGENTS.md" in err
     assert "Shorten the message" not in err
+
+
+def test_agents_md_linked_outside_the_project_is_not_sent(capsys, project_dir, tmp_path,
+                                                          llm_server) -> None:
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n")
+    (project_dir / "AGENTS.md").symlink_to(secret)  # what a hostile clone can ship
+    conv = send(capsys, project_dir, llm_server, "--new")
+    assert "PRIVATE KEY" not in json.dumps(llm_server.requests[-1].body)
+    copies = list((project_dir / ".workbench" / "requests").rglob("*.json"))
+    assert not any("PRIVATE KEY" in c.read_text(encoding="utf-8") for c in copies)
+    code, out, _ = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL)
+    assert "AGENTS.md leads outside the project folder (a symbolic link); it is not sent." \
+        in out
+
+
+def _preview_note(project_dir: Path) -> str:
+    """The report's note on the instructions, from a preview run with a deadline (a read that
+    blocks on a FIFO would never return)."""
+    notes: list[str] = []
+
+    def preview() -> None:
+        with Project.open(project_dir) as p:
+            conv = p.conversations.create("c").id
+            built = ProjectContext.for_project(p).preview(conv, LLMSettings(model=MODEL))
+            notes.append(built.report.instructions_note)
+
+    thread = threading.Thread(target=preview, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "reading AGENTS.md blocked"
+    return notes[0]
+
+
+def test_a_fifo_or_a_sparse_giant_is_refused_unread(project_dir) -> None:
+    os.mkfifo(project_dir / "AGENTS.md")
+    assert _preview_note(project_dir) == \
+        "AGENTS.md is a named pipe (FIFO), not a file; it is not sent."
+    (project_dir / "AGENTS.md").unlink()
+    with open(project_dir / "AGENTS.md", "wb") as f:
+        f.truncate(2**30)  # sparse: reading it whole took 1.2 GB of memory
+    assert _preview_note(project_dir) == \
+        "AGENTS.md is 1.0 GB: larger than the 2 MB limit; it is not sent."

@@ -10,16 +10,20 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from core.store.project import Project
 from core.tools.base import ToolContext
 from core.tools.shell import ShellArgs, command_argv, detect_sandbox, run_shell, tool_environment
 
 SANDBOX = detect_sandbox({})
+ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 pytestmark = pytest.mark.skipif(SANDBOX.kind != "bubblewrap",
@@ -167,3 +171,72 @@ def test_git_is_protected_before_it_exists_and_where_a_gitdir_file_points(root: 
     assert "HOOK-REFUSED" in out and "FILE-REFUSED" in out
     assert not (root / "repo-git" / "hooks" / "pre-commit").exists()
     assert (root / ".git").read_text() == "gitdir: repo-git\n"
+
+
+def test_nested_repositories_git_is_read_only_too(shell: Shell, root: Path) -> None:
+    """A project holding other clones: a hook planted in lib/.git would run, unsandboxed, at
+    the user's next commit in lib/."""
+    (root / "lib" / ".git" / "hooks").mkdir(parents=True)
+    (root / "vendor" / "dep").mkdir(parents=True)
+    (root / "vendor" / "dep" / ".git").write_text("gitdir: ../../lib/.git\n")  # a submodule's
+    for p in (root / "lib", root / "lib" / ".git", root / "lib" / ".git" / "hooks",
+              root / "vendor", root / "vendor" / "dep"):
+        p.chmod(0o777)
+    out = shell(root, "echo evil > lib/.git/hooks/pre-commit || echo HOOK-REFUSED; "
+                      "echo x >> vendor/dep/.git || echo FILE-REFUSED; echo ok > lib/a.txt")
+    assert "HOOK-REFUSED" in out and "FILE-REFUSED" in out, out
+    assert not (root / "lib" / ".git" / "hooks" / "pre-commit").exists()
+    assert (root / "vendor" / "dep" / ".git").read_text() == "gitdir: ../../lib/.git\n"
+    assert (root / "lib" / "a.txt").exists()  # the clone's files stay writable
+
+
+CHILD = """
+import asyncio, sys
+from pathlib import Path
+from core.tools.base import ToolContext
+from core.tools.shell import ShellArgs, detect_sandbox, run_shell
+root = Path(sys.argv[1])
+ctx = ToolContext(root, root / ".workbench", "c", "k1", sandbox=detect_sandbox({}))
+asyncio.run(run_shell(ShellArgs(command="sleep 60"), ctx))
+"""
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=30, check=False)
+
+
+def test_the_git_stand_in_is_an_empty_folder_and_a_crash_leaves_git_working(root: Path) -> None:
+    """A project in a subfolder of a repository, without a `.git` of its own: while a command
+    runs, and after the app was killed during one, git there still works (an empty `.git` file
+    broke it for good); the next open of the project removes what was left."""
+    repo = root.parent
+    assert _git(repo, "init", "-q").returncode == 0
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root)], cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.lexists(root / ".git") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (root / ".git").is_dir() and not any((root / ".git").iterdir())
+        assert _git(root, "status", "--short").returncode == 0  # while the command runs
+    finally:
+        child.kill()  # the app is killed (a crash, the OOM killer, a logout)
+        child.wait(timeout=30)
+    assert (root / ".git").is_dir()  # left behind: still nothing to git
+    status = _git(root, "status", "--short")
+    assert status.returncode == 0, status.stderr
+    Project.open(root).close()
+    assert not os.path.lexists(root / ".git")
+
+
+def test_an_empty_git_file_left_by_an_older_version_is_removed_on_open(root: Path) -> None:
+    (root / ".git").write_bytes(b"")
+    assert _git(root, "init", "-q").returncode != 0  # "invalid gitfile format"
+    Project.open(root).close()
+    assert _git(root, "init", "-q").returncode == 0
+    (root / "lib").mkdir()
+    (root / "lib" / ".git").write_text("gitdir: elsewhere\n")  # content: never removed
+    Project.open(root).close()
+    assert (root / "lib" / ".git").read_text() == "gitdir: elsewhere\n"
+    assert (root / ".git" / "HEAD").is_file()

@@ -210,3 +210,24 @@ def test_a_file_changed_while_the_approval_was_open_is_not_overwritten(root: Pat
     entry, = asyncio.run(asyncio.wait_for(go(), DEADLINE_S))
     assert entry.status == "error" and "changed while this change waited" in entry.text()
     assert (root / "README.md").read_text() == "# Project\nold line\nthe user's own line\n"
+
+
+def test_a_kept_output_made_a_fifo_is_refused_at_once(root: Path) -> None:
+    """A log or a folder from elsewhere can name a FIFO among the kept outputs: reading it
+    must not block the turn."""
+    import threading
+
+    entry, = run(root, ("run_shell", {"command": "seq 1 100000"}))
+    assert entry.offload is not None
+    kept = root / ".workbench" / entry.offload.path
+    kept.unlink()
+    os.mkfifo(kept)
+    ref = entry.text().split('read_tool_result("')[1].split('"')[0]
+    pages: list[ConversationMessage] = []
+    thread = threading.Thread(daemon=True, target=lambda: pages.extend(
+        run(root, ("read_tool_result", {"ref": ref}), history=[entry])))
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), "reading the kept output blocked"
+    assert pages[0].status == "error"
+    assert "is a named pipe (FIFO), not a file; it is not read." in pages[0].text()

@@ -269,3 +269,25 @@ def test_after_stop_during_a_tool_the_last_card_offers_continue(qtbot, qloop, pr
     run_until(qloop, lambda: not controller.busy())
     assert window.transcript_model.rows()[-1].text.startswith("The command was stopped")
     assert provider.requests[-1].body["messages"][-1]["role"] == "tool"
+
+
+def test_an_offloaded_output_made_a_fifo_is_not_opened_and_the_window_goes_on(
+        qtbot, qloop, project, provider, monkeypatch) -> None:
+    import os
+
+    provider.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 100000"}')]),
+                    Answer("Long."))
+    window, controller = agent_window(qtbot, project)
+    type_and_send(qtbot, window, "count")
+    run_until(qloop, lambda: approval(window) is not None)
+    qtbot.mouseClick(approval(window).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    run_until(qloop, lambda: not controller.busy())
+    index = next(i for i, r in enumerate(window.transcript_model.rows())
+                 if r.kind is RowKind.TOOL)
+    kept = next((project / ".workbench" / "tool-results").rglob("*.txt"))
+    kept.unlink()
+    os.mkfifo(kept)  # a folder from elsewhere can hold one; opening it blocked the window
+    said: list[str] = []
+    monkeypatch.setattr(window, "show_warning", lambda title, text: said.append(text))
+    controller.turns.on_action(index, "open_output")
+    assert said and "is a named pipe (FIFO), not a file" in said[0]

@@ -289,3 +289,33 @@ def test_edit_and_resend_keeps_attachments_as_chips_and_the_draft_where_it_was(
     assert window.composer.text() == "my own unrelated draft"  # not the text sent in the branch
     assert [a.split(" · ")[0] for a in window.composer.attachment_labels()] == ["draft.txt"]
     window.close()
+
+
+@pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing")  # a popup
+def test_a_listed_file_made_a_link_out_or_a_fifo_before_it_is_chosen_is_refused(
+        qtbot, qloop, project_dir, tmp_path) -> None:
+    """The list is read when `@` is typed; what is chosen is read then, by the confined
+    reader: a link out of the project sends nothing, a FIFO does not block the window."""
+    import os
+
+    project_dir.mkdir()
+    for name in ("notes.md", "pipe.md", "zero.md"):
+        (project_dir / name).write_text("x", encoding="utf-8")
+    secret = tmp_path / "creds.txt"
+    secret.write_text("OUTSIDE-SECRET", encoding="utf-8")
+    window, controller = open_on_new(qtbot, project_dir)
+    editor, mentions = window.composer.editor, window.composer.mentions
+    editor.setFocus()
+    link_out = "leads outside the project folder (a symbolic link)"
+    for name, swap, why in (("notes.md", lambda p: p.symlink_to(secret), link_out),
+                            ("pipe.md", os.mkfifo, "is a named pipe (FIFO), not a file"),
+                            ("zero.md", lambda p: p.symlink_to("/dev/zero"), link_out)):
+        qtbot.keyClicks(editor, f" @{name[:4]}")
+        qtbot.waitUntil(mentions.popup_open, timeout=5000)
+        (project_dir / name).unlink()
+        swap(project_dir / name)
+        qtbot.keyClick(editor, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda n=name: n in window.composer.hint.text(), timeout=5000)
+        assert f"Not attached: {name} {why}." == window.composer.hint.text()
+        assert window.composer.attachment_labels() == []
+        qtbot.keyClick(editor, Qt.Key.Key_Escape)

@@ -68,7 +68,7 @@ def test_wrong_shape_is_explained(tmp_path: Path) -> None:
 
 def test_file_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
     path = write(tmp_path, [{"role": "user", "content": "x" * 5000}])
-    with pytest.raises(ImportProblem, match="import limit is 0 MB"):
+    with pytest.raises(ImportProblem, match="larger than the 1,000 bytes limit"):
         read_import_file(path, max_bytes=1000)
 
 
