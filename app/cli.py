@@ -22,6 +22,9 @@
     workbench run PROJECT --conversation ID --resume   (carry on at the active step)
     workbench workflows PROJECT                       (the project's workflows)
     workbench trust PROJECT [--yes | --revoke]        (what a project ships that acts for you)
+    workbench checkpoints PROJECT -c ID [--json]      (the agent turns that changed files)
+    workbench restore PROJECT -c ID ENTRY_ID [--force]   (the files as just before that entry)
+    workbench diff PROJECT -c ID ENTRY_ID             (a turn's file changes, unified diff)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send, run: resumable), or the summarizer failed (compact; the log is
@@ -38,6 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app.cli_checkpoints import add_parsers as checkpoint_parsers
+from app.cli_checkpoints import cmd_checkpoints, cmd_diff, cmd_restore
 from app.cli_context import cmd_annotate, cmd_compact, cmd_fork
 from app.cli_run import cmd_run, cmd_workflows
 from app.cli_turn import cmd_continue, cmd_retry, cmd_send
@@ -222,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--yes", action="store_true", help="trust without asking")
     which.add_argument("--revoke", action="store_true", help="take the trust back")
+    checkpoint_parsers(sub)
     return parser
 
 
@@ -286,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_fork(args)
         if args.command == "trust":
             return cmd_trust(args)
+        if args.command in ("checkpoints", "restore", "diff"):
+            return {"checkpoints": cmd_checkpoints, "restore": cmd_restore,
+                    "diff": cmd_diff}[args.command](args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

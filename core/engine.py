@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.attachments import Attachment, user_message
+from core.checkpoints.turn import Checkpointer, TurnRecorder
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.service import ProjectContext
 from core.exchange import Exchange, error_entry, settled
@@ -108,6 +109,9 @@ class Engine:
         self.client = client or LLMClient()
         self.sent: dict[str, list[dict[str, Any]]] = {}
         self.kept: dict[str, tuple[Path, BuiltRequest]] = {}
+        # the project's file checkpoints around agent turns (see core.checkpoints)
+        self.checkpoints = Checkpointer(tools.root, tools.state) if tools is not None else None
+        self._recorders: dict[str, TurnRecorder] = {}
 
     async def send(
         self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
@@ -238,16 +242,36 @@ class Engine:
         the requests whose answers called tools are settled once, at the end."""
         later: list[RequestCopies] = []
         finished: TurnFinished | None = None
-        async for event in self._rounds(conv_id, settings, options, later, first):
-            if isinstance(event, TurnFinished):
-                finished = event
-            else:
-                yield event
-        for copies in later:
-            for note in await settled(copies):
-                yield StoreNotice(note)
-        assert finished is not None
-        yield finished
+        recorder = self._recorder(conv_id, options)
+        try:
+            async for event in self._rounds(conv_id, settings, options, later, first):
+                if isinstance(event, TurnFinished):
+                    finished = event
+                else:
+                    yield event
+            for copies in later:
+                for note in await settled(copies):
+                    yield StoreNotice(note)
+            if recorder is not None and (said := await asyncio.to_thread(recorder.after)):
+                yield StoreNotice(said)
+            assert finished is not None
+            yield finished
+        finally:  # Stop, or a crash of the turn: the "after" checkpoint all the same
+            if recorder is not None:
+                self._recorders.pop(conv_id, None)
+                recorder.after()
+
+    def _recorder(self, conv_id: str, options: TurnOptions) -> TurnRecorder | None:
+        """The checkpoints of this turn (none in chat mode or without tools)."""
+        if self.checkpoints is None or options.mode == "chat":
+            return None
+
+        def entry() -> str:
+            users = [m for m in self.store.load(conv_id).messages if m.role == "user"]
+            return users[-1].id if users else ""
+
+        recorder = self._recorders[conv_id] = self.checkpoints.turn(conv_id, entry)
+        return recorder
 
     async def _rounds(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions,
@@ -358,6 +382,10 @@ class Engine:
         result are answered "aborted" (a running command is killed first). `outcome` gets the
         TurnFinished when the turn ends here."""
         runner = self.runner(conv_id, settings, options)
+        recorder = self._recorders.get(conv_id)
+        if recorder is not None and any(runner.may_change(c) for c in calls):
+            if said := await asyncio.to_thread(recorder.before):  # the files, before the change
+                yield StoreNotice(said)
         history = self.store.load(conv_id).messages
         answered: set[str] = set()
         running: dict[str, float] = {}
