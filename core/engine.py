@@ -382,10 +382,8 @@ class Engine:
         result are answered "aborted" (a running command is killed first). `outcome` gets the
         TurnFinished when the turn ends here."""
         runner = self.runner(conv_id, settings, options)
-        recorder = self._recorders.get(conv_id)
-        if recorder is not None and any(runner.may_change(c) for c in calls):
-            if said := await asyncio.to_thread(recorder.before):  # the files, before the change
-                yield StoreNotice(said)
+        if said := await self._before_change(conv_id, runner, calls):
+            yield StoreNotice(said)
         history = self.store.load(conv_id).messages
         answered: set[str] = set()
         running: dict[str, float] = {}
@@ -426,6 +424,14 @@ class Engine:
             outcome.append(TurnFinished("stopped", appended[-1] if appended else
                                         (last or written.entries[-1])))
             return
+
+    async def _before_change(self, conv_id: str, runner: ToolRunner, calls: list[ToolCall]
+                             ) -> str | None:
+        """The files checkpointed before a round that may change them; a notice, or None."""
+        recorder = self._recorders.get(conv_id)
+        if recorder is None or not any(runner.may_change(c) for c in calls):
+            return None
+        return await asyncio.to_thread(recorder.before)
 
     def _started(self, conv_id: str, call_id: str) -> bool:
         """Whether a call the app closed on had started (without tools here: assume so)."""
