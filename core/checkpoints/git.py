@@ -117,7 +117,7 @@ class ShadowGit:
             "HOME": os.devnull, "XDG_CONFIG_HOME": os.devnull,
             "LC_ALL": "C", "LANG": "C",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_TERMINAL_PROMPT": "0",
             "GIT_AUTHOR_NAME": "Context Workbench",
             "GIT_AUTHOR_EMAIL": "checkpoints@workbench.invalid",
             "GIT_COMMITTER_NAME": "Context Workbench",

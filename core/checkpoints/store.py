@@ -150,43 +150,53 @@ class Store:
         message = json.dumps(full, ensure_ascii=False, sort_keys=True)
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         commit = self.git.text(*args)
-        self.git.run("update-ref", ref, commit, parent or ZERO)
+        # HEAD follows the newest snapshot, so the next `status` compares little against it
+        self.git.run("update-ref", "--stdin", input=(f"update {ref} {commit} {parent or ZERO}\n"
+                                                    f"update refs/heads/main {commit}\n").encode())
         return Checkpoint(commit, tree, full)
 
     def tree(self) -> tuple[str, dict[str, str]]:
-        """Stage the work tree into the shadow index and write its tree; what was skipped."""
-        skipped = self._skipped()
-        specs = [".", *(f":(exclude,literal){p.rstrip('/')}" for p in skipped)]
-        self.git.run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
-                     input="\0".join(specs).encode("utf-8", "surrogateescape"))
-        large = [p for p, why in skipped.items() if not p.endswith("/")]
-        if large:  # a file that grew past the limit: out of the index too
-            self.git.run("rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-",
-                         "--pathspec-file-nul",
-                         input="\0".join(f":(literal){p}" for p in large).encode(
-                             "utf-8", "surrogateescape"))
-        tree = self.git.text("write-tree")
-        return tree, {p.rstrip("/"): why for p, why in skipped.items()}
+        """Stage the work tree into the shadow index and write its tree; what was skipped.
 
-    def _skipped(self) -> dict[str, str]:
-        """New and changed paths to leave out: files over the limit, nested repositories."""
-        out = self.git.run("ls-files", "-o", "-m", "--exclude-standard", "-z")
+        One `git status` finds what changed since the last snapshot (by the index's stat data
+        and the untracked cache) and only those paths are staged."""
+        out = self.git.run("status", "--porcelain=v1", "-z", "--untracked-files=all",
+                           "--no-renames")
+        stage: list[str] = []
+        drop: list[str] = []
         skipped: dict[str, str] = {}
-        for raw in out.split(b"\0"):
-            if not raw:
+        for item in out.split(b"\0"):
+            if len(item) < 4 or item[1:2] == b" ":  # the work tree is as the index has it
                 continue
-            path = raw.decode("utf-8", "surrogateescape")
+            path = item[3:].decode("utf-8", "surrogateescape")
             if path.endswith("/"):
-                skipped[path] = "a nested git repository (its files are not checkpointed)"
+                skipped[path.rstrip("/")] = ("a nested git repository (its files are not "
+                                             "checkpointed)")
                 continue
-            try:
-                size = os.lstat(self.root / path).st_size
-            except OSError:
+            why = self._too_big(path) if item[1:2] != b"D" else None
+            if why is not None:
+                skipped[path] = why
+                if item[:2] != b"??":  # a file that grew past the limit: out of the index
+                    drop.append(path)
                 continue
-            if size > self.size_limit:
-                skipped[path] = (f"larger than {self.size_limit // (1024 * 1024)} MB "
-                                 f"({size / (1024 * 1024):.1f} MB)")
-        return skipped
+            stage.append(path)
+        for paths, how in ((stage, ("--add", "--remove", "--replace")),
+                           (drop, ("--force-remove",))):
+            if paths:
+                self.git.run("update-index", *how, "-z", "--stdin",
+                             input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
+                                            for p in paths))
+        return self.git.text("write-tree"), skipped
+
+    def _too_big(self, path: str) -> str | None:
+        try:
+            size = os.lstat(self.root / path).st_size
+        except OSError:
+            return None
+        if size <= self.size_limit:
+            return None
+        return (f"larger than {self.size_limit // (1024 * 1024)} MB "
+                f"({size / (1024 * 1024):.1f} MB)")
 
     # --- history -------------------------------------------------------------------------------
 
@@ -216,7 +226,8 @@ class Store:
             self.ready()
             return self.events_locked(conv_id)
 
-    def events_locked(self, conv_id: str) -> list[Event]:
+    def events_locked(self, conv_id: str, diffs: bool = True) -> list[Event]:
+        """`events` with the lock held; `diffs=False`: without their changes (quicker)."""
         points = self.checkpoints(conv_id)
         events: list[Event] = []
         open_turns: dict[str, Event] = {}
@@ -240,7 +251,8 @@ class Store:
             event.end = later[0] if later else event.start
         for event in events:
             event.skipped = {**event.start.skipped, **event.end.skipped}
-            event.changes = self.diff_trees(event.start.tree, event.end.tree, event.skipped)
+            if diffs:
+                event.changes = self.diff_trees(event.start.tree, event.end.tree, event.skipped)
         return events
 
     def diff_trees(self, old: str, new: str, skipped: dict[str, str]) -> list[Change]:
