@@ -24,7 +24,14 @@ from core.checkpoints.views import (
     undo,
 )
 from core.store.project import Project
-from ui.changes_panel import DiffViewer, FileItem, TurnItem
+from ui.changes_panel import (
+    CANCEL_BRANCH,
+    FILES_TOO,
+    DiffViewer,
+    FileItem,
+    TurnItem,
+    ask_rewind,
+)
 from ui.main_window import MainWindow
 
 RESTORE_ANYWAY = "Restore anyway"
@@ -148,3 +155,44 @@ class CheckpointFlow(QObject):
         self.refresh()
         if self.viewer is not None and entry in self._turns:
             self.open_turn(entry)
+
+    def rewind_files(self, conv: str, entry: str | None, before: bool) -> bool:
+        """Before a branch (edit & resend, regenerate, fork) that leaves out turns which changed
+        files: ask whether to restore the files to that point too. False: the user cancelled,
+        or the files could not be restored (why is on screen): no branch."""
+        store, project = self._store(), self.host.project
+        if store is None or project is None or entry is None:
+            return True
+        try:
+            found = [t for t in turns(store, conv) if not t.undone]
+        except (GitFailed, GitMissing, OSError):
+            return True  # nothing to offer
+        ids = [m.id for m in project.conversations.load(conv).messages]
+        if entry not in ids:
+            return True
+        kept = ids[:ids.index(entry) + (0 if before else 1)]
+        last = kept[-1] if kept else None  # a kept question whose answer goes: its turn goes
+        dropped = [t for t in found if t.entry not in kept or t.entry == last]
+        if not dropped:
+            return True
+        paths = sorted({p for t in dropped for p in (*t.added, *t.modified, *t.deleted)})
+        choice = ask_rewind(
+            self.window, f"The agent changed {len(paths)} file{'s' if len(paths) != 1 else ''} "
+            "after this point. Restore the files to this point too?",
+            "Files too: they are put back as they were then (undoable from Changed files). "
+            "Conversation only: the files stay as they are now.\n\n" + "\n".join(paths[:20]))
+        if choice == CANCEL_BRANCH:
+            return False
+        if choice != FILES_TOO:
+            return True
+        try:
+            undo(store, conv, dropped[0].entry)
+        except RestoreConflict as e:
+            self.notices.warning("No branch was made: you changed some of these files since "
+                                 "the agent's turn (" + ", ".join(e.paths) + "). Undo them from "
+                                 "Changed files (it asks), or choose Conversation only.")
+            return False
+        except (GitFailed, GitMissing, NothingToRestore, OSError) as e:
+            self.notices.error(f"No branch was made: the files could not be restored ({e}).")
+            return False
+        return True

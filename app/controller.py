@@ -110,6 +110,7 @@ class Controller(QObject):
         self.runs = RunFlow(window, self.notices, self, self.turns, self.inspector.show_entry)
         self.branches = BranchFlow(window, self.notices, self)
         self.checkpoints = CheckpointFlow(window, self.notices, self)
+        self.branches.rewind_files = self.checkpoints.rewind_files
         self.titles = TitleFlow(self)
         self.interchange = InterchangeFlow(window, self.notices, self)
         self.trust = TrustFlow(window, self.notices, self._reopen_project, self)

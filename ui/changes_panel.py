@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -180,3 +181,26 @@ class DiffViewer(QDialog):
             lines = self._files[row].lines
             self.view.setPlainText("\n".join(lines) if lines else "(no text lines: a binary "
                                                                  "file or an empty one)")
+
+
+FILES_TOO = "Files too"
+CONVERSATION_ONLY = "Conversation only"
+CANCEL_BRANCH = "Cancel"
+
+
+def ask_rewind(parent: QWidget | None, text: str, detail: str) -> str:
+    """Before a branch rewinds the conversation past turns that changed files: restore the
+    files to that point too? Files too, Conversation only, or Cancel (Esc)."""
+    box = QMessageBox(QMessageBox.Icon.Question, "Context Workbench asks", text,
+                      QMessageBox.StandardButton.NoButton, parent)
+    box.setObjectName("rewind_question")
+    box.setInformativeText(detail)
+    buttons = {box.addButton(FILES_TOO, QMessageBox.ButtonRole.AcceptRole): FILES_TOO,
+               box.addButton(CONVERSATION_ONLY, QMessageBox.ButtonRole.NoRole): CONVERSATION_ONLY}
+    cancel = box.addButton(CANCEL_BRANCH, QMessageBox.ButtonRole.RejectRole)
+    box.setEscapeButton(cancel)
+    box.setDefaultButton(cancel)
+    box.exec()
+    clicked = box.clickedButton()
+    return next((choice for button, choice in buttons.items() if button is clicked),
+                CANCEL_BRANCH)

@@ -6,11 +6,12 @@ the real git binary."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from tests.helpers.checkpoints import files
 from tests.helpers.fake_llm import Answer, FakeLLMServer, ToolCalls
@@ -120,3 +121,44 @@ def test_a_turns_changes_are_shown_undone_and_redone(qtbot, qloop, project: Path
     qtbot.mouseClick(viewer.undo, Qt.MouseButton.LeftButton)
     answer(qtbot, qloop, window, "Restore anyway")
     assert files(project) == before
+
+
+def click_when_asked(choice: str) -> None:
+    """Answer the (modal) rewind question with `choice` once it is up; after a deadline, close
+    it (which cancels, and the test fails on what follows)."""
+    deadline = time.monotonic() + 30
+
+    def attempt() -> None:
+        boxes = [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox)
+                 and w.objectName() == "rewind_question" and w.isVisible()]
+        if boxes:
+            next(b for b in boxes[0].buttons() if b.text() == choice).click()
+        elif time.monotonic() < deadline:
+            QTimer.singleShot(20, attempt)
+
+    QTimer.singleShot(0, attempt)
+
+
+@pytest.mark.parametrize("choice", ["Files too", "Conversation only", "Cancel"])
+def test_edit_and_resend_asks_whether_to_restore_the_files_too(qtbot, qloop, project: Path,
+                                                               provider, choice: str) -> None:
+    provider.script(
+        ToolCalls([("c1", "write_file", json.dumps({"path": "new.py", "content": "x = 1\n"}))]),
+        Answer("Wrote it."), Answer("Answered again."))
+    before = files(project)
+    window, controller = open_window(qtbot, project)
+    run_agent_turn(qtbot, qloop, window, controller)
+    after = files(project)
+    assert after == {**before, "new.py": b"x = 1\n"}
+    conversations = len(controller.project.conversations.list())
+    user = window.transcript_model.rows()[0].message
+    controller.branches.edit(user.id)
+    click_when_asked(choice)
+    assert controller.branches.send_edited("do it otherwise")
+    run_until(qloop, lambda: not controller.busy(), timeout=60)
+    made = len(controller.project.conversations.list()) - conversations
+    if choice == "Cancel":
+        assert made == 0 and files(project) == after
+    else:
+        assert made == 1
+        assert files(project) == (before if choice == "Files too" else after)
