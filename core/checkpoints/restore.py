@@ -95,6 +95,8 @@ def restore(store: Store, conv_id: str, plan: Plan, force: bool = False,
         conflicts = [p for p in plan.paths if now.get(p) != plan.expected.get(p)]
         if conflicts and not force:
             raise RestoreConflict(conflicts)
+        for path in plan.paths:  # refused before anything is written (raises GitFailed)
+            _inside(store.root, path)
         record: dict[str, Any] = {"entry": plan.entry, "undo": plan.undo}
         pre = store.commit(conv_id, {**record, "phase": "pre"}, (tree, skipped))
         atomic_write_json(store.journal, {"conversation": conv_id, "target": plan.target,

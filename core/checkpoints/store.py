@@ -173,15 +173,18 @@ class Store:
                 skipped[path.rstrip("/")] = ("a nested git repository (its files are not "
                                              "checkpointed)")
                 continue
-            why = self._too_big(path) if item[1:2] != b"D" else None
+            if item[1:2] == b"D":  # gone (or behind a link now): out of the index
+                drop.append(path)
+                continue
+            why = self._too_big(path)
             if why is not None:
                 skipped[path] = why
                 if item[:2] != b"??":  # a file that grew past the limit: out of the index
                     drop.append(path)
                 continue
             stage.append(path)
-        for paths, how in ((stage, ("--add", "--remove", "--replace")),
-                           (drop, ("--force-remove",))):
+        for paths, how in ((drop, ("--force-remove",)),
+                           (stage, ("--add", "--remove", "--replace"))):
             if paths:
                 self.git.run("update-index", *how, "-z", "--stdin",
                              input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
