@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def one_turn(root: Path, conv: str, entry: str, change) -> None:  # type: ignore[no-untyped-def]
+def one_turn(root: Path, conv: str, entry: str, change: Callable[[], None]) -> None:
     """A turn as the engine records it: before, `change()`, after."""
     recorder = Checkpointer(root, root / ".workbench").turn(conv, lambda: entry)
     assert recorder.before() is None
@@ -167,3 +168,18 @@ def test_a_restore_killed_half_way_is_finished_by_the_next_use(repo: Path,
     assert files(repo) == before
     assert turn.undone
     assert not (repo / ".workbench" / "checkpoints.journal").exists()
+
+
+def test_a_snapshot_that_fails_is_a_notice_and_the_turn_goes_on(capsys, project_dir: Path,
+                                                                llm_server) -> None:
+    project_dir.mkdir()
+    (project_dir / ".workbench").mkdir()
+    (project_dir / ".workbench" / "checkpoints.git").write_text("not a repository\n")
+    llm_server.script(
+        ToolCalls([("w1", "write_file", '{"path": "a.txt", "content": "1"}')]),
+        Answer("Wrote it."))
+    code, out, err = cli(capsys, "send", project_dir, "--new", "--mode", "agent", "--model",
+                         MODEL, "--api-base", llm_server.url, "--approve", "always", "write")
+    assert code == 0, err
+    assert out.endswith("Wrote it.\n") and (project_dir / "a.txt").read_text() == "1"
+    assert "warning: The files were not checkpointed before this change" in err
