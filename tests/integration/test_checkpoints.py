@@ -143,3 +143,39 @@ def test_a_chat_turn_and_a_read_only_turn_take_no_checkpoint(capsys, repo: Path,
     code, out, _ = cli(capsys, "checkpoints", repo, "-c", conv)
     assert code == 0 and "No agent turn of this conversation changed files." in out
     assert Store(repo, repo / ".workbench").checkpoints(conv) == []
+
+
+def test_a_stopped_turn_still_takes_its_after_checkpoint(repo: Path, llm_server) -> None:
+    import asyncio
+    import time
+
+    from core.engine import TurnOptions
+    from core.factory import build_engine
+    from core.settings import LLMSettings
+
+    llm_server.script(ToolCalls([("s", "run_shell", json.dumps(
+        {"command": "printf made > made.txt; sleep 30", "timeout": 60}))]))
+    settings = LLMSettings(model=MODEL, api_base=llm_server.url, auto_retries=0)
+    with Project.open(repo) as p:
+        engine = build_engine(p)
+        conv = p.conversations.create("t").id
+
+        async def go() -> None:
+            async def consume() -> None:
+                async for _ in engine.send(conv, "make it", settings,
+                                           TurnOptions(mode="agent", approve="always")):
+                    pass
+
+            task = asyncio.create_task(consume())
+            deadline = time.monotonic() + 60
+            while not (repo / "made.txt").exists():
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.02)
+            task.cancel()  # Stop
+            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
+
+        asyncio.run(go())
+    store = Store(repo, repo / ".workbench")
+    assert [c.phase for c in store.checkpoints(conv)] == ["before", "after"]
+    [turn] = turns(store, conv)
+    assert turn.added == ["made.txt"]
