@@ -10,9 +10,9 @@ The project folder is untrusted input: it may arrive by `git clone` with a
 (core.fsmonitor, filter drivers, hooks, diff.external, ...). So git runs with an environment of
 our making (nothing of the user's GIT_* leaks in), no system or global configuration, the
 command-running settings switched off on the command line, and the repository's own `config`,
-`HEAD` and `info/exclude` rewritten with our fixed content before each use (we own them); the
-files that would send git elsewhere (commondir, alternates, grafts) are removed. Argument lists,
-never a shell.
+`HEAD`, `info/exclude` and `info/attributes` rewritten with our fixed content before each use
+(we own them); the files that would send git elsewhere (commondir, alternates, grafts) are
+removed. Argument lists, never a shell.
 """
 
 from __future__ import annotations
@@ -49,7 +49,11 @@ CONFIG = """[core]
 """
 # Files a shipped repository could carry to point git at other objects or refs.
 FOREIGN = ("commondir", "gitdir", "objects/info/alternates", "objects/info/http-alternates",
-           "info/grafts", "shallow", "info/attributes")
+           "info/grafts", "shallow")
+# The highest-precedence attributes: a file is stored byte for byte, whatever the project's
+# .gitattributes say (no line-ending conversion, filter, ident or re-encoding), so a restore
+# writes back exactly what was there.
+ATTRIBUTES = "* -text -filter -ident -working-tree-encoding\n"
 
 
 class GitMissing(RuntimeError):
@@ -107,6 +111,7 @@ class ShadowGit:
                                                        null=os.devnull).encode())
         _write_if_changed(gd / "HEAD", b"ref: refs/heads/main\n")
         _write_if_changed(gd / "info" / "exclude", ALWAYS_EXCLUDED.encode())
+        _write_if_changed(gd / "info" / "attributes", ATTRIBUTES.encode())
 
     # --- running -------------------------------------------------------------------------------
 

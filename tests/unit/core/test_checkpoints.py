@@ -109,3 +109,19 @@ def test_unchanged_files_cost_nothing_and_a_turn_without_changes_is_not_listed(
     assert [p.phase for p in points] == ["before", "after"]
     assert points[0].tree == points[1].tree
     assert turns(store, "conv") == []
+
+
+def test_files_are_kept_byte_for_byte_whatever_the_gitattributes_say(root: Path) -> None:
+    (root / ".gitattributes").write_text("* text eol=crlf\n*.crlf text\n*.id ident\n")
+    (root / "lf.txt").write_bytes(b"one\ntwo\n")
+    (root / "win.crlf").write_bytes(b"one\r\ntwo\r\n")
+    (root / "x.id").write_bytes(b"$Id$\n")
+    before = files(root)
+
+    def change() -> None:
+        for name in ("lf.txt", "win.crlf", "x.id"):
+            (root / name).write_bytes(b"changed\n")
+
+    one_turn(root, change)
+    undo(Store(root, root / ".workbench"), "conv", "e1")
+    assert files(root) == before
