@@ -20,6 +20,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,9 @@ class Event:
         entry: the user entry the turn answered (a restore: the entry it went back to).
         start, end: the commits around it.
         time: when it started (seconds since the epoch).
-        changes: the paths it added, modified and deleted.
         skipped: paths left out (too big, nested repositories) and why.
         undo: for a restore, "undo" or "redo".
+        differ: how `changes` are found (read once, when first asked for).
     """
 
     kind: str
@@ -90,9 +91,18 @@ class Event:
     start: Checkpoint
     end: Checkpoint
     time: float
-    changes: list[Change] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     undo: str = ""
+    differ: Callable[[str, str, dict[str, str]], list[Change]] | None = None
+    _changes: list[Change] | None = None
+
+    @property
+    def changes(self) -> list[Change]:
+        """The paths it added, modified and deleted."""
+        if self._changes is None:
+            self._changes = [] if self.differ is None else \
+                self.differ(self.start.tree, self.end.tree, self.skipped)
+        return self._changes
 
     def paths(self, status: str) -> list[str]:
         return [c.path for c in self.changes if c.status == status]
@@ -229,8 +239,8 @@ class Store:
             self.ready()
             return self.events_locked(conv_id)
 
-    def events_locked(self, conv_id: str, diffs: bool = True) -> list[Event]:
-        """`events` with the lock held; `diffs=False`: without their changes (quicker)."""
+    def events_locked(self, conv_id: str) -> list[Event]:
+        """`events` with the lock held (each event's changes are read when asked for)."""
         points = self.checkpoints(conv_id)
         events: list[Event] = []
         open_turns: dict[str, Event] = {}
@@ -254,8 +264,7 @@ class Store:
             event.end = later[0] if later else event.start
         for event in events:
             event.skipped = {**event.start.skipped, **event.end.skipped}
-            if diffs:
-                event.changes = self.diff_trees(event.start.tree, event.end.tree, event.skipped)
+            event.differ = self.diff_trees
         return events
 
     def diff_trees(self, old: str, new: str, skipped: dict[str, str]) -> list[Change]:

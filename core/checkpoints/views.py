@@ -60,7 +60,7 @@ def turns(store: Store, conv_id: str) -> list[TurnFiles]:
     """The conversation's turns that changed files, oldest first."""
     with store.lock:
         store.ready()
-        events = store.events_locked(conv_id, diffs=False)
+        events = store.events_locked(conv_id)
         found: list[TurnFiles] = []
         for entry in dict.fromkeys(e.entry for e in events if e.kind == "turn"):
             first, last = _span(events, entry)
@@ -81,7 +81,7 @@ def turn_diff(store: Store, conv_id: str, entry: str) -> str:
     """The turn's changes as a unified diff (git's, without external diff or textconv)."""
     with store.lock:
         store.ready()
-        first, last = _span(store.events_locked(conv_id, diffs=False), entry)
+        first, last = _span(store.events_locked(conv_id), entry)
         out = store.git.run("diff", "--no-color", "--no-ext-diff", "--no-textconv",
                             "--no-renames",
                             first.start.commit, last.end.commit)
