@@ -121,20 +121,21 @@ class Store:
         self.git = ShadowGit(self.root, state)
         self.size_limit = size_limit
         self.lock = _lock_for(state)
-        self._ready = False
 
     @property
     def journal(self) -> Path:
         return self.state / "checkpoints.journal"
 
+    def started(self) -> bool:
+        """Whether there is anything to read (a repository, or a restore to finish); raises
+        GitMissing without git. Reading never makes the repository."""
+        self.git.exe()
+        return self.git.git_dir.exists() or self.journal.exists()
+
     def ready(self) -> None:
         """Prepare the repository (every time: see ShadowGit.prepare) and finish a restore a
         crash interrupted. Call with the lock held."""
-        self.git.prepare()
-        if not self._ready:
-            self.git.run("init", "-q", "--template=")
-            self.git.prepare()
-            self._ready = True
+        self.git.prepare()  # all a repository is: objects/, refs/, HEAD and config
         if self.journal.exists():
             from core.checkpoints.restore import roll_forward
 
@@ -216,7 +217,7 @@ class Store:
     def checkpoints(self, conv_id: str) -> list[Checkpoint]:
         """The conversation's checkpoints, oldest first."""
         ref = ref_for(conv_id)
-        if self.git.ref(ref) is None:
+        if not self.git.git_dir.is_dir() or self.git.ref(ref) is None:
             return []
         out = self.git.run("log", "--format=%H%x1f%T%x1f%B%x1e", ref)
         found: list[Checkpoint] = []

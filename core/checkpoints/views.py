@@ -58,6 +58,8 @@ def _span(events: list[Event], entry: str) -> tuple[Event, Event]:
 
 def turns(store: Store, conv_id: str) -> list[TurnFiles]:
     """The conversation's turns that changed files, oldest first."""
+    if not store.started():
+        return []
     with store.lock:
         store.ready()
         events = store.events_locked(conv_id)

@@ -143,6 +143,7 @@ def test_a_chat_turn_and_a_read_only_turn_take_no_checkpoint(capsys, repo: Path,
     code, out, _ = cli(capsys, "checkpoints", repo, "-c", conv)
     assert code == 0 and "No agent turn of this conversation changed files." in out
     assert Store(repo, repo / ".workbench").checkpoints(conv) == []
+    assert not (repo / ".workbench" / "checkpoints.git").exists()  # reading made nothing
 
 
 def test_a_stopped_turn_still_takes_its_after_checkpoint(repo: Path, llm_server) -> None:
