@@ -60,6 +60,8 @@ class BranchFlow(QObject):
         self._editing: _Editing | None = None
         # Where the shown conversation's branches part: its entry -> the versions, in order.
         self._versions: dict[str, list[str]] = {}
+        # asked before a branch rewinds the conversation: restore the files too? (False: cancel)
+        self.rewind_files = _files_stay
         window.transcript.branch_action.connect(self.on_branch_action)
         window.transcript.action_requested.connect(self._on_row_action)
         window.regenerate_requested.connect(self.regenerate_last)
@@ -89,6 +91,8 @@ class BranchFlow(QObject):
             return None
         if self.host.busy():
             self.notices.warning("A branch is made once the answer has ended (or is stopped).")
+            return None
+        if not self.rewind_files(conv, entry_id, before):
             return None
         with self.notices.saving("No branch was made") as made:
             meta = project.conversations.fork(conv, entry_id, before=before)
@@ -322,3 +326,9 @@ def _put_row_at(window: MainWindow, entry: str, y: int) -> None:
     bar = view.verticalScrollBar()
     bar.setValue(bar.value() + top - y)
     view.setCurrentIndex(index)
+
+
+def _files_stay(conv: str, entry: str | None, before: bool) -> bool:
+    """Until the app wires checkpoints in: a branch leaves the files as they are."""
+    del conv, entry, before
+    return True

@@ -23,6 +23,9 @@
     workbench workflows PROJECT                       (the project's workflows)
     workbench trust PROJECT [--yes | --revoke]        (what a project ships that acts for you)
     workbench usage PROJECT [-c ID] [--since DATE] [--json]   (what the conversations cost)
+    workbench checkpoints PROJECT -c ID [--json]      (the agent turns that changed files)
+    workbench restore PROJECT -c ID ENTRY_ID [--force]   (the files as just before that entry)
+    workbench diff PROJECT -c ID ENTRY_ID             (a turn's file changes, unified diff)
 
 Exit codes: 0 success; 1 bad input or a project problem (the reason goes to stderr); 2 the turn
 ended in an error entry (send, run: resumable), or the summarizer failed (compact; the log is
@@ -39,6 +42,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app.cli_checkpoints import add_parsers as checkpoint_parsers
+from app.cli_checkpoints import cmd_checkpoints, cmd_diff, cmd_restore
 from app.cli_context import cmd_annotate, cmd_compact, cmd_fork
 from app.cli_run import cmd_run, cmd_workflows
 from app.cli_turn import cmd_continue, cmd_retry, cmd_send
@@ -230,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversation", "-c", metavar="ID", help="only this conversation")
     p.add_argument("--since", metavar="DATE", help="only requests made since (2026-11-26)")
     p.add_argument("--json", action="store_true", help="as JSON (costs as numbers, USD)")
+    checkpoint_parsers(sub)
     return parser
 
 
@@ -298,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.cli_usage import cmd_usage
 
             return cmd_usage(args)
+        if args.command in ("checkpoints", "restore", "diff"):
+            return {"checkpoints": cmd_checkpoints, "restore": cmd_restore,
+                    "diff": cmd_diff}[args.command](args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

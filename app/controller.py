@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app import memory
 from app.agent_flow import AgentFlow
 from app.branch_flow import BranchFlow
+from app.checkpoint_flow import CheckpointFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
 from app.inspector_flow import InspectorFlow
@@ -108,6 +109,8 @@ class Controller(QObject):
         self.inspector = InspectorFlow(window, self.notices, self, self.meter)
         self.runs = RunFlow(window, self.notices, self, self.turns, self.inspector.show_entry)
         self.branches = BranchFlow(window, self.notices, self)
+        self.checkpoints = CheckpointFlow(window, self.notices, self)
+        self.branches.rewind_files = self.checkpoints.rewind_files
         self.titles = TitleFlow(self)
         self.interchange = InterchangeFlow(window, self.notices, self)
         self.trust = TrustFlow(window, self.notices, self._reopen_project, self)

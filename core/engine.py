@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.attachments import Attachment, user_message
+from core.checkpoints.turn import Checkpointer, TurnRecorder
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.service import ProjectContext
 from core.cost import cap_refusal
@@ -114,6 +115,9 @@ class Engine:
         self.client = client or LLMClient()
         self.sent: dict[str, list[dict[str, Any]]] = {}
         self.kept: dict[str, tuple[Path, BuiltRequest]] = {}
+        # the project's file checkpoints around agent turns (see core.checkpoints)
+        self.checkpoints = Checkpointer(tools.root, tools.state) if tools is not None else None
+        self._recorders: dict[str, TurnRecorder] = {}
 
     async def send(
         self, conv_id: str, text: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
@@ -244,21 +248,41 @@ class Engine:
         the requests whose answers called tools are settled once, at the end."""
         later: list[RequestCopies] = []
         finished: TurnFinished | None = None
-        async for event in self._rounds(conv_id, settings, options, later, first):
-            if isinstance(event, TurnFinished):
-                finished = event
-            else:
-                yield event
-        assert finished is not None
-        for copies in later:
-            notes, stop = await settled(copies)
-            for note in notes:
-                yield StoreNotice(note)
-            if stop:  # a Stop while they were written: the rest finish on their thread
-                if finished.status == "ok":
-                    finished = TurnFinished("stopped", finished.message)
-                break
-        yield finished
+        recorder = self._recorder(conv_id, options)
+        try:
+            async for event in self._rounds(conv_id, settings, options, later, first):
+                if isinstance(event, TurnFinished):
+                    finished = event
+                else:
+                    yield event
+            assert finished is not None
+            for copies in later:
+                notes, stop = await settled(copies)
+                for note in notes:
+                    yield StoreNotice(note)
+                if stop:  # a Stop while they were written: the rest finish on their thread
+                    if finished.status == "ok":
+                        finished = TurnFinished("stopped", finished.message)
+                    break
+            if recorder is not None and (said := await asyncio.to_thread(recorder.after)):
+                yield StoreNotice(said)
+            yield finished
+        finally:  # Stop, or a crash of the turn: the "after" checkpoint all the same
+            if recorder is not None:
+                self._recorders.pop(conv_id, None)
+                recorder.after()
+
+    def _recorder(self, conv_id: str, options: TurnOptions) -> TurnRecorder | None:
+        """The checkpoints of this turn (none in chat mode or without tools)."""
+        if self.checkpoints is None or options.mode == "chat":
+            return None
+
+        def entry() -> str:
+            users = [m for m in self.store.load(conv_id).messages if m.role == "user"]
+            return users[-1].id if users else ""
+
+        recorder = self._recorders[conv_id] = self.checkpoints.turn(conv_id, entry)
+        return recorder
 
     async def _rounds(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions,
@@ -382,6 +406,8 @@ class Engine:
         result are answered "aborted" (a running command is killed first). `outcome` gets the
         TurnFinished when the turn ends here."""
         runner = self.runner(conv_id, settings, options)
+        if said := await self._before_change(conv_id, runner, calls):
+            yield StoreNotice(said)
         history = self.store.load(conv_id).messages
         answered: set[str] = set()
         running: dict[str, float] = {}
@@ -422,6 +448,14 @@ class Engine:
             outcome.append(TurnFinished("stopped", appended[-1] if appended else
                                         (last or written.entries[-1])))
             return
+
+    async def _before_change(self, conv_id: str, runner: ToolRunner, calls: list[ToolCall]
+                             ) -> str | None:
+        """The files checkpointed before a round that may change them; a notice, or None."""
+        recorder = self._recorders.get(conv_id)
+        if recorder is None or not any(runner.may_change(c) for c in calls):
+            return None
+        return await asyncio.to_thread(recorder.before)
 
     def _started(self, conv_id: str, call_id: str) -> bool:
         """Whether a call the app closed on had started (without tools here: assume so)."""

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.approval_dialog import ApprovalDialog
+from ui.changes_panel import ChangesPanel
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
 from ui.elided_label import ElidedLabel
@@ -185,6 +186,9 @@ class MainWindow(QMainWindow):
         self.run_panel.hide()
         self.run_panel.visibilityChanged.connect(
             lambda visible: self._make_room(self.run_panel) if visible else None)
+        self.changes_panel = ChangesPanel(self)  # the files agent turns changed
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.changes_panel)
+        self.changes_panel.hide()
 
         self.model_label = ElidedLabel(self, widest=420)  # clicking it opens Settings
         self.model_label.setCursor(Qt.CursorShape.PointingHandCursor)

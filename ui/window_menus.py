@@ -87,6 +87,9 @@ def build_menus(window: MainWindow) -> None:
     window.run_panel_action = window.run_panel.toggleViewAction()
     window.run_panel_action.setText("&Run panel")
     view.addAction(window.run_panel_action)
+    changes = window.changes_panel.toggleViewAction()
+    changes.setText("&Changed files")
+    view.addAction(changes)
     themes = view.addMenu("&Theme")
     group = QActionGroup(window)
     window.theme_actions = {}

@@ -219,6 +219,11 @@ class ToolRunner:
 
     # --- steps ---------------------------------------------------------------------------------
 
+    def may_change(self, call: ToolCall) -> bool:
+        """Whether the call may change files (a write, a command, an MCP tool that is not
+        read-only): the checkpoints are taken before the first such call of a round."""
+        return self._risk(call) != "read"
+
     def _risk(self, call: ToolCall) -> str:
         tool = self._by_name.get(call.function.name)
         return tool.risk if tool is not None else "read"  # unknown: answered at once

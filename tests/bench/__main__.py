@@ -6,6 +6,7 @@ import sys
 
 from tests.bench import (
     bench_cache,
+    bench_checkpoints,
     bench_cli,
     bench_compaction,
     bench_context,
@@ -23,7 +24,8 @@ BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_
            "gui": bench_gui.run, "first_send": bench_first_send.run,
            "tools": bench_tools.run,
            "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
-           "cache": bench_cache.run, "huge": bench_huge.run, "mcp": bench_mcp.run}
+           "cache": bench_cache.run, "huge": bench_huge.run, "mcp": bench_mcp.run,
+           "checkpoints": bench_checkpoints.run}
 
 
 def main(names: list[str]) -> int:

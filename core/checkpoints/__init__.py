@@ -1,0 +1,1 @@
+"""Checkpoints: the project's files around agent turns, listed, diffed and restored."""
