@@ -131,13 +131,21 @@ def whole_events(response: Any) -> Iterator[StreamEvent]:
 
 
 def plain(usage: Any) -> dict[str, Any]:
-    """Usage as plain JSON data (the provider's detail fields kept)."""
+    """Usage as plain JSON data: the provider's detail fields kept, those without a value
+    (the SDK's and litellm's declared but unsent fields) left out."""
     try:
         data = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
-        result: dict[str, Any] = json.loads(json.dumps(data, default=str))
-        return result
+        result = _valued(json.loads(json.dumps(data, default=str)))
+        return result if isinstance(result, dict) else {}
     except Exception:  # usage detail is a nicety
         return {}
+
+
+def _valued(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    kept = {k: _valued(v) for k, v in data.items()}
+    return {k: v for k, v in kept.items() if v is not None and v != {}}
 
 
 def _merge_tool_delta(calls: dict[int, _Call], tc: Any) -> int:

@@ -72,8 +72,7 @@ class OpenAITransport:
             # Nothing at all: llama.cpp's server answers a streamed request it refuses (a prompt
             # over its context, tools it cannot stream) with an empty 200. The same request
             # once without streaming reads its real answer.
-            whole = {k: v for k, v in body.items() if k != "stream_options"}
-            whole["stream"] = False
+            whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
             try:
                 answer = await client.chat.completions.create(**whole, timeout=request.timeout)
             except Exception as e:
@@ -93,7 +92,10 @@ def request_body(request: LLMRequest) -> dict[str, Any]:
         request.model
     body: dict[str, Any] = {
         "model": name,
-        "messages": request.messages,
+        # a field without a value is left out, as litellm does (an assistant's tool calls
+        # without text: no "content": null)
+        "messages": [m if None not in m.values() else
+                     {k: v for k, v in m.items() if v is not None} for m in request.messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
