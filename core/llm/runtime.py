@@ -87,20 +87,15 @@ def _warm_sdk() -> None:
     try:
         import asyncio
 
-        from openai import AsyncOpenAI
-
-        from core.llm import sdk_shims
-
-        sdk_shims.install()
+        from core.llm.events import LLMRequest
+        from core.llm.via_openai import OpenAITransport
 
         async def first_call() -> None:
-            client = AsyncOpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1",
-                                 max_retries=0, timeout=2)
-            try:
-                await client.chat.completions.create(
-                    model="warm-up", messages=[{"role": "user", "content": "."}], stream=True)
-            finally:
-                await client.close()
+            request = LLMRequest(model="openai/warm-up", api_base="http://127.0.0.1:9/v1",
+                                 api_key="warm-up", timeout=2,
+                                 messages=[{"role": "user", "content": "."}])
+            async for _ in OpenAITransport().stream(request):
+                pass
 
         asyncio.run(first_call())
     except Exception:  # the refusal is the expected outcome

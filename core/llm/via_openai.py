@@ -43,7 +43,7 @@ class OpenAITransport:
         body = request_body(request)
         client = _client(where)
         try:
-            stream = await client.chat.completions.create(**body, timeout=request.timeout)
+            stream = await _post(client, body, request.timeout, stream=True)
         except Exception as e:  # every provider failure is translated here
             raise _translated(e, request, where) from e
 
@@ -74,7 +74,7 @@ class OpenAITransport:
             # once without streaming reads its real answer.
             whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
             try:
-                answer = await client.chat.completions.create(**whole, timeout=request.timeout)
+                answer = await _post(client, whole, request.timeout, stream=False)
             except Exception as e:
                 raise _translated(e, request, where) from e
             for event in whole_events(answer):
@@ -132,6 +132,18 @@ def _translated(e: BaseException, request: LLMRequest, where: Destination,
                            retry_after=retry_after(e))
 
 
+async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool) -> Any:
+    """POST /chat/completions with `body` as it is: the SDK's own `chat.completions.create`
+    would import its every chat type (a third of a second) and walk each message against
+    them, to send the same JSON. Its stream, errors and time-out are the SDK's as ever."""
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                             options={"timeout": timeout}, stream=stream,
+                             stream_cls=AsyncStream[ChatCompletionChunk])
+
+
 def _client(where: Destination) -> Any:
     """The loop's AsyncOpenAI for `where`: made once, its connections kept for the next
     request. Retries are ours to decide (visible, cancellable): the SDK makes none."""
@@ -143,9 +155,6 @@ def _client(where: Destination) -> Any:
         if client is None:
             from openai import AsyncOpenAI
 
-            from core.llm import sdk_shims
-
-            sdk_shims.install()  # messages through the SDK as they are (see there)
             client = AsyncOpenAI(api_key=where.api_key, base_url=base, max_retries=0)
             clients[(base, where.api_key)] = client
     return client
