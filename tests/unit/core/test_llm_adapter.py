@@ -339,3 +339,34 @@ def test_the_streamed_answer_is_assembled_once_and_its_usage_still_arrives(
     # the connection was given back: the next answer on the same client arrives whole
     text = "".join(e.text for e in collect(llm_server, via) if isinstance(e, TextDelta))
     assert text == "Read them all." and len(built) == 2 * once
+
+
+def test_stop_mid_answer_ends_the_stream_and_lets_go_of_the_connection(
+        via: str, llm_server: FakeLLMServer) -> None:
+    # Stop cancels the task reading the stream: the cancellation comes out at once, the
+    # connection is closed under the server (its next chunk finds nobody), and the next request
+    # on the same loop is answered whole.
+    llm_server.script(Answer("word " * 400, chunks=["word "] * 400, delay=0.02),
+                      Answer("after the stop"))
+    request = LLMRequest(model=MODEL, api_base=llm_server.url,
+                         messages=[{"role": "user", "content": "talk"}])
+
+    async def run() -> str:
+        seen: list[str] = []
+
+        async def consume() -> None:
+            async for ev in TRANSPORTS[via]().stream(request):
+                if isinstance(ev, TextDelta):
+                    seen.append(ev.text)
+
+        task = asyncio.create_task(consume())
+        while len(seen) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 20)
+        assert await asyncio.to_thread(llm_server.left.wait, 20)
+        return "".join([ev.text async for ev in TRANSPORTS[via]().stream(request)
+                        if isinstance(ev, TextDelta)])
+
+    assert asyncio.run(run()) == "after the stop"
