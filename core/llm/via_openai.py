@@ -19,14 +19,16 @@ from typing import Any
 from core.llm.answer import StreamReader, usage_of, whole_events
 from core.llm.errors import LLMError
 from core.llm.events import LLMRequest, StreamEvent, TextDelta
+from core.llm.model_map import model_info
 from core.llm.providers import Destination, destination
 from core.llm.translate import Kind, over_context, retry_after, translate_error
 
 OPENAI_BASE = "https://api.openai.com/v1"
 
-# OpenAI's reasoning models take the output limit as max_completion_tokens (litellm renames
-# max_tokens for them, by the same names).
-_COMPLETION_TOKENS_MODELS = re.compile(r"^(o[1-9]|gpt-5)")
+# OpenAI's reasoning models: the o-series (by litellm's rule: "o" and a digit, a model its map
+# places at OpenAI) and the gpt-5 series ("gpt-5-chat" aside).
+_O_SERIES = re.compile(r"^o\d")
+_GPT_REASONING = ("gpt-5", "gpt-6")
 
 # One client per event loop and destination: its connections belong to the loop they were
 # opened on. A loop that ends takes its clients with it.
@@ -90,22 +92,33 @@ def request_body(request: LLMRequest) -> dict[str, Any]:
     """The chat-completions body of `request`, as litellm builds it for an OpenAI model."""
     name = request.model.split("/", 1)[1] if request.model.startswith("openai/") else \
         request.model
+    o_series = _O_SERIES.match(name) is not None and (
+        model_info(name) or {}).get("litellm_provider") == "openai"
+    # An o-series model litellm's map does not say takes system messages gets them as the
+    # user's (litellm's rule for the o1 family).
+    as_user = o_series and not (model_info(name) or {}).get("supports_system_messages")
     body: dict[str, Any] = {
         "model": name,
-        # a field without a value is left out, as litellm does (an assistant's tool calls
-        # without text: no "content": null)
-        "messages": [m if None not in m.values() else
-                     {k: v for k, v in m.items() if v is not None} for m in request.messages],
+        "messages": [_message(m, as_user) for m in request.messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
     if request.max_tokens:
-        limit = "max_completion_tokens" if _COMPLETION_TOKENS_MODELS.match(name) else \
-            "max_tokens"
-        body[limit] = request.max_tokens
+        reasoning = o_series or (any(m in name for m in _GPT_REASONING)
+                                 and "gpt-5-chat" not in name)
+        # OpenAI's reasoning models take the output limit under another name
+        body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = list(request.tools)
     return body
+
+
+def _message(m: dict[str, Any], system_as_user: bool) -> dict[str, Any]:
+    """A message as litellm sends it to an OpenAI model: a field without a value left out (an
+    assistant's tool calls without text: no "content": null)."""
+    if system_as_user and m.get("role") == "system":
+        return {"content": m.get("content"), "role": "user"}
+    return m if None not in m.values() else {k: v for k, v in m.items() if v is not None}
 
 
 def kind_of(e: BaseException) -> Kind:

@@ -143,3 +143,24 @@ def test_both_transports_send_the_same_bodies_and_give_the_same_events(
     assert all(body["stream_options"] == {"include_usage": True} for body in bodies
                if body.get("stream"))
     assert [bool(b.get("stream")) for b in client.runs[-2][1][0]] == [True, False]
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "openai/o3-mini", "openai/gpt-5-mini",
+                                   "openai/llama-3.1-8b-instruct"])
+def test_each_kind_of_openai_model_gets_the_same_body_both_ways(
+        llm_server: FakeLLMServer, model: str) -> None:
+    # OpenAI's reasoning models take the output limit as max_completion_tokens: both paths
+    # name it so, for those models only.
+    request = LLMRequest(model=model, api_base=llm_server.url, max_tokens=64, messages=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])
+
+    async def both() -> list[list[StreamEvent]]:
+        return [[e async for e in transport.stream(request)]
+                for transport in (LitellmTransport(), OpenAITransport())]
+
+    twice(llm_server, Answer("Hello.", usage=(12, 2)))
+    litellm_events, sdk_events = asyncio.run(both())
+    assert [same_usage(e) for e in sdk_events] == [same_usage(e) for e in litellm_events]
+    assert within(sdk_events[-2].raw, litellm_events[-2].raw)  # type: ignore[union-attr]
+    litellm_body, sdk_body = (r.body for r in llm_server.requests)
+    assert sdk_body == litellm_body
