@@ -195,10 +195,6 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
                  mode: Mode | None = None) -> Turn:
     """Open the project, resolve the settings, the conversation (or make it: `--new`), the
     agent and the approval policy from the command's flags. `mode`: forced (run)."""
-    # litellm takes seconds to import: start it now, in parallel with opening the project.
-    from core.llm.runtime import start_background_import
-
-    start_background_import()
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
 
@@ -222,6 +218,14 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
                                             global_settings=SettingsStore().load())
         except SettingsError as e:
             raise CliError(str(e)) from None
+        from core.llm.providers import speaks_openai
+
+        if not speaks_openai(settings.model):
+            # litellm takes seconds to import: start it now, in parallel with the rest. A
+            # model that speaks the OpenAI protocol goes through the openai SDK without it.
+            from core.llm.runtime import start_background_import
+
+            start_background_import()
         from core.llm.tokens import encoding_for_model, get_encoding
 
         threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),

@@ -18,7 +18,7 @@ from app.agent_flow import AgentFlow
 from app.branch_flow import BranchFlow
 from app.checkpoint_flow import CheckpointFlow
 from app.compaction_flow import CompactionFlow
-from app.gui import follow_window_thread
+from app.gui import follow_window_thread, warm_up_library
 from app.inspector_flow import InspectorFlow
 from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
@@ -40,7 +40,7 @@ from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import Mode, pending_entry
 from core.runs.driver import RunDriver
-from core.settings import LLMSettings, SettingsStore
+from core.settings import LLMSettings, SettingsError, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -140,7 +140,7 @@ class Controller(QObject):
         restore_layout(window, g)
         window.set_recent_projects(g.recent_projects)
         self._refresh_status()
-        if not runtime.is_loaded():
+        if not self._library_ready():
             self._import_timer.start()
 
     # --- settings --------------------------------------------------------------------------------
@@ -155,7 +155,24 @@ class Controller(QObject):
             return None
         return context.budget(self.current_id, settings, ask_servers=False)
 
+    def model_in_use(self) -> str | None:
+        """The model the next request goes to (None: the settings cannot be read)."""
+        try:
+            return self.llm_settings().model
+        except SettingsError:
+            return None
+
+    def _library_ready(self) -> bool:
+        """A message sent now leaves at once: its model speaks the OpenAI protocol (the openai
+        SDK's path), or litellm is in."""
+        model = self.model_in_use()
+        return runtime.ready_for(model) if model is not None else runtime.is_loaded()
+
     def _on_settings_flow_changed(self) -> None:
+        model = self.model_in_use()
+        if model is not None and not runtime.ready_for(model):
+            warm_up_library(model)  # another provider: its library warms in the background
+            self._import_timer.start()
         self.window.set_welcome(self.settings_flow.provider_configured())
         self._refresh_status()
         self.refresh_usage()
@@ -398,10 +415,11 @@ class Controller(QObject):
 
     def _poll_library(self) -> None:
         """litellm imports in the background; the meter does not wait for it, a message sent
-        before it is in leaves as soon as it is."""
-        if runtime.is_loaded():
+        before it is in leaves as soon as it is (at once to a model on the SDK's path)."""
+        if self._library_ready():
             self._import_timer.stop()
-            gc.freeze()  # litellm's many long-lived objects: never rescan them
+            if runtime.is_loaded():
+                gc.freeze()  # litellm's many long-lived objects: never rescan them
         self._refresh_status()
 
     def _refresh_status(self) -> None:
@@ -411,6 +429,6 @@ class Controller(QObject):
         if problem:
             self.notices.state("settings problem", f"{problem}. Open Settings (Ctrl+,).")
             return
-        state = "Ready" if runtime.is_loaded() else (
+        state = "Ready" if self._library_ready() else (
             "Loading the model library… a message sent now leaves as soon as it is in")
         self.notices.state(self.settings_flow.model_label(), state)

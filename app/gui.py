@@ -1,4 +1,5 @@
-"""Start the window: QApplication on a qasync loop, litellm importing in the background."""
+"""Start the window: QApplication on a qasync loop, the model's transport warmed in the background
+(litellm, or the openai SDK for a model that speaks the OpenAI protocol)."""
 
 from __future__ import annotations
 
@@ -59,10 +60,12 @@ def follow_window_thread() -> None:
     dispatcher.aboutToBlock.connect(give_way.window_idle)
 
 
-def warm_up_library() -> None:
-    """Import litellm (and do a first request's one-time work) in the background. Started once
-    the window is on screen: started earlier it would compete with building the window."""
-    runtime.start_background_import(warm_up=True)
+def warm_up_library(model: str | None) -> None:
+    """Import what a request to `model` needs (litellm, or the openai SDK for a model that
+    speaks the OpenAI protocol) and do a first request's one-time work, in the background.
+    Started once the window is on screen: started earlier it would compete with building the
+    window. `model` None (the settings cannot be read): litellm."""
+    runtime.start_background_import(warm_up=True, model=model)
 
 
 # What Qt's xcb platform plugin needs beyond a plain X server (Debian/Ubuntu package names).
@@ -128,7 +131,7 @@ def run_gui(project_dir: str | None) -> int:
         # The chosen folder cannot hold a project: fall back to the default one.
         if not controller.open_project(data_dir() / DEFAULT_PROJECT_NAME):
             return 1
-    QTimer.singleShot(0, warm_up_library)
+    QTimer.singleShot(0, lambda: warm_up_library(controller.model_in_use()))
     if os.environ.get("WORKBENCH_EXIT_AFTER_SHOW"):  # benchmarks: show (and visit), then leave
         QTimer.singleShot(0, lambda: _bench_and_leave(
             controller, window, os.environ["WORKBENCH_EXIT_AFTER_SHOW"] == "visit-all"))

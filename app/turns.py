@@ -233,7 +233,8 @@ class TurnRunner(QObject):
             self._turn_model = self.settings_flow.model_label(event.model)
             model.begin_streaming()
             self._flush_timer.start()
-            self.notices.state(self._turn_model, "Waiting for the model…" if runtime.is_loaded()
+            self.notices.state(self._turn_model, "Waiting for the model…"
+                               if runtime.ready_for(event.model)
                                else "Loading the model library; the message leaves then…")
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1

@@ -1,7 +1,8 @@
 """Our error types for everything that can go wrong talking to a model.
 
-litellm's exceptions are translated into these in one place (`adapter.translate_error`), so no
-other module imports litellm's types. Each error knows its `type` (the persisted ErrorInfo.type),
+The transports' exceptions (litellm's, the openai SDK's) are translated into these in one place
+(`translate.translate_error`, each transport naming the kind of failure), so no other module
+imports litellm's or the SDK's types. Each error knows its `type` (the persisted ErrorInfo.type),
 whether retrying could help, and a plain-words message with the next step; the provider's raw
 text is kept in `details`.
 """
@@ -69,7 +70,7 @@ class StreamInterrupted(LLMError):
 
 
 class AnswerTooLarge(LLMError):
-    """The answer grew past what one answer may be (see adapter.MAX_ANSWER_CHARS): cut there,
+    """The answer grew past what one answer may be (see answer.MAX_ANSWER_CHARS): cut there,
     like an answer that reached its output limit (Continue resumes it). Never retried on its
     own: a model stuck in a loop would only loop again."""
 

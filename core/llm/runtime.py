@@ -1,9 +1,13 @@
-"""Loading litellm: lazily, offline, quietly.
+"""Loading litellm: lazily, offline, quietly; and warming whichever transport a model takes.
 
 litellm takes seconds to import, so nothing imports it at module level: `load_litellm()` does, once,
 and `start_background_import()` lets a front end warm it up on a thread while it shows a window or
 parses arguments. Before the import we point it at its bundled model map and tiktoken at the BPE
 files that ship inside litellm's package, so no run-time step needs the internet.
+
+A model that speaks the OpenAI protocol goes through the openai SDK instead (a fraction of a
+second to import): `ready_for(model)` says so, and `start_background_import(model=...)` warms the
+SDK for it rather than litellm.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from core.llm.tokens import get_encoding
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
-_thread: threading.Thread | None = None
+_threads: dict[str, threading.Thread] = {}  # "litellm", "sdk": each warmed once
 
 
 def load_litellm() -> Any:
@@ -44,30 +48,71 @@ def load_litellm() -> Any:
     return _module
 
 
-def start_background_import(warm_up: bool = False) -> threading.Thread:
-    """Begin importing litellm on a daemon thread; `load_litellm()` then waits for it.
+def start_background_import(warm_up: bool = False, model: str | None = None
+                            ) -> threading.Thread:
+    """Begin importing litellm on a daemon thread; `load_litellm()` then waits for it. For a
+    `model` that speaks the OpenAI protocol, the openai SDK is warmed instead (litellm is not
+    needed for it).
 
     With `warm_up`, also do the one-time work of a first request (litellm imports a few hundred
     more modules inside its first call) and load the tokenizers, so that a window's first Send
     does not stall the event loop. A command-line run gains nothing from it and skips it.
     """
-    global _thread
+    from core.llm.providers import speaks_openai
+
+    sdk = model is not None and speaks_openai(model)
     with _lock:
-        if _thread is None:
-            target = _load_and_warm if warm_up else load_litellm
-            _thread = threading.Thread(target=target, name="litellm-import", daemon=True)
-            _thread.start()
-        return _thread
+        which = "sdk" if sdk else "litellm"
+        thread = _threads.get(which)
+        if thread is None:
+            target = _warm_sdk if sdk else _load_and_warm if warm_up else load_litellm
+            thread = threading.Thread(target=target, name=f"{which}-import", daemon=True)
+            _threads[which] = thread
+            thread.start()
+        return thread
 
 
-def _load_and_warm() -> None:
-    # The tokenizers first (half a second): the window's meter counts with them and does not
-    # need litellm, whose import takes seconds.
+def ready_for(model: str) -> bool:
+    """Whether a request to `model` can leave without waiting for litellm's import: it speaks
+    the OpenAI protocol (the SDK's path), or litellm is in."""
+    from core.llm.providers import speaks_openai
+
+    return _module is not None or speaks_openai(model)
+
+
+def _warm_sdk() -> None:
+    """The SDK's path made ready: the tokenizers, the SDK, and its first request's one-time
+    work (a request refused at once on loopback's discard port; nothing leaves the machine)."""
+    _load_tokenizers()
+    try:
+        import asyncio
+
+        from core.llm.events import LLMRequest
+        from core.llm.via_openai import OpenAITransport
+
+        async def first_call() -> None:
+            request = LLMRequest(model="openai/warm-up", api_base="http://127.0.0.1:9/v1",
+                                 api_key="warm-up", timeout=2,
+                                 messages=[{"role": "user", "content": "."}])
+            async for _ in OpenAITransport().stream(request):
+                pass
+
+        asyncio.run(first_call())
+    except Exception:  # the refusal is the expected outcome
+        pass
+
+
+def _load_tokenizers() -> None:
+    # The window's meter counts with them (half a second): before the library.
     try:
         get_encoding("o200k_base")
         get_encoding("cl100k_base")
     except Exception:  # counting will load it later and report then
         pass
+
+
+def _load_and_warm() -> None:
+    _load_tokenizers()  # first: the meter needs them, not litellm (whose import takes seconds)
     litellm = load_litellm()
     try:
         # litellm prices each answer by counting its tokens with a tokenizer of its own (a

@@ -1,4 +1,5 @@
-"""CLI: cold start of `workbench send` to the first request on the wire; shared-data round trip."""
+"""CLI: cold start of `workbench send` to the first request on the wire (against a bare import of
+litellm and of the openai SDK, in the same venv) and its peak memory; shared-data round trip."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ from core.llm.runtime import load_litellm
 load_litellm()
 print(time.perf_counter() - t)
 """
+OPENAI_FLOOR = """
+import time
+t = time.perf_counter()
+import openai
+print(time.perf_counter() - t)
+"""
+
+
+def peak_rss_mb(args: list[str], env: dict[str, str]) -> float:
+    """Run `args` to its end; its peak resident memory (this child's alone), in MB."""
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_maxrss / 1024
 
 
 def run() -> None:
@@ -38,13 +54,22 @@ def run() -> None:
                            env=env, cwd=ROOT, capture_output=True, check=True)
             whole.append(time.time() - start)
             firsts.append(server.requests[before].arrived - start)
+        floors = {name: median([float(subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+            check=True).stdout) for _ in range(3)]) for name, code in
+            (("litellm", FLOOR), ("openai", OPENAI_FLOOR))}
         report("`workbench send` cold start to first request on the wire", median(firsts), "s",
                "< 2.0 s")
         report("  the whole command, answer included", median(whole), "s")
-        floor = subprocess.run([sys.executable, "-c", FLOOR], env=env, cwd=ROOT,
-                               capture_output=True, text=True, check=True)
-        report("  its floor here: importing litellm, offline, in a bare process",
-               float(floor.stdout), "s")
+        report("  a bare `import litellm` (offline) in this venv", floors["litellm"], "s")
+        report("  a bare `import openai` in this venv", floors["openai"], "s")
+        report("  send to wire / import litellm", median(firsts) / floors["litellm"], "x",
+               "<= 0.5")
+        report("  send to wire / import openai", median(firsts) / floors["openai"], "x", "<= 2")
+        server.script(*[Answer("ok") for _ in range(3)])
+        rss = [peak_rss_mb([exe, "send", f"{tmp}/rss{i}", "--new", "--model", MODEL,
+                            "--api-base", server.url, "hello"], env) for i in range(3)]
+        report("`workbench send` one-shot, peak RSS", median(rss), "MB", "<= 150 MB")
 
         # `workbench context --json` on a 10,000-message conversation: the whole command.
         from tests.helpers.trajectories import make_conversation

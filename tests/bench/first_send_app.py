@@ -41,7 +41,7 @@ def main(project: str, launched: float, at: float) -> int:
         controller.window.close()
 
     def watch() -> None:
-        if runtime.is_loaded():
+        if runtime.ready_for(made[0].model_in_use() or ""):
             say("library-ready")
         else:
             QTimer.singleShot(20, watch)

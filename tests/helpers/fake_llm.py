@@ -124,6 +124,7 @@ class FakeLLMServer:
         # streaming tool choice is not supported"); the same request not streamed is answered.
         self.no_streamed_tools = False
         self.first_request = threading.Event()
+        self.left = threading.Event()  # a client went away mid-answer (a stopped stream)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         # A short poll: shutdown() waits for it, once per test that uses the server.
@@ -391,7 +392,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     else:
                         self._end()
             except (BrokenPipeError, ConnectionResetError, OSError):
-                pass  # the client went away (a stopped stream): nothing more to send
+                server.left.set()  # the client went away (a stopped stream): nothing more
 
         def _text(self, model: str, parts: list[str], delay: float) -> None:
             for i, part in enumerate(parts):

@@ -259,9 +259,9 @@ def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir
 
 def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
         capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.llm import adapter
+    from core.llm import answer
 
-    monkeypatch.setattr(adapter, "MAX_ANSWER_CHARS", 40_000)  # as a million, sooner
+    monkeypatch.setattr(answer, "MAX_ANSWER_CHARS", 40_000)  # as a million, sooner
     monkeypatch.setenv("WORKBENCH_SANDBOX", "none")
     args = json.dumps({"path": "big.txt", "content": "x" * 60_000})
     llm_server.script(ToolCalls([("w1", "write_file", args)], text="Writing it now."))
@@ -276,9 +276,9 @@ def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
 
 def test_a_runaway_answer_is_never_retried_behind_the_users_back(
         capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.llm import adapter
+    from core.llm import answer
 
-    monkeypatch.setattr(adapter, "MAX_ANSWER_CHARS", 40_000)
+    monkeypatch.setattr(answer, "MAX_ANSWER_CHARS", 40_000)
     monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")  # retries on, as users have them
     args = json.dumps({"path": "big.txt", "content": "x" * 60_000})
     llm_server.script(*[ToolCalls([("w1", "write_file", args)]) for _ in range(3)])

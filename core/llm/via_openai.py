@@ -1,0 +1,173 @@
+"""The openai SDK transport: for models that speak the OpenAI protocol (`openai/...`, OpenAI's
+own models, and every OpenAI-compatible server at an api_base: vLLM, llama.cpp, LM Studio,
+Ollama's /v1, OpenRouter, ...). litellm is not imported on this path.
+
+It sends what litellm sends for these models (a test holds the two transports' wire bodies and
+events equal) and translates the SDK's exceptions into ours here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core.llm.answer import StreamReader, usage_of, whole_events
+from core.llm.errors import LLMError
+from core.llm.events import LLMRequest, StreamEvent, TextDelta
+from core.llm.model_map import model_info
+from core.llm.providers import Destination, destination
+from core.llm.translate import Kind, over_context, retry_after, translate_error
+
+OPENAI_BASE = "https://api.openai.com/v1"
+
+# OpenAI's reasoning models: the o-series (by litellm's rule: "o" and a digit, a model its map
+# places at OpenAI) and the gpt-5 series ("gpt-5-chat" aside).
+_O_SERIES = re.compile(r"^o\d")
+_GPT_REASONING = ("gpt-5", "gpt-6")
+
+# One client per event loop and destination: its connections belong to the loop they were
+# opened on. A loop that ends takes its clients with it.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = (
+    weakref.WeakKeyDictionary())
+_clients_lock = threading.Lock()
+
+
+class OpenAITransport:
+    """Streams chat completions through the openai SDK's AsyncOpenAI. Safe to share."""
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        where = destination(request)
+        body = request_body(request)
+        client = _client(where)
+        try:
+            stream = await _post(client, body, request.timeout, stream=True)
+        except Exception as e:  # every provider failure is translated here
+            raise _translated(e, request, where) from e
+
+        reader = StreamReader()
+        usage_sent = False
+        try:
+            async for chunk in stream:
+                # Give the GIL to the window's thread between chunks (see via_litellm).
+                time.sleep(0)
+                usage = usage_of(chunk)
+                if usage is not None:
+                    usage_sent = True
+                    yield usage
+                text = reader.read(chunk)
+                if text:
+                    yield TextDelta(text)
+                reader.check()
+        except LLMError:
+            raise
+        except Exception as e:
+            raise _translated(e, request, where, mid_stream=True) from e
+        finally:
+            await stream.close()  # a Stop, an error or the end: the connection is given back
+
+        if not reader.finish and not reader.received:
+            # Nothing at all: llama.cpp's server answers a streamed request it refuses (a prompt
+            # over its context, tools it cannot stream) with an empty 200. The same request
+            # once without streaming reads its real answer.
+            whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+            try:
+                answer = await _post(client, whole, request.timeout, stream=False)
+            except Exception as e:
+                raise _translated(e, request, where) from e
+            for event in whole_events(answer):
+                yield event
+            return
+        if not usage_sent and reader.finish:
+            yield reader.estimate(request.model, request.messages)
+        for event in reader.ending(reader.finish):
+            yield event
+
+
+def request_body(request: LLMRequest) -> dict[str, Any]:
+    """The chat-completions body of `request`, as litellm builds it for an OpenAI model."""
+    name = request.model.split("/", 1)[1] if request.model.startswith("openai/") else \
+        request.model
+    o_series = _O_SERIES.match(name) is not None and (
+        model_info(name) or {}).get("litellm_provider") == "openai"
+    # An o-series model litellm's map does not say takes system messages gets them as the
+    # user's (litellm's rule for the o1 family).
+    as_user = o_series and not (model_info(name) or {}).get("supports_system_messages")
+    body: dict[str, Any] = {
+        "model": name,
+        "messages": [_message(m, as_user) for m in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.max_tokens:
+        reasoning = o_series or (any(m in name for m in _GPT_REASONING)
+                                 and "gpt-5-chat" not in name)
+        # OpenAI's reasoning models take the output limit under another name
+        body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = list(request.tools)
+    return body
+
+
+def _message(m: dict[str, Any], system_as_user: bool) -> dict[str, Any]:
+    """A message as litellm sends it to an OpenAI model: a field without a value left out (an
+    assistant's tool calls without text: no "content": null)."""
+    if system_as_user and m.get("role") == "system":
+        return {"content": m.get("content"), "role": "user"}
+    return m if None not in m.values() else {k: v for k, v in m.items() if v is not None}
+
+
+def kind_of(e: BaseException) -> Kind:
+    """What kind of failure the SDK's (or httpx's) exception `e` is."""
+    import httpx
+    import openai
+
+    if isinstance(e, (openai.APITimeoutError, httpx.TimeoutException)):
+        return "timeout"
+    if not isinstance(e, openai.APIStatusError):
+        return "other"
+    status = e.status_code
+    if 400 <= status < 500 and over_context(getattr(e, "code", None), str(e)):
+        return "context_window"
+    kinds: dict[int, Kind] = {401: "auth", 429: "rate_limit", 404: "not_found",
+                              400: "bad_request"}
+    return kinds.get(status, "other")
+
+
+def _translated(e: BaseException, request: LLMRequest, where: Destination,
+                mid_stream: bool = False) -> LLMError:
+    return translate_error(e, kind_of(e), request.model, mid_stream=mid_stream,
+                           secrets=[where.api_key], api_base=where.api_base,
+                           retry_after=retry_after(e))
+
+
+async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool) -> Any:
+    """POST /chat/completions with `body` as it is: the SDK's own `chat.completions.create`
+    would import its every chat type (a third of a second) and walk each message against
+    them, to send the same JSON. Its stream, errors and time-out are the SDK's as ever."""
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                             options={"timeout": timeout}, stream=stream,
+                             stream_cls=AsyncStream[ChatCompletionChunk])
+
+
+def _client(where: Destination) -> Any:
+    """The loop's AsyncOpenAI for `where`: made once, its connections kept for the next
+    request. Retries are ours to decide (visible, cancellable): the SDK makes none."""
+    loop = asyncio.get_running_loop()
+    base = where.api_base or OPENAI_BASE
+    with _clients_lock:
+        clients = _clients.setdefault(loop, {})
+        client = clients.get((base, where.api_key))
+        if client is None:
+            from openai import AsyncOpenAI
+
+            client = AsyncOpenAI(api_key=where.api_key, base_url=base, max_retries=0)
+            clients[(base, where.api_key)] = client
+    return client
