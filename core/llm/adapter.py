@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from core.llm.events import (
     Finished,
@@ -33,7 +33,7 @@ from core.llm.providers import (
 from core.settings import ENV_API_KEY, key_for_request
 
 __all__ = ["Finished", "LLMClient", "LLMRequest", "StreamEvent", "TextDelta", "ToolCallsReady",
-           "Transport", "Usage", "cost_of", "detect_provider", "keys_in_use",
+           "Transport", "Usage", "detect_provider", "keys_in_use",
            "needs_cache_breakpoints", "transport_for"]
 
 
@@ -76,20 +76,3 @@ def keys_in_use(request: LLMRequest, env: Mapping[str, str] | None = None) -> li
     keys += [value for name, value in env.items()
              if name.endswith("_API_KEY") or name == ENV_API_KEY]
     return [k for k in keys if k]
-
-
-def cost_of(model: str, usage: dict[str, Any] | None) -> float | None:
-    """What a request cost in USD by litellm's local price table, or None when unknown."""
-    if not usage:
-        return None
-    try:
-        from core.llm.runtime import load_litellm
-
-        litellm = load_litellm()
-        prompt, completion = litellm.cost_per_token(
-            model=model, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0))
-        total = float(prompt) + float(completion)
-    except Exception:  # an unknown model has no price: say nothing
-        return None
-    return total if total > 0 else None
