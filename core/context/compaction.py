@@ -58,7 +58,8 @@ PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml
                   r"sh|sql|html|css)\b")
 NUMBER = re.compile(r"\d[\d,.:]*")
 ERROR_WORDS = re.compile(ERROR_TERMS)  # the same words as the digest's error lines
-ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found")
+ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found", "fatal",
+               "not recognized", "unknown command")
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 
@@ -244,7 +245,7 @@ def _reference(m: ConversationMessage, failed: Failure | None = None) -> str:
         status = "failed"
     code = f", exit {m.exit_code}" if m.exit_code is not None else ""
     name = m.tool_name or "tool"
-    says = f": {failed.lines[0]}" if failed is not None else ""
+    says = f": {' … '.join(failed.lines)}" if failed is not None else ""  # and its cause
     return (f"[{name} output ({status}{code}, {size:,} characters{says}) left out to fit the "
             f"context; read_tool_result(ref=\"{ref}\") shows it]")
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from core.context.failures import Failure, core_command, failure
+from core.context.failures import Failure, core_command, failure, screen
 from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import rule_key, rules_in
 from core.context.units import Unit
@@ -41,7 +41,8 @@ MIN_OPENING = 40  # ... the least that still says what was asked
 SAMPLE_CHARS = 4000  # of a first digest, counted to estimate the whole one's tokens
 DIGEST_MARK = "[Context digest"  # how a digest starts (the builder recognizes it)
 
-ERROR_TERMS = r"(?:error|failed|failure|exception|traceback|panic|denied|not found)\b"
+ERROR_TERMS = (r"(?:error|failed|failure|exception|traceback|panic|denied|not found|fatal|"
+               r"not recognized|unknown command)\b")
 ERROR = re.compile(r"\b" + ERROR_TERMS, re.IGNORECASE)  # a line that names an error
 FILE_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}\b")
 PATH_KEYS = frozenset({"path", "file_path", "filePath", "notebook_path", "file", "filename",
@@ -661,7 +662,7 @@ def _common_folder(paths: list[str]) -> str:
 def _error_lines(text: str) -> str:
     """What a failed output says about the failure: its last lines that name an error, or
     its last line (where commands and tracebacks put it)."""
-    lines = [line for line in text[-4000:].splitlines() if line.strip()]
+    lines = [line for line in screen(text[-4000:]).splitlines() if line.strip()]
     named = [line for line in lines if ERROR.search(line)]
     return " / ".join((named or lines)[-2:])
 

@@ -133,7 +133,7 @@ def test_far_over_budget_the_digest_keeps_every_left_out_request_and_what_was_do
     assert left_paths and all(p in text for p in left_paths)
     assert "Files edited:" in text and "Files written:" in text
     # a failed command's line carries its error line and what the model did next
-    assert re.search(r"pytest tests/test_\d+\.py → failed \(exit 1\): E AssertionError: line "
+    assert re.search(r"pytest tests/test_\d+\.py → failed \(exit 1, test\): E AssertionError: line "
                      r"numbers lost in mod_\d+ → then the model: ", text)
     # a left-out entry says why, with its score
     some = next(e for e in report.entries if e.decision == "digested")
