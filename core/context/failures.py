@@ -69,9 +69,11 @@ _WHOLE = re.compile(r"(?:" + _LINE.pattern + r")\s*$")
 # Every signature's line holds one of these: only lines they are found in are matched against
 # the table (a scan for a few literals is far quicker than trying the table at every line).
 _HINT = re.compile(r"rror|RROR|FAIL|fatal|xception|Traceback|panic|xit |exited|not found|denied|"
-                   r"o such|CONFLICT|failed|issue|problem|npm |make|HTTP [45]|not ok|failing|"
-                   r"\.go:\d|E {2}|Exit|Failure|:\d+:\d+: [A-Z]|Output: |aused by|hint: |"
-                   r"nknown command|not recognized|cannot find the|rejected|matches found")
+                   r"No such|no such|CONFLICT|failed|issue|problem|npm |make|HTTP [45]|not ok|"
+                   r"failing|\.go:\d|E {2}|Exit|Failure|:\d+:\d+: [A-Z]|Output: |d by:|int: |"
+                   r"nknown command|not recognized|find the |\[rejected|matches found")
+# (Each literal starts with a letter the others start with, or a rare one: a new first letter
+# as common as "a" or "o" makes the scan try far more positions.)
 # Colour, cursor and title codes a terminal acts on and does not show.
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[()][\w]|[@-Z\\-_])")
 # Commands whose output is data (a file, a search, a diff): its words are not the command's own.
