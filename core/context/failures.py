@@ -38,7 +38,8 @@ SIGNATURES: tuple[tuple[str, int, str], ...] = (
     ("test", 0, r"\s+(?:fatal|error): .*"),  # git's complaint, indented in a test's log
     ("build", 0, r"\s*[Cc]aused by:(?: .*)?"),  # cargo, anyhow, Java (alone: the next line says)
     ("exception", 1, r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Failure)(?:: .*)?"),
-    ("test", 1, r"(?:FAILED|ERROR) \S.*|--- FAIL: .*|panic: .*|not ok \d+.*"),
+    ("test", 1, r"(?:FAILED|ERROR) \S.*|--- FAIL: .*|panic: .*|not ok \d+.*|"
+                r"thread '.*' panicked at .*"),
     ("test", 3, r"=+ .*\b[1-9]\d* (?:failed|errors?)\b.*|FAIL\b.*|\s*\d+ failing\b.*"),
     ("test", 3, r"[1-9]\d* (?:failed|errors?)\b.* in [\d.]+m?s\b.*"),  # pytest -q's summary
     ("compiler", 1, r"\S+?:\d+(?::\d+)?:? (?:fatal )?error\b.*|\S+\.go:\d+:\d+: .*"),

@@ -50,6 +50,10 @@ FAILING = [
      "    main()\nKeyError: 'path'\n", "KeyError: 'path'"),
     ("frobnicate --all", "bash: frobnicate: command not found\n",
      "bash: frobnicate: command not found"),
+    ("cargo test", "running 1 test\nthread 'tests::it_parses' panicked at src/lib.rs:9:5:\n"
+     "assertion failed: parse(\"x\")\n", "thread 'tests::it_parses' panicked at src/lib.rs:9:5:"),
+    ("pip install ./pkg", "error: Failed to spawn: `setup.py`\n  Caused by: No such file or "
+     "directory (os error 2)\n", "Caused by: No such file or directory (os error 2)"),
     # Claude Code's Bash tool puts the exit code in the output, and no field carries it
     ("mise run test 2>&1 | tail -3", "Exit code 1\nok  \tx/a\t(cached)\nFAIL\n[test] ERROR task failed",
      "[test] ERROR task failed"),
