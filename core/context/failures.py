@@ -75,6 +75,7 @@ _HINT = re.compile(r"rror|RROR|FAIL|fatal|xception|Traceback|panic|xit |exited|n
                    r"nknown command|not recognized|find the |\[rejected|matches found")
 # (Each literal starts with a letter the others start with, or a rare one: a new first letter
 # as common as "a" or "o" makes the scan try far more positions.)
+_CAUSE_PREFIX = re.compile(r"(?:E|Output:|[Cc]aused by:)\s+")  # what only frames a cause
 # Colour, cursor and title codes a terminal acts on and does not show.
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[()][\w]|[@-Z\\-_])")
 # Commands whose output is data (a file, a search, a diff): its words are not the command's own.
@@ -168,8 +169,8 @@ def _chosen(lines: list[tuple[int, str]]) -> tuple[str, ...]:
         return chosen
     chain = [line for line in causes if line[:9].lower() == "caused by"]
     cause = chain[-1] if chain else causes[0]
-    if cause in chosen:
-        return chosen
+    if chosen and _CAUSE_PREFIX.sub("", cause, 1) in chosen[0]:
+        return chosen  # the runner's line says it already (pytest's `FAILED x - assert ...`)
     return (chosen[0], cause) if chosen and chosen[0] != cause else (cause,)
 
 
