@@ -17,8 +17,8 @@ changed, only the view of it that is sent, and every change is recorded per entr
    tools) plus the rest scored — constraint words, file paths, code, numbers, errors, recency —
    and chosen greedily by score per token within what is left. Units stay whole (a tool call
    with its results). Each left-out entry's score and its parts are in the report.
-3. Deterministic digest (core/context/digest.py): one synthetic message standing for
-   everything selection left out.
+3. Deterministic digest (core/context/digest.py, its facts in core/context/fold.py): one
+   synthetic message standing for everything selection left out.
 
 Per-entry work (previews, references, scores, facts) is memoized by entry id in a
 `CompactionMemo` (core/context/memo.py) kept with the conversation's build cache.
@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 import re
 
-from core.context.digest import ERROR_TERMS, result_failure
 from core.context.failures import Failure
+from core.context.fold import ERROR_TERMS, result_failure
 from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import CONSTRAINT, may_hold_rule
 from core.context.units import Unit

@@ -606,7 +606,8 @@ def test_the_users_rules_are_kept_word_for_word_newest_wording_first_to_stay() -
 
 
 def test_the_plan_is_replayed_from_the_apps_own_todo_calls() -> None:
-    from core.context.digest import digest, fold_units
+    from core.context.digest import digest
+    from core.context.fold import fold_units
     from core.context.memo import Compaction, CompactionMemo
     from core.context.units import group_units
 
