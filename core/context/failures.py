@@ -75,6 +75,7 @@ _HINT = re.compile(r"rror|RROR|FAIL|fatal|xception|Traceback|panic|xit |exited|n
                    r"nknown command|not recognized|find the |\[rejected|matches found")
 # (Each literal starts with a letter the others start with, or a rare one: a new first letter
 # as common as "a" or "o" makes the scan try far more positions.)
+_GO_LOG = re.compile(r"\s+\S+_test\.go:\d+: \S")  # a Go test's t.Log / t.Fatal line, indented
 _CAUSE_PREFIX = re.compile(r"(?:E|Output:|[Cc]aused by:)\s+")  # what only frames a cause
 # Colour, cursor and title codes a terminal acts on and does not show.
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[()][\w]|[@-Z\\-_])")
@@ -201,8 +202,20 @@ def _signature_lines(region: str, quiet: bool) -> tuple[str, str, list[tuple[int
             kind = kind or found
         if line[-1] == ":" and line[:9].lower() == "caused by":  # the cause is the next line
             line = f"{line} {_next_line(region, end)}".rstrip()
+        elif line[:8] == "--- FAIL":
+            logged = _go_log(region, start, end)
+            if logged:
+                lines.append((0, logged))
         lines.append((_TIER.get(group, 1), line))
     return exited, kind, lines
+
+
+def _go_log(region: str, start: int, end: int) -> str:
+    """What a Go test logged (t.Fatal, t.Errorf) beside its `--- FAIL:` line: on the line before
+    it with -v, on the line after it without."""
+    before = region[region.rfind("\n", 0, start - 1) + 1: start - 1] if start else ""
+    after = region[end + 1: end + 1 + LINE_CHARS * 2].split("\n", 1)[0]
+    return next((line.strip() for line in (before, after) if _GO_LOG.match(line)), "")
 
 
 def _next_line(region: str, end: int) -> str:

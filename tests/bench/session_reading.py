@@ -11,9 +11,9 @@ measure nothing):
   code, an `Exit code N` header, a traceback, a test runner's FAIL lines, a compiler's
   `file:line: error`, git's `fatal:`, any shell's "command not found" or "not recognized" ...
   (FAILURE below; the outputs of commands that print files or searches, grep, cat, git diff,
-  are not read for it). When the output nests a cause in a runner's report (Go's `Output:`,
-  pytest's `E   `, `Caused by:`), its error text is kept when the request holds the command
-  and one of those causes (their first 80 characters); otherwise one of its error lines;
+  are not read for it). When the output nests a cause in a runner's report (Go's `Output:`
+  and a test's own log line, pytest's `E   `, `Caused by:`), its error text is kept when the
+  request holds the command and one of those causes (their first 80 characters); otherwise one of its error lines;
 - a constraint sentence is a sentence of a user message (prose, not a fenced block; 8 to 300
   characters) with a word of obligation or prohibition (CONSTRAINT_WORDS); kept when it is in
   the request verbatim (whitespace folded, case ignored).
@@ -43,8 +43,8 @@ FAILURE = re.compile(
     r"|\w+(?:\.\w+)*(?:Error|Exception): .*|\S+?:\d+(?::\d+)?:? (?:fatal )?error\b.*"
     r"|\S+\.go:\d+:\d+: .*|CONFLICT \(.*|Automatic merge failed.*|make: \*\*\*.*|Error: .*"
     r"|=+ .*\d+ (?:failed|errors?)\b.*|.*\bERROR task failed.*" + SHELL + ")$", re.MULTILINE)
-CAUSE = re.compile(r"^(?:E {3}\s*(\S.*)|\s+Output: (\S.*)|\s*Caused by:[ \t]*(\S.*)?"
-                   r"(?:\n\s*\n?[ \t]*(\S.*))?)$", re.MULTILINE)
+CAUSE = re.compile(r"^(?:E {3}\s*(\S.*)|\s+Output: (\S.*)|\s+\S+_test\.go:\d+: (\S.*)"
+                   r"|\s*Caused by:[ \t]*(\S.*)?(?:\n\s*\n?[ \t]*(\S.*))?)$", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 CONSTRAINT_WORDS = re.compile(
     r"\b(?:must|mustn't|should|shouldn't|never|always|don't|do not|required|make sure|ensure|"

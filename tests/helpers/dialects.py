@@ -6,7 +6,8 @@ PowerShell, cmd, fish and dash.
 
 A session is OpenAI-format messages (as imported: no exit codes, no statuses): requests with a
 rule, files read (long outputs), commands that went well, and the dialect's failing commands in
-a random order, each followed by what the model made of it and often a later run that went well.
+a random order, each followed by what the model made of it; each output as one terminal or
+another shows it (`as_shown`: colours, a spinner's carriage returns, Windows' line ends).
 Each failing command comes with the words a digest must keep to name its cause.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 ESC = "\x1b"
@@ -119,6 +121,10 @@ DIALECTS: dict[str, list[Episode]] = {
         ("go test -v -run TestPush ./...",
          _go_test("error: src refspec feature does not match any").replace("Rebase", "Push"),
          "src refspec feature does not match any", "The branch has no commit yet."),
+        ("go test ./internal/store/...",
+         "--- FAIL: TestLoadSnapshot (0.00s)\n    snapshot_test.go:31: open testdata/snap.json: "
+         "no such file or directory\nFAIL\nFAIL\tentire.io/cli/internal/store\t0.012s\nFAIL\n",
+         "open testdata/snap.json: no such file or directory", "testdata was never added."),
         ("pytest -q tests/test_sessions.py",
          _pytest("FileNotFoundError: [Errno 2] No such file or directory: "
                  "'tests/fixtures/session.json'"),
@@ -168,6 +174,26 @@ OK_COMMANDS = ("go build ./...", "git status --short", "python3 -m pytest -q tes
                "npm run lint", "cargo fmt --check", "go vet ./...", "make fmt")
 
 
+ERROR_WORDS = re.compile(r"rror|fatal|FAIL|not found|recognized|Unknown|denied|Caused|ERR!")
+
+
+STYLES = 4
+
+
+def as_shown(style: int, output: str) -> str:
+    """`output` as one terminal or another prints it (`style` < STYLES): as is, its error lines
+    coloured, a spinner's frames rewritten by carriage returns before it, or with Windows' line
+    ends."""
+    if style == 1:
+        return "\n".join(f"{RED}{line}{RESET}" if ERROR_WORDS.search(line) else line
+                         for line in output.split("\n"))
+    if style == 2:
+        return "".join(f"{frame} working…\r" for frame in "⠋⠙⠹⠸") + output
+    if style == 3:
+        return output.replace("\n", "\r\n")
+    return output
+
+
 def _call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [
         {"id": cid, "type": "function",
@@ -211,7 +237,7 @@ def dialect_session(dialect: str, seed: int = 0, work: int = 40,
             command, output, _, said = episodes.pop()
             cid = f"x{n}_{len(spots)}"
             out += [_call(cid, "Bash", {"command": command}),
-                    {"role": "tool", "tool_call_id": cid, "content": output},
+                    {"role": "tool", "tool_call_id": cid, "content": as_shown(rng.randrange(STYLES), output)},
                     {"role": "assistant", "content": said}]
     out.append({"role": "user", "content": "Sum up what failed and why."})
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.context.failures import LINE_CHARS, core_command, failure, screen
-from tests.helpers.dialects import DIALECTS
+from tests.helpers.dialects import DIALECTS, STYLES, as_shown
 
 PYTEST = """\
 F                                                                        [100%]
@@ -126,11 +126,12 @@ EPISODES = [(dialect, command, output, cause)
                          ids=[f"{d.split()[0]}-{c.split()[0]}" for d, c, _, _ in EPISODES])
 def test_every_dialect_names_the_cause_of_its_failure(dialect: str, command: str, output: str,
                                                       cause: str) -> None:
-    found = failure(output, command=command)
-    assert found is not None, f"a {dialect} failure the output states"
-    assert any(cause in line for line in found.lines), found
-    assert len(found.lines) <= 2 and all(len(x) <= LINE_CHARS for x in found.lines)
-    assert not any("\x1b" in x or "\r" in x for x in found.lines)
+    for style in range(STYLES):  # coloured, behind a spinner, with Windows' line ends
+        found = failure(as_shown(style, output), command=command)
+        assert found is not None, f"a {dialect} failure the output states"
+        assert any(cause in line for line in found.lines), (style, found)
+        assert len(found.lines) <= 2 and all(len(x) <= LINE_CHARS for x in found.lines)
+        assert not any("\x1b" in x or "\r" in x for x in found.lines)
 
 
 def test_zsh_names_the_missing_command_after_the_colon_and_the_kind_says_shell() -> None:
@@ -158,6 +159,14 @@ def test_a_cause_nested_in_a_runners_report_is_kept_beside_what_failed() -> None
           "FAIL\nFAIL\texample.com/x\t0.05s\n")
     assert failure(go, exit_code=1, command="go test -v ./...") == (
         "exit 1, test", ("--- FAIL: TestRebase (0.03s)", "Output: fatal: invalid upstream 'main'"))
+    # what a Go test logged: before its FAIL line with -v, after it without
+    logged = "    load_test.go:20: open testdata/x.json: no such file or directory\n"
+    for out in ("=== RUN   TestA\n    a_test.go:9: setup ok\n--- PASS: TestA (0.00s)\n"
+                f"=== RUN   TestLoad\n{logged}--- FAIL: TestLoad (0.00s)\nFAIL\n",
+                f"--- FAIL: TestLoad (0.00s)\n{logged}FAIL\nFAIL\tex/x\t0.01s\n"):
+        assert failure(out, exit_code=1, command="go test ./...") == ("exit 1, test", (
+            "--- FAIL: TestLoad (0.00s)",
+            "load_test.go:20: open testdata/x.json: no such file or directory"))
     # pytest's E line, unless the FAILED line says it already
     cut = PYTEST.replace("test_add - assert -1 == 5", "test_add - assert -1...")
     found = failure(cut, command="pytest -q")
