@@ -13,7 +13,8 @@ measure nothing):
   (FAILURE below; the outputs of commands that print files or searches, grep, cat, git diff,
   are not read for it). When the output nests a cause in a runner's report (Go's `Output:`
   and a test's own log line, pytest's `E   `, `Caused by:`), its error text is kept when the
-  request holds the command and one of those causes (their first 80 characters); otherwise one of its error lines;
+  request holds the command and one of those causes (their first 80 characters); otherwise
+  one of its error lines;
 - a constraint sentence is a sentence of a user message (prose, not a fenced block; 8 to 300
   characters) with a word of obligation or prohibition (CONSTRAINT_WORDS); kept when it is in
   the request verbatim (whitespace folded, case ignored).
