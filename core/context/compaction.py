@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 
-from core.context.failures import Failure
+from core.context.failures import Failure, screen
 from core.context.fold import ERROR_TERMS, result_failure
 from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import CONSTRAINT, may_hold_rule
@@ -324,6 +324,9 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
     if cached is not None:
         return cached
     text = m.text()[:SCORED_OUTPUT_CHARS if m.role == "tool" else SCORED_CHARS]
+    if m.role == "tool" and ("\r" in text or "\x1b" in text):  # as a terminal shows it: a
+        # progress bar's frames and colour codes would fill the head that is scored
+        text = screen(m.text()[:8 * SCORED_OUTPUT_CHARS])[:SCORED_OUTPUT_CHARS]
     if m.tool_calls:
         text += " " + " ".join(c.function.arguments[:1000] for c in m.tool_calls)
     text = text.lower()

@@ -108,3 +108,13 @@ def test_every_failure_of_every_dialect_is_named_with_its_cause(dialect: str,
     for command, _, cause, _ in DIALECTS[dialect]:
         assert json.dumps(command)[1:-1] in text or command in text
         assert cause in text, f"{command}: {cause}"
+
+
+def test_the_scorer_reads_a_progress_bars_output_as_the_terminal_shows_it() -> None:
+    history = imported(dialect_session("progress bars", seed=1))
+    call = next(m for m in history
+                if m.tool_calls and "cargo build" in m.tool_calls[0].function.arguments)
+    result = next(m for m in history if m.tool_call_id == call.tool_calls[0].id)
+    entry = next(e for e in build(history, 0.1).report.entries if e.id == result.id)
+    assert entry.decision == "digested"
+    assert "errors 1" in entry.reason  # the error behind the frames, not the frames' numbers
