@@ -58,8 +58,10 @@ PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml
                   r"sh|sql|html|css)\b")
 NUMBER = re.compile(r"\d[\d,.:]*")
 ERROR_WORDS = re.compile(ERROR_TERMS)  # the same words as the digest's error lines
-ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found", "fatal",
-               "not recognized", "unknown command")
+ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found")
+# ... and in a short tool output, a shell's and git's complaints (`zsh:1: command not found: x`,
+# `fatal: ...`, cmd's "is not recognized": the whole output; each word more is a scan of a text)
+OUTPUT_HINTS = (*ERROR_HINTS, "fatal", "not recognized", "unknown command")
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 
@@ -339,7 +341,8 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
     if "/" in text or "." in text:
         score += _hits(PATH, text, "paths", 1.0, parts)
     score += _hits(NUMBER, text, "numbers", 0.3, parts)
-    for word in ERROR_HINTS:
+    short = m.role == "tool" and len(text) < SCORED_OUTPUT_CHARS
+    for word in OUTPUT_HINTS if short else ERROR_HINTS:
         if word in text:
             score += _hits(ERROR_WORDS, text, "errors", 1.5, parts)
             break
