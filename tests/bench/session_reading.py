@@ -101,14 +101,14 @@ def _errors(command: str, result: ConversationMessage) -> list[str]:
     """The lines that say a command failed: its nested causes when it has some, else the lines
     that name an error besides an `Exit code N` header."""
     output = terminal(result.text())
-    causes = [] if VIEWERS.match(command) else [
+    errors = [folded(line) for line in
+              (SHELL_FAILURE if VIEWERS.match(command) else FAILURE).findall(output)
+              if len(folded(line)) >= 12]
+    causes = [] if VIEWERS.match(command) or not (errors or result.exit_code) else [
         folded(next(g for g in reversed(found) if g)) for found in CAUSE.findall(output)
-        if any(found)]
-    errors = causes or [folded(line) for line in
-                        (SHELL_FAILURE if VIEWERS.match(command) else FAILURE).findall(output)
-                        if len(folded(line)) >= 12]
+        if any(found)]  # (a passing test's log is not a cause)
     named = [e for e in errors if not e.startswith("Exit code ")]
-    errors = named or errors
+    errors = causes or named or errors
     if result.exit_code not in (None, 0) and not errors:
         lines = [folded(x) for x in output.splitlines() if x.strip()]
         errors = lines[-1:]
