@@ -3,8 +3,9 @@
 What it holds, in the order it is cut last to first: the user's rules word for word (every
 constraint sentence of the left-out requests, core/context/rules.py), the opening of every
 request, the files read / written / edited / named, every distinct command with how it went (a
-failure read from its output, core/context/failures.py, with its error lines, what followed and
-a later run that resolved it), other errors, and the todo list when its latest change is left
+failure read from its output as a terminal shows it, core/context/failures.py: its kind, `exit
+127, shell`, its error lines, what failed and the cause a runner nests, what followed and a
+later run that resolved it), other errors, and the todo list when its latest change is left
 out (core/todo.py). The facts and their fold over the left-out entries are core/context/fold.py's;
 this module writes them as text and cuts it to size.
 """
