@@ -17,8 +17,8 @@ changed, only the view of it that is sent, and every change is recorded per entr
    tools) plus the rest scored — constraint words, file paths, code, numbers, errors, recency —
    and chosen greedily by score per token within what is left. Units stay whole (a tool call
    with its results). Each left-out entry's score and its parts are in the report.
-3. Deterministic digest (core/context/digest.py): one synthetic message standing for
-   everything selection left out.
+3. Deterministic digest (core/context/digest.py, its facts in core/context/fold.py): one
+   synthetic message standing for everything selection left out.
 
 Per-entry work (previews, references, scores, facts) is memoized by entry id in a
 `CompactionMemo` (core/context/memo.py) kept with the conversation's build cache.
@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 import re
 
-from core.context.digest import ERROR_TERMS, result_failure
-from core.context.failures import Failure
+from core.context.failures import Failure, screen
+from core.context.fold import ERROR_TERMS, result_failure
 from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import CONSTRAINT, may_hold_rule
 from core.context.units import Unit
@@ -59,6 +59,9 @@ PATH = re.compile(r"/[\w-][\w./-]*|\.(?:py|go|ts|js|rs|java|c|h|cpp|md|json|yaml
 NUMBER = re.compile(r"\d[\d,.:]*")
 ERROR_WORDS = re.compile(ERROR_TERMS)  # the same words as the digest's error lines
 ERROR_HINTS = ("error", "fail", "exception", "traceback", "panic", "denied", "not found")
+# ... and in a short tool output, a shell's and git's complaints (`zsh:1: command not found: x`,
+# `fatal: ...`, cmd's "is not recognized": the whole output; each word more is a scan of a text)
+OUTPUT_HINTS = (*ERROR_HINTS, "fatal", "not recognized", "unknown command")
 SCORED_CHARS = 3000  # of a message's text, scored ...
 SCORED_OUTPUT_CHARS = 400  # ... of a tool output's (its head says what it is)
 
@@ -244,7 +247,7 @@ def _reference(m: ConversationMessage, failed: Failure | None = None) -> str:
         status = "failed"
     code = f", exit {m.exit_code}" if m.exit_code is not None else ""
     name = m.tool_name or "tool"
-    says = f": {failed.lines[0]}" if failed is not None else ""
+    says = f": {' … '.join(failed.lines)}" if failed is not None else ""  # and its cause
     return (f"[{name} output ({status}{code}, {size:,} characters{says}) left out to fit the "
             f"context; read_tool_result(ref=\"{ref}\") shows it]")
 
@@ -323,6 +326,9 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
     if cached is not None:
         return cached
     text = m.text()[:SCORED_OUTPUT_CHARS if m.role == "tool" else SCORED_CHARS]
+    if m.role == "tool" and ("\r" in text or "\x1b" in text):  # as a terminal shows it: a
+        # progress bar's frames and colour codes would fill the head that is scored
+        text = screen(m.text()[:8 * SCORED_OUTPUT_CHARS])[:SCORED_OUTPUT_CHARS]
     if m.tool_calls:
         text += " " + " ".join(c.function.arguments[:1000] for c in m.tool_calls)
     text = text.lower()
@@ -335,7 +341,8 @@ def _score(m: ConversationMessage, memo: CompactionMemo) -> tuple[float, str]:
     if "/" in text or "." in text:
         score += _hits(PATH, text, "paths", 1.0, parts)
     score += _hits(NUMBER, text, "numbers", 0.3, parts)
-    for word in ERROR_HINTS:
+    short = m.role == "tool" and len(text) < SCORED_OUTPUT_CHARS
+    for word in OUTPUT_HINTS if short else ERROR_HINTS:
         if word in text:
             score += _hits(ERROR_WORDS, text, "errors", 1.5, parts)
             break

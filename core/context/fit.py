@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from core.context.budget import BudgetError
-from core.context.digest import digest, digest_caps, fold_units
+from core.context.digest import digest, digest_caps
+from core.context.fold import fold_units
 from core.context.memo import Compaction, CompactionMemo
 from core.context.normalize import ABORTED_RESULT, normalize
 from core.context.projection import ACK, ack_tokens, alternate, project_entries

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from core.model import ConversationMessage
 
 if TYPE_CHECKING:
-    from core.context.digest import Checkpoint, Facts
     from core.context.failures import Failure
+    from core.context.fold import Checkpoint, Facts
 
 
 @dataclass

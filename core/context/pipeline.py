@@ -1,8 +1,8 @@
 """The stages of a build up to the compaction: candidates, the kept view, and the three no-LLM
 compaction stages (tool outputs, key messages, digest) that make a new one when the kept view
 cannot be reused. The contract they keep is `BuildStage.run` (core/context/stages.py); what
-each stage plans is in core/context/compaction.py and core/context/digest.py, what is kept
-between builds in core/context/view.py.
+each stage plans is in core/context/compaction.py, core/context/fold.py and
+core/context/digest.py, what is kept between builds in core/context/view.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from core.context.compaction import (
     tail_start,
     tool_outputs,
 )
-from core.context.digest import digest, digest_caps, fold_units
+from core.context.digest import digest, digest_caps
+from core.context.fold import fold_units
 from core.context.memo import Compaction, CompactionMemo
 from core.context.projection import ack_tokens
 from core.context.report import ms_since

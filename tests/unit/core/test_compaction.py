@@ -133,7 +133,7 @@ def test_far_over_budget_the_digest_keeps_every_left_out_request_and_what_was_do
     assert left_paths and all(p in text for p in left_paths)
     assert "Files edited:" in text and "Files written:" in text
     # a failed command's line carries its error line and what the model did next
-    assert re.search(r"pytest tests/test_\d+\.py → failed \(exit 1\): E AssertionError: line "
+    assert re.search(r"pytest tests/test_\d+\.py → failed \(exit 1, test\): E AssertionError: line "
                      r"numbers lost in mod_\d+ → then the model: ", text)
     # a left-out entry says why, with its score
     some = next(e for e in report.entries if e.decision == "digested")
@@ -606,7 +606,8 @@ def test_the_users_rules_are_kept_word_for_word_newest_wording_first_to_stay() -
 
 
 def test_the_plan_is_replayed_from_the_apps_own_todo_calls() -> None:
-    from core.context.digest import digest, fold_units
+    from core.context.digest import digest
+    from core.context.fold import fold_units
     from core.context.memo import Compaction, CompactionMemo
     from core.context.units import group_units
 

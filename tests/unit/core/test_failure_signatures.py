@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.context.failures import LINE_CHARS, core_command, failure
+from core.context.failures import LINE_CHARS, core_command, failure, screen
+from tests.helpers.dialects import DIALECTS, STYLES, as_shown
 
 PYTEST = """\
 F                                                                        [100%]
@@ -49,6 +50,10 @@ FAILING = [
      "    main()\nKeyError: 'path'\n", "KeyError: 'path'"),
     ("frobnicate --all", "bash: frobnicate: command not found\n",
      "bash: frobnicate: command not found"),
+    ("cargo test", "running 1 test\nthread 'tests::it_parses' panicked at src/lib.rs:9:5:\n"
+     "assertion failed: parse(\"x\")\n", "thread 'tests::it_parses' panicked at src/lib.rs:9:5:"),
+    ("pip install ./pkg", "error: Failed to spawn: `setup.py`\n  Caused by: No such file or "
+     "directory (os error 2)\n", "Caused by: No such file or directory (os error 2)"),
     # Claude Code's Bash tool puts the exit code in the output, and no field carries it
     ("mise run test 2>&1 | tail -3", "Exit code 1\nok  \tx/a\t(cached)\nFAIL\n[test] ERROR task failed",
      "[test] ERROR task failed"),
@@ -108,3 +113,69 @@ def test_the_same_command_shaped_differently_has_one_core() -> None:
     assert core_command("go build ./... 2>&1 | head -100") == "go build ./..."
     assert core_command("go build ./...") == "go build ./..."
     assert core_command("pytest -q  tests") == "pytest -q tests"
+
+
+# --- every dialect of shell and tool: the line that names the cause is kept --------------------
+
+EPISODES = [(dialect, command, output, cause)
+            for dialect, episodes in DIALECTS.items()
+            for command, output, cause, _ in episodes]
+
+
+@pytest.mark.parametrize(("dialect", "command", "output", "cause"), EPISODES,
+                         ids=[f"{d.split()[0]}-{c.split()[0]}" for d, c, _, _ in EPISODES])
+def test_every_dialect_names_the_cause_of_its_failure(dialect: str, command: str, output: str,
+                                                      cause: str) -> None:
+    for style in range(STYLES):  # coloured, behind a spinner, with Windows' line ends
+        found = failure(as_shown(style, output), command=command)
+        assert found is not None, f"a {dialect} failure the output states"
+        assert any(cause in line for line in found.lines), (style, found)
+        assert len(found.lines) <= 2 and all(len(x) <= LINE_CHARS for x in found.lines)
+        assert not any("\x1b" in x or "\r" in x for x in found.lines)
+
+
+def test_zsh_names_the_missing_command_after_the_colon_and_the_kind_says_shell() -> None:
+    found = failure("Exit code 127\n(eval):1: command not found: staticcheck\n",
+                    command="staticcheck ./...")
+    assert found == ("exit 127, shell", ("(eval):1: command not found: staticcheck",))
+    found = failure("zsh:1: command not found: python\n", exit_code=127, command="python x.py")
+    assert found == ("exit 127, shell", ("zsh:1: command not found: python",))
+    # a data command's output is not read, but the shell's complaint about it is
+    found = failure("zsh: no matches found: logs/*.jsonl\n", exit_code=1, command="ls logs/*.jsonl")
+    assert found == ("exit 1, shell", ("zsh: no matches found: logs/*.jsonl",))
+
+
+def test_a_progress_line_is_read_as_the_terminal_shows_it() -> None:
+    out = ("Rebasing (1/4)\rRebasing (2/4)\rerror: Unable to create '/r/.git/index.lock': "
+           "File exists.\n\nAnother git process seems to be running in this repository.\n")
+    found = failure(out, exit_code=1, command="git rebase -i main")
+    assert found == ("exit 1, git", ("error: Unable to create '/r/.git/index.lock': File exists.",))
+    assert screen("50%\r100%\r\n\x1b[1m\x1b[31merror\x1b[0m: x\rdone\r  \n") == "100%\ndone\n"
+
+
+def test_a_cause_nested_in_a_runners_report_is_kept_beside_what_failed() -> None:
+    go = ("=== RUN   TestRebase\n    rebase_test.go:45: git rebase failed: exit status 128\n"
+          "        Output: fatal: invalid upstream 'main'\n--- FAIL: TestRebase (0.03s)\n"
+          "FAIL\nFAIL\texample.com/x\t0.05s\n")
+    assert failure(go, exit_code=1, command="go test -v ./...") == (
+        "exit 1, test", ("--- FAIL: TestRebase (0.03s)", "Output: fatal: invalid upstream 'main'"))
+    # what a Go test logged: before its FAIL line with -v, after it without
+    logged = "    load_test.go:20: open testdata/x.json: no such file or directory\n"
+    for out in ("=== RUN   TestA\n    a_test.go:9: setup ok\n--- PASS: TestA (0.00s)\n"
+                f"=== RUN   TestLoad\n{logged}--- FAIL: TestLoad (0.00s)\nFAIL\n",
+                f"--- FAIL: TestLoad (0.00s)\n{logged}FAIL\nFAIL\tex/x\t0.01s\n"):
+        assert failure(out, exit_code=1, command="go test ./...") == ("exit 1, test", (
+            "--- FAIL: TestLoad (0.00s)",
+            "load_test.go:20: open testdata/x.json: no such file or directory"))
+    # pytest's E line, unless the FAILED line says it already
+    cut = PYTEST.replace("test_add - assert -1 == 5", "test_add - assert -1...")
+    found = failure(cut, command="pytest -q")
+    assert found == ("test", ("FAILED test_calc.py::test_add - assert -1...", "E assert -1 == 5"))
+    found = failure(PYTEST, command="pytest -q")
+    assert found == ("test", ("FAILED test_calc.py::test_add - assert -1 == 5", "1 failed in 0.02s"))
+    cargo = ("error: failed to load manifest for workspace member `/w/core`\n\nCaused by:\n"
+             "  failed to read `/w/core/Cargo.toml`\n\nCaused by:\n"
+             "  No such file or directory (os error 2)\n")
+    assert failure(cargo, exit_code=101, command="cargo check") == (
+        "exit 101, compiler", ("error: failed to load manifest for workspace member `/w/core`",
+                               "Caused by: No such file or directory (os error 2)"))
