@@ -218,7 +218,7 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
                                             global_settings=SettingsStore().load())
         except SettingsError as e:
             raise CliError(str(e)) from None
-        from core.llm.providers import speaks_openai
+        from core.llm.model_map import speaks_openai
 
         if not speaks_openai(settings.model):
             # litellm takes seconds to import: start it now, in parallel with the rest. A

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.checkpoints.apply import roll_forward
 from core.checkpoints.git import GitFailed, GitMissing, ShadowGit
 
 SIZE_LIMIT = 5 * 1024 * 1024  # bytes: a bigger file is skipped (and said so on the checkpoint)
@@ -137,8 +138,6 @@ class Store:
         crash interrupted. Call with the lock held."""
         self.git.prepare()  # all a repository is: objects/, refs/, HEAD and config
         if self.journal.exists():
-            from core.checkpoints.restore import roll_forward
-
             roll_forward(self)
 
     # --- snapshots -----------------------------------------------------------------------------

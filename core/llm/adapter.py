@@ -24,12 +24,8 @@ from core.llm.events import (
     ToolCallsReady,
     Usage,
 )
-from core.llm.providers import (
-    detect_provider,
-    environment_base_url,
-    needs_cache_breakpoints,
-    speaks_openai,
-)
+from core.llm.model_map import speaks_openai
+from core.llm.providers import detect_provider, environment_base_url, needs_cache_breakpoints
 from core.settings import ENV_API_KEY, key_for_request
 
 __all__ = ["Finished", "LLMClient", "LLMRequest", "StreamEvent", "TextDelta", "ToolCallsReady",

@@ -34,6 +34,16 @@ def model_info(model: str) -> dict[str, Any] | None:
     return None
 
 
+def speaks_openai(model: str) -> bool:
+    """Whether `model`'s requests go through the openai SDK: `openai/<name>` (OpenAI, or any
+    OpenAI-compatible server at an api_base), or a bare name litellm's model map places at
+    OpenAI (`gpt-4o-mini`). Read from the map's JSON: litellm is not imported."""
+    prefix, slash, _ = model.partition("/")
+    if slash:
+        return prefix == "openai"
+    return (model_info(model) or {}).get("litellm_provider") == "openai"
+
+
 def supports_vision(model: str) -> bool:
     """litellm's map says the model reads images (an unknown model: no)."""
     return bool((model_info(model) or {}).get("supports_vision"))

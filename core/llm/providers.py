@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from core.llm.errors import MissingApiKey, UnknownModel
 from core.llm.events import LLMRequest
+from core.llm.model_map import speaks_openai
 from core.settings import KEYLESS_PROVIDERS, key_env_var, key_for_request, keyring_works
 
 # The providers' own addresses: a base URL pointing there may carry the provider's own key. A
@@ -33,18 +34,6 @@ ENV_PREFIXES = {"text-completion-openai": "OPENAI", "azure_text": "AZURE", "olla
 ENV_PREFIX_OWNER = {"OPENAI": "openai", "AZURE": "azure"}
 
 
-def speaks_openai(model: str) -> bool:
-    """Whether `model`'s requests go through the openai SDK: `openai/<name>` (OpenAI, or any
-    OpenAI-compatible server at an api_base), or a bare name litellm's model map places at
-    OpenAI (`gpt-4o-mini`). Read from the map's JSON: litellm is not imported."""
-    prefix, slash, _ = model.partition("/")
-    if slash:
-        return prefix == "openai"
-    from core.llm.model_map import model_info
-
-    return (model_info(model) or {}).get("litellm_provider") == "openai"
-
-
 def detect_provider(model: str, api_base: str | None = None) -> str:
     """litellm's provider name for a model string ("openai" for the SDK's models, without
     importing litellm).
@@ -54,7 +43,7 @@ def detect_provider(model: str, api_base: str | None = None) -> str:
     """
     if speaks_openai(model):
         return "openai"
-    from core.llm.runtime import load_litellm
+    from core.llm.litellm_loader import load_litellm
 
     litellm = load_litellm()
     try:

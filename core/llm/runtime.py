@@ -13,39 +13,14 @@ SDK for it rather than litellm.
 from __future__ import annotations
 
 import threading
-from types import ModuleType
-from typing import Any
 
-from core.llm.offline import configure_offline_environment
+from core.llm import litellm_loader
+from core.llm.litellm_loader import is_loaded as is_loaded
+from core.llm.litellm_loader import load_litellm as load_litellm
 from core.llm.tokens import get_encoding
 
 _lock = threading.Lock()
-_module: ModuleType | None = None
 _threads: dict[str, threading.Thread] = {}  # "litellm", "sdk": each warmed once
-
-
-def load_litellm() -> Any:
-    """Import and configure litellm once; later calls return the same module at no cost."""
-    global _module
-    if _module is not None:
-        return _module
-    with _lock:
-        if _module is None:
-            configure_offline_environment()
-            import litellm
-
-            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners
-            litellm.telemetry = False
-            litellm.drop_params = True  # a param one provider lacks is dropped, not fatal
-            # litellm aborts a stream after 100 identical chunks, taking a legitimate answer
-            # (a long rule of "=", a table border) for a model stuck in a loop. The output
-            # token limit already bounds a real loop, and the user can Stop.
-            setattr(litellm, "REPEATED_STREAMING_CHUNK_LIMIT", 10**9)  # noqa: B010 - untyped
-            from core.llm import sdk_shims
-
-            sdk_shims.install()  # messages through the openai SDK as they are (see there)
-            _module = litellm
-    return _module
 
 
 def start_background_import(warm_up: bool = False, model: str | None = None
@@ -58,7 +33,7 @@ def start_background_import(warm_up: bool = False, model: str | None = None
     more modules inside its first call) and load the tokenizers, so that a window's first Send
     does not stall the event loop. A command-line run gains nothing from it and skips it.
     """
-    from core.llm.providers import speaks_openai
+    from core.llm.model_map import speaks_openai
 
     sdk = model is not None and speaks_openai(model)
     with _lock:
@@ -75,9 +50,9 @@ def start_background_import(warm_up: bool = False, model: str | None = None
 def ready_for(model: str) -> bool:
     """Whether a request to `model` can leave without waiting for litellm's import: it speaks
     the OpenAI protocol (the SDK's path), or litellm is in."""
-    from core.llm.providers import speaks_openai
+    from core.llm.model_map import speaks_openai
 
-    return _module is not None or speaks_openai(model)
+    return litellm_loader.is_loaded() or speaks_openai(model)
 
 
 def _warm_sdk() -> None:
@@ -135,7 +110,3 @@ def _load_and_warm() -> None:
         asyncio.run(first_call())
     except Exception:  # the refusal is the expected outcome
         pass
-
-
-def is_loaded() -> bool:
-    return _module is not None

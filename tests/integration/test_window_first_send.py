@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.llm import runtime
+from core.llm import litellm_loader, runtime
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gui
 def test_a_message_to_an_openai_compatible_server_does_not_wait_for_litellm(
         qtbot, qloop, project_dir: Path, llm_server: FakeLLMServer,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "_module", None)  # as at launch: litellm not in
+    monkeypatch.setattr(litellm_loader, "_module", None)  # as at launch: litellm not in
     monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "0")
     use_fake_provider(monkeypatch, llm_server)
     said: list[str] = []
@@ -31,4 +31,4 @@ def test_a_message_to_an_openai_compatible_server_does_not_wait_for_litellm(
     assert said[0] == "Ready"
     assert "Waiting for the model…" in said
     assert not any("Loading the model library" in text for text in said), said
-    assert runtime._module is None  # the whole turn without litellm
+    assert not runtime.is_loaded()  # the whole turn without litellm

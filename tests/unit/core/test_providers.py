@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.llm.adapter import transport_for
-from core.llm.providers import detect_provider, speaks_openai
+from core.llm.model_map import speaks_openai
+from core.llm.providers import detect_provider
 from core.llm.via_litellm import LitellmTransport
 from core.llm.via_openai import OpenAITransport, request_body
 
