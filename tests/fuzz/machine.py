@@ -244,11 +244,13 @@ class Workbench(RuleBasedStateMachine):
         if not finished:
             raise AssertionError(f"a stopped turn ended without saying how: {turn.events}")
         if finished[-1].status == "ok" or finished[-1].status == "error":
-            appended = [i for i, e in enumerate(turn.events, 1) if isinstance(e, EntryAppended)]
             assert turn.stop_at is not None
-            # N9: the Stop came after the turn's last entry, while its request copies settled
-            # (the turn then says how that entry ended: "ok", or "error" for a failed answer)
-            late = bool(appended) and turn.stop_at >= appended[-1]
+            # N9: the Stop came after an answer's entry, while its request copies settled (the
+            # exchange then says how that entry ended: "ok", or "error" for a failed answer,
+            # and a run goes on to its next request)
+            at = turn.stop_at
+            late = isinstance(turn.events[at - 1], EntryAppended) and at < len(turn.events) \
+                and isinstance(turn.events[at], TurnFinished)
             violated("N9" if late else None,
                      f"Stop pressed after event {turn.stop_at} "
                      f"({type(turn.events[turn.stop_at - 1]).__name__}) was taken in, and the "
@@ -583,8 +585,15 @@ class Workbench(RuleBasedStateMachine):
             body, conv = requests[n].body, self.request_conv[n]
             if "messages" not in body:
                 continue
-            problems = request_problems(body)
-            assert not problems, f"request {n} ({conv[:8]}): {problems}"
+            excluded = any(m.role == "user" and not m.include_in_context
+                           for m in self.messages(conv))
+            for problem in request_problems(body):
+                bug = None
+                if excluded and problem.startswith("the first message after the system"):
+                    bug = "F1"
+                elif excluded and problem == "no message besides the system prompt":
+                    bug = "F2"
+                violated(bug, f"request {n} ({conv}): {problem}")
             if not self.request_images[n]:
                 images = [i for i, m in enumerate(body["messages"]) if has_image(m)]
                 if images:

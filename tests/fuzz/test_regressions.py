@@ -58,3 +58,30 @@ def test_a_run_started_after_a_crash_mid_batch_answers_the_interrupted_calls_fir
     check(m)
     m.run_workflow(which=0, steps=["done"], stop_at=None)
     check(m)
+
+
+def test_excluding_the_first_user_message_starts_the_request_with_the_answer(
+        machine: Workbench) -> None:
+    """Invariant: every request is valid for Anthropic (the first message after the system
+    prompt is the user's). KNOWN_BUGS["F1"] while unfixed."""
+    m = machine
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    m.annotate(which=0, entry=0, action="exclude")  # the user's "hi"
+    check(m)
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    check(m)
+
+
+def test_excluding_the_only_user_message_then_retry_sends_only_the_system_prompt(
+        machine: Workbench) -> None:
+    """Invariant: every request is valid (a message besides the system prompt, the user's
+    first). KNOWN_BUGS["F2"] while unfixed."""
+    m = machine
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 6), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)  # HTTP 500
+    m.annotate(which=0, entry=0, action="exclude")
+    check(m)
+    m.continue_or_retry(which=0, script=([], 0), stop_at=None)  # Retry
+    check(m)
