@@ -65,6 +65,8 @@ from tests.helpers.fake_llm import (
 # The fake key the environment holds (tests/fuzz/test_fuzz.py sets it): key-shaped, so both the
 # app's redaction and the check below know it.
 KEY = "sk-proj-FuzzKey7Q2xW9mZ4tR8vB1nC6"
+AGENTS_LINE = f"Use the key {KEY} for the staging server."  # AGENTS.md "with key"
+IMPORTED = f"the key is {KEY}"  # the message a foreign export adds
 DEADLINE = 60.0  # seconds a turn may take before the fuzzer calls it hung
 STEPS = [0]  # rules run in this process (the long run reports it)
 
@@ -155,8 +157,6 @@ class Workbench(RuleBasedStateMachine):
         self.request_conv: list[str] = []  # per request: the conversation it was for
         self.checked = 0  # requests the invariants have seen
         self.next_call = 0
-        self.tainted: set[str] = set()  # conversations an import with a key made (N8)
-        self.agents_key = False  # AGENTS.md holds the key (N8)
         self.project = Project.open(self.root)
         self.engine = build_engine(self.project)
         self.snapshot: Path | None = None
@@ -530,13 +530,10 @@ class Workbench(RuleBasedStateMachine):
         path = self.root / "AGENTS.md"
         if what == "plain":
             path.write_text("Always answer in English.\n")
-            self.agents_key = False
         elif what == "with key":
-            path.write_text(f"Use the key {KEY} for the staging server.\n")
-            self.agents_key = True
+            path.write_text(AGENTS_LINE + "\n")
         elif what == "none":
             path.unlink(missing_ok=True)
-            self.agents_key = False
         else:
             conv = self.pick(self.convs, which)
             self.project.conversations.update_meta(conv, project_instructions=what == "on")
@@ -550,7 +547,7 @@ class Workbench(RuleBasedStateMachine):
         assert store is not None
         exported = json.loads(export_openai(self.messages(conv), "fuzz", inline=store.inline))
         if key:
-            exported["messages"].append({"role": "user", "content": f"the key is {KEY}"})
+            exported["messages"].append({"role": "user", "content": IMPORTED})
         path = self.tmp / "export.json"
         path.write_text(json.dumps(exported))
         try:
@@ -564,7 +561,6 @@ class Workbench(RuleBasedStateMachine):
         self.convs.append(meta.id)
         self.source[meta.id] = conv
         if key:
-            self.tainted.add(meta.id)
             return
         again = json.loads(export_openai(self.messages(meta.id), "fuzz", inline=store.inline))
         assert again["messages"] == exported["messages"], "export → import → export changed"
@@ -603,7 +599,7 @@ class Workbench(RuleBasedStateMachine):
             if lies:
                 violated("N2" if conv in self.source else None, f"request {n}: {lies}")
             self.no_key_in(f"request {n}", requests[n].raw.decode("utf-8", "replace") or
-                           json.dumps(body), conv)
+                           json.dumps(body))
         self.checked = len(requests)
 
     @invariant()
@@ -620,29 +616,24 @@ class Workbench(RuleBasedStateMachine):
                     text = path.read_text("utf-8", errors="replace")
                 except FileNotFoundError:  # a copy's temporary file, renamed meanwhile
                     continue
-                conv = next((c for c in self.convs if c in str(path)), None)
-                self.no_key_in(str(path.relative_to(folder.parent)), text, conv)
+                self.no_key_in(str(path.relative_to(folder.parent)), text)
 
-    def no_key_in(self, where: str, text: str, conv: str | None) -> None:
-        found = find_secret(text, environment_secrets(os.environ))
+    def no_key_in(self, where: str, text: str) -> None:
+        secrets = environment_secrets(os.environ)
+        found = find_secret(text, secrets)
         if found is None:
             return
-        bug = None
-        if conv is not None and self.taint_of(conv):
-            bug = "N8-import"
-        elif self.agents_key and ("requests" in where or where.startswith("request")):
-            bug = "N8-agents-md"
-        violated(bug, f"a key reached {where}: {found[:12]}…")
-
-    def taint_of(self, conv: str) -> bool:
-        seen = set()
-        at: str | None = conv
-        while at is not None and at not in seen:
-            if at in self.tainted:
-                return True
-            seen.add(at)
-            at = self.source.get(at)
-        return False
+        # Excused only where the key sits in the sentence the known bug carries it in.
+        bugs = [bug for bug, line in (("N8-agents-md", AGENTS_LINE), ("N8-import", IMPORTED))
+                if line in text]
+        rest = text
+        for line in (AGENTS_LINE, IMPORTED):
+            rest = rest.replace(line, "")
+        if bugs and find_secret(rest, secrets) is None:
+            for bug in bugs:
+                violated(bug, f"a key reached {where}")
+            return
+        violated(None, f"a key reached {where}: {found[:12]}…")
 
     def teardown(self) -> None:
         try:
