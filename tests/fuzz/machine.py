@@ -183,7 +183,7 @@ class Workbench(RuleBasedStateMachine):
 
     def drive(self, make: Callable[[], AsyncIterator[EngineEvent]], conv: str,
               stop_at: int | None = None, crash_at: int | None = None,
-              choice: str = ALLOW_ONCE) -> Turn:
+              choice: str = ALLOW_ONCE, pin_at: int | None = None) -> Turn:
         """Run one engine call to its end; press Stop after event `stop_at` (the engine gets it
         at its next await), copy the project folder as a crash leaves it after `crash_at`."""
         turn = Turn(stop_at=stop_at, first_request=len(self.server.requests))
@@ -196,6 +196,8 @@ class Workbench(RuleBasedStateMachine):
                     n = len(turn.events)
                     if isinstance(ev, QuestionAsked) and n != stop_at:
                         ev.question.answer(choice, "not now" if choice == DENY else "")
+                    if n == pin_at:  # the user pins their first message while it runs
+                        self.pin_first(conv)
                     if n == crash_at:
                         self.take_snapshot()
                     if n == stop_at:
@@ -256,6 +258,11 @@ class Workbench(RuleBasedStateMachine):
                      f"({type(turn.events[turn.stop_at - 1]).__name__}) was taken in, and the "
                      f"turn ended {finished[-1].status!r}; events: "
                      f"{[type(e).__name__ for e in turn.events]}")
+
+    def pin_first(self, conv: str) -> None:
+        first = next((m for m in self.messages(conv) if m.kind != "annotation"), None)
+        if first is not None:
+            assert self.engine.writer.write(conv, [annotation(first.id, "pin")], "the pin").ok
 
     def take_snapshot(self) -> None:
         """The project folder as a process killed right now leaves it."""
@@ -319,10 +326,10 @@ class Workbench(RuleBasedStateMachine):
           script=script_st, stop_at=stop_st,
           approve=st.sampled_from(["always", "never", "ask"]),
           choice=st.sampled_from([ALLOW_ONCE, ALLOW_CONVERSATION, DENY]),
-          via_preview=st.booleans())
+          via_preview=st.booleans(), pin_at=stop_st)
     def send(self, which: int, mode: Mode, text: str, attach: list[str],
              script: tuple[list[tuple[list[int], bool]], int], stop_at: int | None,
-             approve: str, choice: str, via_preview: bool) -> None:
+             approve: str, choice: str, via_preview: bool, pin_at: int | None = None) -> None:
         conv = self.pick(self.convs, which)
         if not self.images:  # as the window and the CLI refuse a new image for such a model
             attach = [a for a in attach if a != "shot.png"]
@@ -333,7 +340,7 @@ class Workbench(RuleBasedStateMachine):
             self.send_with_preview(conv, text, attachments, settings, options, choice)
             return
         self.drive(lambda: self.engine.send(conv, text, settings, options, attachments), conv,
-                   stop_at, choice=choice)
+                   stop_at, choice=choice, pin_at=pin_at)
 
     def send_with_preview(self, conv: str, text: str, attachments: list[Attachment],
                           settings: LLMSettings, options: TurnOptions, choice: str) -> None:
