@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from core.attachments import Attachment, attach_file
 from core.context.service import ProjectContext
 from core.engine import (
+    CompactionFinished,
     EngineEvent,
     EntryAppended,
     NothingToContinue,
@@ -42,6 +43,7 @@ from core.settings import LLMSettings
 from core.store.project import Project
 from core.tools.runner import ALLOW_CONVERSATION, ALLOW_ONCE, DENY
 from core.workflows.workflow import Workflow
+from tests.conftest import _head_and_tail
 from tests.fuzz.invariants import (
     false_claims,
     has_image,
@@ -130,8 +132,9 @@ class Turn:
     first_request: int = 0  # index in server.requests of its first request
 
     @property
-    def finished(self) -> list[TurnFinished]:
-        return [e for e in self.events if isinstance(e, TurnFinished)]
+    def finished(self) -> list[TurnFinished | CompactionFinished]:
+        """How the turn (or the summary) said it ended."""
+        return [e for e in self.events if isinstance(e, TurnFinished | CompactionFinished)]
 
     def appended(self, upto: int | None = None) -> list[ConversationMessage]:
         return [e.message for e in self.events[:upto] if isinstance(e, EntryAppended)]
@@ -245,14 +248,14 @@ class Workbench(RuleBasedStateMachine):
         finished = turn.finished
         if not finished:
             raise AssertionError(f"a stopped turn ended without saying how: {turn.events}")
-        if finished[-1].status == "ok" or finished[-1].status == "error":
+        if finished[-1].status != "stopped":
             assert turn.stop_at is not None
             # N9: the Stop came after an answer's entry, while its request copies settled (the
             # exchange then says how that entry ended: "ok", or "error" for a failed answer,
             # and a run goes on to its next request)
             at = turn.stop_at
             late = isinstance(turn.events[at - 1], EntryAppended) and at < len(turn.events) \
-                and isinstance(turn.events[at], TurnFinished)
+                and isinstance(turn.events[at], TurnFinished | CompactionFinished)
             violated("N9" if late else None,
                      f"Stop pressed after event {turn.stop_at} "
                      f"({type(turn.events[turn.stop_at - 1]).__name__}) was taken in, and the "
@@ -613,14 +616,15 @@ class Workbench(RuleBasedStateMachine):
     def no_key_in_files(self) -> None:
         finish_writes(10)  # the request copies of the last step, written
         folders = [self.root / ".workbench"] + [
-            Path(os.environ[v]) for v in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+            Path(os.environ[v]) for v in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                                              "XDG_CACHE_HOME")
             if v in os.environ]
         for folder in folders:
             if not folder.is_dir():
                 continue
             for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 try:
-                    text = path.read_text("utf-8", errors="replace")
+                    text = _head_and_tail(path)
                 except FileNotFoundError:  # a copy's temporary file, renamed meanwhile
                     continue
                 self.no_key_in(str(path.relative_to(folder.parent)), text)
