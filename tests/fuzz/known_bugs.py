@@ -35,6 +35,10 @@ KNOWN_BUGS: dict[str, str] = {
           "Retry) sends a request with nothing but the system prompt (Anthropic refuses an "
           "empty messages list; an OpenAI model answers nothing in particular). Caught by: "
           "every request is valid.",
+    "F3": "Before a project's MCP server has ever been started, the preview (the meter, "
+          "`workbench context`) leaves out its tools, which the first agent request then "
+          "offers: what is said to be sent is not what is sent (and its tokens are not "
+          "counted). Caught by: the preview equals the request the server received.",
 }
 
 # How often each known bug was hit in this process (the summary at the end of a run).

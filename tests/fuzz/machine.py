@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import struct
+import sys
 import tempfile
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -84,6 +85,8 @@ TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("run_shell", {"command": "echo hi"}),
     ("run_shell", {"command": "cat .env"}),
     ("run_shell", {"command": "sleep 0.2; echo slept"}),
+    ("mcp__echo", {"text": "hi"}),  # the project's MCP server, when it has one
+    ("mcp__env_token", {}),  # says the key the server was started with
 ]
 FINAL: list[Reply] = [
     Answer("Done."),
@@ -316,9 +319,28 @@ class Workbench(RuleBasedStateMachine):
 
     # --- rules ----------------------------------------------------------------------------------
 
-    @initialize()
-    def first_conversation(self) -> None:
+    @initialize(mcp=st.sampled_from([False, False, False, True]))
+    def first_conversation(self, mcp: bool = False) -> None:
+        """The first conversation; the project may have an MCP server (tests/helpers/
+        mcp_server.py over stdio, the key in its environment), started by the first agent
+        turn."""
+        if mcp:
+            server = {"command": sys.executable, "args": ["-m", "tests.helpers.mcp_server"],
+                      "cwd": str(Path(__file__).resolve().parents[2]),
+                      "env": {"MCP_TOKEN": KEY}}
+            (self.root / ".workbench" / "mcp.json").write_text(
+                json.dumps({"mcpServers": {"mcp": server}}), encoding="utf-8")
+            self.close_project()
+            self.reopen()
         self.convs.append(self.project.conversations.create("fuzz").id)
+
+    @rule(which=PICK, network=st.booleans(), mcp_off=st.booleans())
+    def toggle_tools(self, which: int, network: bool, mcp_off: bool) -> None:
+        """The conversation's switches: commands may use the network; the MCP server's
+        tools off."""
+        conv = self.pick(self.convs, which)
+        self.project.conversations.update_meta(conv, allow_network=network,
+                                               tools_off=["mcp__*"] if mcp_off else [])
 
     @rule()
     def new_conversation(self) -> None:
@@ -375,7 +397,16 @@ class Workbench(RuleBasedStateMachine):
             assert said == plain(sent["messages"]), (
                 f"{name} differs from the request sent:\n{json.dumps(said)[:2000]}\n"
                 f"{json.dumps(sent['messages'])[:2000]}")
-            assert (built.tools or None) == (sent.get("tools") or None), f"{name}: tools differ"
+            if (built.tools or None) == (sent.get("tools") or None):
+                continue
+            said_names = [t["function"]["name"] for t in built.tools or []]
+            sent_names = [t["function"]["name"] for t in sent.get("tools") or []]
+            # F3: only the MCP server's tools are missing (it had never been started)
+            mcp_only = [n for n in sent_names if n not in said_names] and \
+                all("__" in n for n in sent_names if n not in said_names) and \
+                set(said_names) <= set(sent_names)
+            violated("F3" if mcp_only else None,
+                     f"{name}: tools differ: {said_names} said, {sent_names} sent")
         return turn
 
     @rule(which=PICK, mode=st.sampled_from(["chat", "agent"]), script=script_st,
@@ -622,7 +653,8 @@ class Workbench(RuleBasedStateMachine):
         for folder in folders:
             if not folder.is_dir():
                 continue
-            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()
+                               and p.name != "mcp.json"):  # the user's own, with its env
                 try:
                     text = _head_and_tail(path)
                 except FileNotFoundError:  # a copy's temporary file, renamed meanwhile

@@ -184,3 +184,18 @@ def test_n8_a_key_in_agents_md_is_sent_and_kept_in_the_request_copies(
     with meets("N8-agents-md"):
         m.agents_md(which=0, what="with key")
         send(m, "hi")
+
+
+def test_the_preview_leaves_out_the_tools_of_an_mcp_server_not_started_yet() -> None:
+    """Invariant: what the preview (and `workbench context`) says is sent is what the server
+    receives. The project has an MCP server that was never started: the preview offers only
+    our tools, the first agent request also the server's six."""
+    m = Workbench()
+    try:
+        with meets("F3"):
+            m.first_conversation(mcp=True)
+            m.send(which=0, mode="agent", text="look", attach=[], script=([([9, 10], False)], 0),
+                   stop_at=None, approve="always", choice=ALLOW_ONCE, via_preview=True)
+            check(m)
+    finally:
+        m.teardown()
