@@ -39,6 +39,12 @@ KNOWN_BUGS: dict[str, str] = {
           "`workbench context`) leaves out its tools, which the first agent request then "
           "offers: what is said to be sent is not what is sent (and its tokens are not "
           "counted). Caught by: the preview equals the request the server received.",
+    "F4": "An import keeps tool calls the file leaves without results, even when later "
+          "messages follow them (a crash's export with a message added; another tool's "
+          "export): the new log is not protocol-complete, close_interrupted (last turn only) "
+          "never answers them, and every request is repaired by normalize with a synthetic "
+          "'[aborted: no result was recorded]'. Caught by: the stored log reads back "
+          "protocol-complete.",
 }
 
 # How often each known bug was hit in this process (the summary at the end of a run).

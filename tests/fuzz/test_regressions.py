@@ -199,3 +199,26 @@ def test_the_preview_leaves_out_the_tools_of_an_mcp_server_not_started_yet() -> 
             check(m)
     finally:
         m.teardown()
+
+
+def test_an_import_keeps_calls_without_results_before_a_later_message(
+        machine: Workbench) -> None:
+    """Invariant: the stored log reads back protocol-complete. Killed after the answer that
+    calls three tools (event 5), the conversation is exported with a message added (as a
+    foreign export might hold one) and imported: its log has the calls, then the message,
+    and no results."""
+    m = machine
+    with meets("F4"):
+        m.crash(which=0, mode="chat", script=([([0, 0, 0], False)], 0), crash_at=5)
+        check(m)
+        m.export_import(which=0, key=True)
+        check(m)
+
+
+def test_regenerate_when_no_message_of_the_users_is_sent(machine: Workbench) -> None:
+    """The fuzzer's own check of a regenerated request assumed a user message in it (the
+    user's messages may all be excluded, F1/F2)."""
+    m = machine
+    send(m, "hi")
+    m.annotate(which=0, entry=0, action="exclude")
+    m.regenerate(which=0, entry=0, mode="chat", script=([], 0))
