@@ -20,7 +20,7 @@ PROFILE = os.environ.get("WORKBENCH_FUZZ_PROFILE", "ci")
 SECONDS = float(os.environ.get("WORKBENCH_FUZZ_SECONDS", "600"))
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
-settings.register_profile("ci", max_examples=35, stateful_step_count=15, deadline=None,
+settings.register_profile("ci", max_examples=20, stateful_step_count=12, deadline=None,
                           database=None, suppress_health_check=SLOW, print_blob=True)
 settings.register_profile("long", max_examples=25, stateful_step_count=30, deadline=None,
                           database=DirectoryBasedExampleDatabase(str(ROOT / ".fuzz-db")),
