@@ -22,7 +22,7 @@ SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too
 
 settings.register_profile("ci", max_examples=20, stateful_step_count=12, deadline=None,
                           database=None, suppress_health_check=SLOW, print_blob=True)
-settings.register_profile("long", max_examples=25, stateful_step_count=30, deadline=None,
+settings.register_profile("long", max_examples=10, stateful_step_count=30, deadline=None,
                           database=DirectoryBasedExampleDatabase(str(ROOT / ".fuzz-db")),
                           suppress_health_check=SLOW, print_blob=True)
 settings.register_profile("explore", max_examples=int(os.environ.get("WORKBENCH_FUZZ_EXAMPLES",
