@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: run test bench real-llm clean system-deps
+.PHONY: run test fuzz bench real-llm clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ test: $(VENV)/.test-deps system-deps
 	$(BIN)/python -m ruff check core app ui tests
 	$(BIN)/python -m mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The stateful fuzzer (tests/fuzz) for FUZZ_SECONDS (600) instead of `make test`'s short profile;
+# what it finds is kept in .fuzz-db/ and tried first next time.
+FUZZ_SECONDS ?= 600
+fuzz: $(VENV)/.test-deps
+	WORKBENCH_FUZZ_PROFILE=long WORKBENCH_FUZZ_SECONDS=$(FUZZ_SECONDS) QT_QPA_PLATFORM=offscreen \
+	  $(BIN)/python -m pytest -q tests/fuzz/test_fuzz.py $(PYTEST_ARGS)
 
 # `make bench compaction context` runs those groups (or BENCH_ARGS=...); the names are not targets.
 ifeq (bench,$(firstword $(MAKECMDGOALS)))

@@ -19,6 +19,7 @@ from core.attachments import Attachment
 from core.engine import Engine
 from core.model import ConversationMessage, Mode
 from core.settings import SettingsError
+from core.store.branches import asked_at
 from core.store.conversations import ConversationSummary
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -164,11 +165,8 @@ class BranchFlow(QObject):
         """Ask again for the answer `entry_id` belongs to: a branch at the message it replied
         to (the user's, or the results of the tool calls it followed, which come along whole),
         sent again there (in `mode`, with a saved `provider`'s model, when given)."""
-        messages = self._messages()
-        at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
-        asked = next((m for m in reversed(messages[:(at or 0) + 1])
-                      if m.role in ("user", "tool") and m.kind == "message"), None)
-        if at is None or asked is None:
+        asked = asked_at(self._messages(), entry_id)
+        if asked is None:
             self.notices.warning("There is no message of yours before this answer to ask again.")
             return
         if self.fork(asked.id) is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
@@ -44,4 +44,24 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any,
             loop.call_soon_threadsafe(settle, ok, value)
 
     threading.Thread(target=work, name=getattr(fn, "__name__", "work"), daemon=True).start()
-    return await asyncio.wait_for(future, deadline)
+    return await wait_within(future, deadline)
+
+
+async def wait_within(aw: Awaitable[T], seconds: float | None) -> T:
+    """`aw`'s result, as `asyncio.wait_for` gives it, except that a cancellation is never lost:
+    Python 3.11's wait_for returns the result when it arrives together with the cancellation
+    (a tool that ends as the user presses Stop), and the turn then goes on as if not stopped.
+
+    Raises:
+        TimeoutError: `aw` took longer than `seconds` (it is cancelled).
+    """
+    future = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=seconds)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    if not done:
+        future.cancel()
+        raise TimeoutError
+    return future.result()

@@ -91,6 +91,8 @@ class RunDriver:
             step_id=workflow.steps[0].id,
             run_event=RunEvent(action="start", workflow=workflow.model_dump(mode="json"),
                                goal=goal or None))
+        for event in self.engine.close_interrupted(conv_id):  # calls a crash left unanswered
+            yield event  # get their results before the run's first entry, as a message does
         written = self.engine.writer.write(conv_id, [entry], "the run's start")
         for event in written.events:
             yield event

@@ -52,6 +52,17 @@ class Cut:
     last_id: str
 
 
+def asked_at(messages: list[ConversationMessage], entry_id: str) -> ConversationMessage | None:
+    """Where Regenerate branches for the answer `entry_id`: the message it replied to, the
+    user's or the results of the tool calls it followed (their batch comes along whole); None
+    when there is none before it."""
+    at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
+    if at is None:
+        return None
+    return next((m for m in reversed(messages[:at + 1])
+                 if m.role in ("user", "tool") and m.kind == "message"), None)
+
+
 def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = True) -> Cut:
     """The cut at `entry_id` (its line included; with `before`, excluded). With `results`, a
     call is never cut from its result: a cut inside a batch (at the answer that made the

@@ -31,6 +31,7 @@ from pydantic import Field
 from core import confined
 from core.redact import SECRET_NAME
 from core.stand_ins import remove_stand_ins
+from core.threads import wait_within
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, running_file
 
 DEFAULT_TIMEOUT = 120
@@ -227,7 +228,7 @@ async def _run(argv: list[str], args: ShellArgs, ctx: ToolContext, out_path: Pat
     try:
         while True:
             try:
-                await asyncio.wait_for(proc.wait(), POLL_S)
+                await wait_within(proc.wait(), POLL_S)
                 break
             except TimeoutError:
                 pass

@@ -1,0 +1,224 @@
+"""Every failure the fuzzer found, replayed step by step as it found it (shrunk): each test
+names the invariant it broke and, while the bug is unfixed, the KNOWN_BUGS entry that excuses
+it (tests/fuzz/known_bugs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from core.tools.runner import ALLOW_ONCE
+from tests.fuzz.known_bugs import HITS, KNOWN_BUGS
+from tests.fuzz.machine import KEY, Workbench
+
+
+@pytest.fixture(autouse=True)
+def fake_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+@pytest.fixture
+def machine() -> Iterator[Workbench]:
+    m = Workbench()
+    m.first_conversation()
+    yield m
+    m.teardown()
+
+
+@contextmanager
+def meets(bug: str) -> Iterator[None]:
+    """While `bug` is in KNOWN_BUGS the replay must still meet it (else the entry is stale:
+    delete it); once deleted, the invariants inside are strict."""
+    before = HITS[bug]
+    yield
+    if bug in KNOWN_BUGS:
+        assert HITS[bug] > before, f"{bug} no longer happens: delete it from KNOWN_BUGS"
+
+
+def check(m: Workbench) -> None:
+    m.logs_are_complete()
+    m.no_key_in_files()
+    m.requests_are_valid_and_true()
+
+
+def test_stop_as_a_quick_tool_ends_stops_the_turn(machine: Workbench) -> None:
+    """Invariant: a Stop ends the turn as stopped. Pressed right after the entry of an answer
+    that calls read_file (in a Retry), the Stop reached the engine while the tool's thread
+    ended: asyncio.wait_for (Python 3.11) returned the result and dropped the cancellation, and
+    the turn made its next request and ended "ok" (some runs: it depends on the thread being
+    done first). Fixed by core.threads.wait_within."""
+    m = machine
+    m.send(which=0, mode="chat", text="fix the add function", attach=["notes.md"],
+           script=([([6, 3, 5], True)], 5), stop_at=28, approve="never", choice=ALLOW_ONCE,
+           via_preview=True)
+    check(m)
+    m.continue_or_retry(which=0, script=([([1], True)], 1), stop_at=4)
+    check(m)
+
+
+def test_a_run_started_after_a_crash_mid_batch_answers_the_interrupted_calls_first(
+        machine: Workbench) -> None:
+    """Invariant: the stored log is protocol-complete. The app was killed between the results
+    of one batch (call_2 answered, call_3 not); a run started on reopening wrote its start
+    message after the batch without answering call_3 (RunDriver.start did not close the
+    interrupted calls, as Engine.send does), and call_3 stayed without a result for good."""
+    m = machine
+    m.crash(which=0, mode="agent", script=([([7, 1], True)], 5), crash_at=8)
+    check(m)
+    m.run_workflow(which=0, steps=["done"], stop_at=None)
+    check(m)
+
+
+def test_excluding_the_first_user_message_starts_the_request_with_the_answer(
+        machine: Workbench) -> None:
+    """Invariant: every request is valid for Anthropic (the first message after the system
+    prompt is the user's). KNOWN_BUGS["F1"] while unfixed."""
+    with meets("F1"):
+        m = machine
+        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+               approve="always", choice=ALLOW_ONCE, via_preview=False)
+        m.annotate(which=0, entry=0, action="exclude")  # the user's "hi"
+        check(m)
+        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+               approve="always", choice=ALLOW_ONCE, via_preview=False)
+        check(m)
+
+
+def test_excluding_the_only_user_message_then_retry_sends_only_the_system_prompt(
+        machine: Workbench) -> None:
+    """Invariant: every request is valid (a message besides the system prompt, the user's
+    first). KNOWN_BUGS["F2"] while unfixed."""
+    with meets("F2"):
+        m = machine
+        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 6), stop_at=None,
+               approve="always", choice=ALLOW_ONCE, via_preview=False)  # HTTP 500
+        m.annotate(which=0, entry=0, action="exclude")
+        check(m)
+        m.continue_or_retry(which=0, script=([], 0), stop_at=None)  # Retry
+        check(m)
+
+
+# --- the known bugs (tests/fuzz/known_bugs.py), as the fuzzer met them -------------------------
+
+
+def send(m: Workbench, text: str = "hi", mode: str = "chat", attach: list[str] | None = None,
+         script: tuple[list[tuple[list[int], bool]], int] = ([], 0),
+         stop_at: int | None = None) -> None:
+    m.send(which=0, mode=mode, text=text, attach=attach or [], script=script,  # type: ignore[arg-type]
+           stop_at=stop_at, approve="always", choice=ALLOW_ONCE, via_preview=False)
+    check(m)
+
+
+def test_n2_a_fork_at_a_result_card_cuts_the_batch_and_the_branch_says_it_did_nothing(
+        machine: Workbench) -> None:
+    """Invariant: the model is never told something false. The user pinned a message while
+    the batch of two commands ran (the pin lands between their results); forked at the first
+    result, the branch's next request says of the second call "Not run ... it did nothing",
+    though it ran in the conversation the branch came from."""
+    with meets("N2"):
+        m = machine
+        m.send(which=0, mode="agent", text="look around", attach=[], script=([([6, 6], False)], 0),
+               stop_at=None, approve="always", choice=ALLOW_ONCE, via_preview=False,
+               pin_at=6)  # after the first result's entry
+        check(m)
+        m.fork(which=0, entry=2, before=False)  # user, calls, result 1 | pin, result 2, answer
+        check(m)
+        m.send(which=1, mode="agent", text="go on", attach=[], script=([], 0), stop_at=None,
+               approve="always", choice=ALLOW_ONCE, via_preview=False)
+        check(m)
+
+
+def test_n3_edit_and_resend_drops_the_attachments(machine: Workbench) -> None:
+    """Invariant: an edited message resent unchanged is the message it edits."""
+    m = machine
+    with meets("N3"):
+        send(m, "please read the README", attach=["notes.md", "shot.png"])
+        m.edit_and_resend(which=0, message=0, script=([], 0))
+        check(m)
+
+
+def test_n9_a_stop_while_the_copies_settle_ends_the_turn_ok(machine: Workbench) -> None:
+    """Invariant: a Stop ends the turn as stopped. Stop right after the answer's entry (event
+    6: your message, built, started, two pieces of text, the answer)."""
+    with meets("N9"):
+        send(machine, "hi", script=([], 0), stop_at=6)
+
+
+def test_n10_an_image_in_the_history_goes_to_a_model_without_vision(machine: Workbench) -> None:
+    """Invariant: every request is valid (no image to a model without vision)."""
+    m = machine
+    with meets("N10"):
+        send(m, "what is this?", attach=["shot.png"])
+        m.switch_model()
+        send(m, "and now?")
+
+
+def test_regenerate_in_chat_mode_drops_the_tool_calls(machine: Workbench) -> None:
+    """Invariant: a regenerated request is the original's (its tail after the user's message:
+    the calls and results the answer was based on)."""
+    m = machine
+    with meets("regen-drops-tools"):
+        send(m, "read the readme", "agent", script=([([0], False)], 0))
+        m.regenerate(which=0, entry=2, mode="chat", script=([], 0))  # the answer after the result
+        check(m)
+
+
+def test_n8_a_key_in_an_imported_file_is_written_and_sent(machine: Workbench) -> None:
+    """Invariant: no key in the project's files nor in a request."""
+    m = machine
+    with meets("N8-import"):
+        m.export_import(which=0, key=True)
+        check(m)
+        m.send(which=1, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+               approve="always", choice=ALLOW_ONCE, via_preview=False)
+        check(m)
+
+
+def test_n8_a_key_in_agents_md_is_sent_and_kept_in_the_request_copies(
+        machine: Workbench) -> None:
+    """Invariant: no key in the project's files nor in a request."""
+    m = machine
+    with meets("N8-agents-md"):
+        m.agents_md(which=0, what="with key")
+        send(m, "hi")
+
+
+def test_the_preview_leaves_out_the_tools_of_an_mcp_server_not_started_yet() -> None:
+    """Invariant: what the preview (and `workbench context`) says is sent is what the server
+    receives. The project has an MCP server that was never started: the preview offers only
+    our tools, the first agent request also the server's six."""
+    m = Workbench()
+    try:
+        with meets("F3"):
+            m.first_conversation(mcp=True)
+            m.send(which=0, mode="agent", text="look", attach=[], script=([([9, 10], False)], 0),
+                   stop_at=None, approve="always", choice=ALLOW_ONCE, via_preview=True)
+            check(m)
+    finally:
+        m.teardown()
+
+
+def test_an_import_keeps_calls_without_results_before_a_later_message(
+        machine: Workbench) -> None:
+    """Invariant: the stored log reads back protocol-complete. Killed after the answer that
+    calls three tools (event 5), the conversation is exported with a message added (as a
+    foreign export might hold one) and imported: its log has the calls, then the message,
+    and no results."""
+    m = machine
+    with meets("F4"):
+        m.crash(which=0, mode="chat", script=([([0, 0, 0], False)], 0), crash_at=5)
+        check(m)
+        m.export_import(which=0, key=True)
+        check(m)
+
+
+def test_regenerate_when_no_message_of_the_users_is_sent(machine: Workbench) -> None:
+    """The fuzzer's own check of a regenerated request assumed a user message in it (the
+    user's messages may all be excluded, F1/F2)."""
+    m = machine
+    send(m, "hi")
+    m.annotate(which=0, entry=0, action="exclude")
+    m.regenerate(which=0, entry=0, mode="chat", script=([], 0))
