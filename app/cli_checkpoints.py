@@ -56,7 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _store(project: Project) -> Store:
-    return Store(project.root, project.state)
+    return Store(project.root, project.state, read_only=project.read_only)
 
 
 def _describe(turn: TurnFiles) -> str:

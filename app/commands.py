@@ -248,6 +248,10 @@ def open_project(path: Path, *, create: bool, read_only: bool = False,
         project = Project.open(path, create=create, read_only=read_only)
     except ProjectPathError as e:
         raise CliError(str(e)) from None
+    for link in project.links_removed:
+        print(for_stream(f"workbench: warning: removed a symbolic link the project's .workbench/ "
+                         f"held ({link}); the app never follows one there", sys.stderr),
+              file=sys.stderr)
     if trust and project.trust.restricted:
         try:
             project.trust_now()

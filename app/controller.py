@@ -202,6 +202,10 @@ class Controller(QObject):
                 self.settings_store.remember_project(project.root).recent_projects)
         self.window.set_project(project.name, project.read_only_reason)
         self.trust.project_opened(project)
+        if project.links_removed:
+            self.notices.warning("Removed symbolic links the project's .workbench/ held (the "
+                                 "app never follows one there): "
+                                 + "; ".join(project.links_removed[:5]) + ".")
         self.window.set_welcome(self.settings_flow.provider_configured())
         agent_problems = self.agent_flow.project_opened(project)
         agent_problems += self.runs.project_opened(project, self.engine)

@@ -13,6 +13,7 @@ A cost is a fact of an answer: computed once, when its entry is made, and kept w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -164,11 +165,21 @@ def spend(entries: Iterable[Any], since: datetime | None = None,
             if m.id in seen:
                 continue
             seen.add(m.id)
-        cost = m.cost_usd if m.cost_usd is not None else cost_of(m.model, m.usage)
+        cost = kept(m.cost_usd)
+        cost = cost if cost is not None else cost_of(m.model, m.usage)
         total.add(m.model, m.usage, cost, imported=bool(m.usage.get("imported")))
     for model, usage, cost in extra:
+        cost = kept(cost)
         total.add(model, usage, cost if cost is not None else cost_of(model, usage))
     return total
+
+
+def kept(cost: Any) -> float | None:
+    """A cost as a log or a file states it: a finite number of dollars, not below zero; else
+    unknown (a shipped log's negative "cost" must not cancel real spending)."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
 def money(usd: float | None, local: bool = False) -> str:

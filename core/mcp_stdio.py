@@ -146,7 +146,13 @@ async def _copy_stderr(process: anyio.abc.Process, log: Path | None, logged: any
     """The server's stderr, redacted line by line, to `log` (no log: our stderr)."""
     assert process.stderr is not None
     rest = b""
-    out = open(log, "ab") if log is not None else None  # noqa: SIM115
+    out = None
+    if log is not None:  # never through a link a folder from elsewhere put in its place
+        try:
+            out = os.fdopen(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                                    0o644), "ab")
+        except OSError:
+            out = None
 
     def write(data: bytes) -> None:
         if out is not None:

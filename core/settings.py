@@ -228,12 +228,27 @@ def resolve_llm_settings(
             sources[key] = "default"
     _check_flag_and_text(values, sources)
     _check_numbers(values, sources)
+    if project and any(sources.get(k) == "project" for k in LOWER_ONLY):
+        _only_lowered(values, sources, resolve_llm_settings(
+            cli=cli, env=env, project=None, global_settings=global_settings))
     # The saved key belongs to the saved provider: it follows only when its base URL is the one
     # in use, so a key never travels to a server the user did not save it for.
     key_name = None
     if provider is not None and provider.key_name and values.get("api_base") == provider.api_base:
         key_name = provider.key_name
     return LLMSettings(**values, key_name=key_name, sources=sources)
+
+
+# A project's folder may come from anywhere: it may lower these limits, never lift the user's.
+LOWER_ONLY = ("cost_cap", "project_cost_cap", "step_limit")
+
+
+def _only_lowered(values: dict[str, Any], sources: dict[str, str], below: LLMSettings) -> None:
+    """A limit the project's settings lift above what the user's own give stays the user's."""
+    for key in LOWER_ONLY:
+        theirs = getattr(below, key)
+        if sources.get(key) == "project" and theirs is not None and values[key] > theirs:
+            values[key], sources[key] = theirs, below.sources.get(key, "default")
 
 
 def _global_layer(g: GlobalSettings, provider: ProviderEntry | None) -> dict[str, Any]:

@@ -96,6 +96,8 @@ class ShadowGit:
             raise GitFailed(f"{gd} is not a folder of ours (a link or a file); checkpoints "
                             "are off until it is removed")
         for sub in ("objects", "refs", "info"):
+            if (gd / sub).is_symlink():  # a folder from elsewhere: never written through
+                (gd / sub).unlink()
             (gd / sub).mkdir(parents=True, exist_ok=True)
         for name in FOREIGN:
             target = gd / name
@@ -112,6 +114,24 @@ class ShadowGit:
         _write_if_changed(gd / "HEAD", b"ref: refs/heads/main\n")
         _write_if_changed(gd / "info" / "exclude", ALWAYS_EXCLUDED.encode())
         _write_if_changed(gd / "info" / "attributes", ATTRIBUTES.encode())
+
+    def check_ours(self) -> None:
+        """Without writing: the repository is as `prepare` leaves it (no link, no hooks, our
+        config), else GitFailed; for a process that only reads."""
+        self.exe()
+        gd = self.git_dir
+        filemode = "false" if sys.platform == "win32" else "true"
+        ours = CONFIG.format(filemode=filemode, null=os.devnull).encode()
+        links = [p for p in (gd, gd / "objects", gd / "refs", gd / "info", gd / "config",
+                             gd / "HEAD") if p.is_symlink()]
+        try:
+            config = (gd / "config").read_bytes() if not links else b""
+        except OSError:
+            config = b""
+        if links or config != ours or (gd / "hooks").exists() or \
+                any((gd / name).exists() for name in FOREIGN):
+            raise GitFailed("the checkpoint store is not as this app left it; open the project "
+                            "for writing (close the window that has it) to repair it")
 
     # --- running -------------------------------------------------------------------------------
 

@@ -116,7 +116,11 @@ def ref_for(conv_id: str) -> str:
 class Store:
     """A project's checkpoints (thread-safe; one repository lock per process)."""
 
-    def __init__(self, root: Path, state: Path, size_limit: int = SIZE_LIMIT) -> None:
+    def __init__(self, root: Path, state: Path, size_limit: int = SIZE_LIMIT,
+                 read_only: bool = False) -> None:
+        """`read_only`: this process does not hold the project (another does, or it was
+        opened to read): the store is read as it is, never prepared or rolled forward."""
+        self.read_only = read_only
         self.root = root.resolve()
         self.state = state
         self.git = ShadowGit(self.root, state)
@@ -135,7 +139,12 @@ class Store:
 
     def ready(self) -> None:
         """Prepare the repository (every time: see ShadowGit.prepare) and finish a restore a
-        crash interrupted. Call with the lock held."""
+        crash interrupted. Call with the lock held. Read-only: nothing is written; the store
+        is read only when what we own in it is as we wrote it (a shipped config could run a
+        command), and a restore under way is left to the process that holds the project."""
+        if self.read_only:
+            self.git.check_ours()
+            return
         self.git.prepare()  # all a repository is: objects/, refs/, HEAD and config
         if self.journal.exists():
             roll_forward(self)

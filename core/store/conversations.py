@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from core import confined
 from core.attachments import trash_unused
+from core.cost import kept
 from core.model import (
     ConversationMessage,
     Mode,
@@ -100,7 +101,7 @@ class LoadedConversation:
 
 
 # An entry's cost (core.cost): its own key, which no provider's usage object has.
-COST_KEY = re.compile(rb'(?<!\\)"cost_usd":(-?[0-9][0-9.eE+-]*)')
+COST_KEY = re.compile(rb'(?<!\\)"cost_usd":([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)')
 log = logging.getLogger(__name__)
 
 class ConversationStore:
@@ -445,7 +446,7 @@ class ConversationStore:
                     lines = tail + chunk
                     cut = lines.rfind(b"\n") + 1  # costs of whole lines only
                     if b'"cost_usd":' in lines[:cut]:
-                        cost += sum(float(x) for x in COST_KEY.findall(lines[:cut]))
+                        cost += sum(_dollars(x) for x in COST_KEY.findall(lines[:cut]))
                     tail = lines[cut:]
                 return count, cost
         except (OSError, ValueError):  # the conversation says why when opened
@@ -727,7 +728,7 @@ class ConversationStore:
         updated = datetime.fromtimestamp(max(mtimes) / 1e9, UTC)
         count, cost = self.tally(folder.name, since)
         title = meta.title_request or {}
-        title_cost = float(title.get("cost") or 0) if isinstance(title, dict) else 0.0
+        title_cost = (kept(title.get("cost")) or 0.0) if isinstance(title, dict) else 0.0
         return ConversationSummary(
             id=meta.id,
             title=meta.title,
@@ -772,6 +773,13 @@ class ConversationStore:
         if self._index_writer is not None:
             self._index_writer.shutdown(wait=True)
             self._index_writer = None
+
+
+def _dollars(text: bytes) -> float:
+    try:
+        return kept(float(text)) or 0.0
+    except ValueError:
+        return 0.0
 
 
 def _file_stamp(path: Path) -> tuple[int, int]:

@@ -126,7 +126,8 @@ def append_durably(path: Path, data: bytes) -> None:
     truncated back to its size before the call, so no torn line is left behind, and the error
     is raised.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # O_NOFOLLOW: a log that is a link (a folder from elsewhere) is never appended through
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         start = os.fstat(fd).st_size
         try:

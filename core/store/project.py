@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from core.store.errors import ProjectPathError, ReadOnlyError
 from core.store.fileio import atomic_write_json, read_json
 from core.store.lock import ProjectLock
 from core.store.migrations import MIGRATIONS, Migration, current_version, migrate
+from core.store.state_links import remove_links
 from core.trust import TrustStore, Verdict, untrusted_overrides
 
 STATE_DIR = ".workbench"
@@ -51,6 +53,7 @@ class Project:
         self.conversations = ConversationStore(
             self.state / "conversations", self.state / "trash", read_only_reason,
             lock.lost if lock is not None else None)
+        self.links_removed: list[str] = []  # links found in .workbench/ as it opened (removed)
         self.trust_store = trust or TrustStore.default()
         self.trust = self.trust_store.verdict(root, info, self.state)
         seal: list[ApprovalSeal] = []  # made on first use, in the user's config folder
@@ -178,9 +181,12 @@ class Project:
         for sub in ("conversations", "tool-results", "requests"):
             if reason is None:
                 (state / sub).mkdir(exist_ok=True)
+        links: list[str] = []
         if reason is None:  # ours alone: no command of another window is running in it
             remove_stand_ins(root)
+            links = remove_links(state)
         project = cls(root, info, lock, reason, applied, trust)
+        project.links_removed = links
         project.conversations.remove_unfinished_imports()
         return project
 
@@ -191,6 +197,10 @@ def _state_folder(root: Path, create: bool) -> Path:
         raise ProjectPathError(
             f"{root} is a file, not a folder; choose a folder for the project")
     state = root / STATE_DIR
+    if state.is_symlink():  # its reads and writes would all land where it points
+        raise ProjectPathError(
+            f"{state} is a symbolic link (to {os.readlink(state)}); a project's {STATE_DIR}/ "
+            "must be its own folder. Remove the link, or open the folder it leads to.")
     if not state.is_dir():
         if not create:
             raise ProjectPathError(
