@@ -158,6 +158,7 @@ class Workbench(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.images = True  # the model in use reads images
         self.convs: list[str] = []
+        self.scanned: dict[Path, tuple[int, int]] = {}  # files found without a key, as they were
         self.source: dict[str, str] = {}  # a branch or an import -> the conversation it came from
         self.produced: dict[str, int] = {}  # an answer's entry id -> the request that produced it
         self.request_images: list[bool] = []  # per request: the model in use read images
@@ -660,12 +661,18 @@ class Workbench(RuleBasedStateMachine):
             if not folder.is_dir():
                 continue
             for path in sorted(p for p in folder.rglob("*") if p.is_file()
-                               and p.name != "mcp.json"):  # the user's own, with its env
+                               and p.name != "mcp.json"  # the user's own, with its env
+                               and "tokenizers" not in p.parts):  # tiktoken's, decoded
                 try:
+                    info = path.stat()
+                    seen = (info.st_size, info.st_mtime_ns)
+                    if self.scanned.get(path) == seen:  # checked as it is at an earlier step
+                        continue
                     text = _head_and_tail(path)
                 except FileNotFoundError:  # a copy's temporary file, renamed meanwhile
                     continue
                 self.no_key_in(str(path.relative_to(folder.parent)), text)
+                self.scanned[path] = seen
 
     def no_key_in(self, where: str, text: str) -> None:
         secrets = environment_secrets(os.environ)
