@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.flow_layout import FlowLayout
 from ui.mentions import MentionCompleter
 
 LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
@@ -145,9 +146,7 @@ class Composer(QWidget):
         self._chips: list[str] = []
         self.chips = QWidget(self)
         self.chips.setObjectName("chips")
-        self.chips_row = QHBoxLayout(self.chips)
-        self.chips_row.setContentsMargins(0, 0, 0, 0)
-        self.chips_row.addStretch(1)
+        self.chips_row = FlowLayout(self.chips)  # wraps: many chips never widen the window
         self.chips.hide()
         self.hint = QLabel("", self)
         self.hint.setObjectName("hint")  # colours: ui/palette.py's sheet
@@ -156,13 +155,13 @@ class Composer(QWidget):
         self._held = ""  # a large paste, kept as is and sent after the typed text
         self.held_label = QLabel("", self)
         self.held_label.setObjectName("held")
+        self.held_label.setWordWrap(True)  # a long sentence never squeezes the list
         self.held_remove = QPushButton("Remove", self)
         self.held_remove.setFlat(True)
         self.held_remove.clicked.connect(lambda: self._hold(""))
         held_row = QHBoxLayout()
-        held_row.addWidget(self.held_label)
+        held_row.addWidget(self.held_label, 1)
         held_row.addWidget(self.held_remove)
-        held_row.addStretch(1)
         self.held_label.hide()
         self.held_remove.hide()
         self.editing_label = QLabel("", self)  # editing an earlier message: sending branches
@@ -253,7 +252,7 @@ class Composer(QWidget):
     def set_attachments(self, chips: list[tuple[str, str]]) -> None:
         """The attachments of the next message: (label, tooltip) each, removable."""
         self._chips = [label for label, _ in chips]
-        while self.chips_row.count() > 1:
+        while self.chips_row.count():
             item = self.chips_row.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
@@ -265,7 +264,8 @@ class Composer(QWidget):
             chip.setToolTip(f"{tip}\nClick to remove it from the message.")
             chip.setAccessibleName(f"Attachment {label}; press to remove")
             chip.clicked.connect(lambda _=False, n=n: self.attachment_removed.emit(n))
-            self.chips_row.insertWidget(n, chip)
+            chip.setMaximumWidth(420)  # a long name is cut (the tooltip has it whole)
+            self.chips_row.addWidget(chip)
         self.chips.setVisible(bool(chips))
         self._on_editor_text_changed()
 

@@ -182,6 +182,9 @@ class MainWindow(QMainWindow):
         self.inspector.visibilityChanged.connect(self._on_inspector_shown)
         self.run_panel = RunPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.run_panel)
+        # Both panels share one place, as tabs: stacked, their heights together outgrew the
+        # screen (and the window with them).
+        self.tabifyDockWidget(self.inspector, self.run_panel)
         self.run_panel.hide()
         self.run_panel.visibilityChanged.connect(
             lambda visible: self._make_room(self.run_panel) if visible else None)
@@ -211,7 +214,8 @@ class MainWindow(QMainWindow):
 
     def _make_room(self, dock: QDockWidget) -> None:
         """Room for a side panel, taken from the transcript, never from the conversation
-        list (nor by widening the window)."""
+        list (nor by widening the window). The panel shown is the tab in front."""
+        dock.raise_()
         left = self.splitter.sizes()[0]
         right = self.splitter.widget(1)
         right_min = right.minimumSizeHint().width() if right is not None else 600

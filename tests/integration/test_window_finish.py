@@ -1,0 +1,67 @@
+"""Issue 51, the window's finish: the rough edges a new user met, one test each (geometry for the
+layout ones: the window never leaves the screen's available area, the list keeps its width)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QRect
+
+from tests.helpers.gui import open_window
+from ui.main_window import LIST_MIN_WIDTH, MainWindow
+
+pytestmark = pytest.mark.gui
+
+
+def available(window: MainWindow) -> QRect:
+    screen = window.screen()
+    assert screen is not None
+    return screen.availableGeometry()
+
+
+def fits(window: MainWindow) -> bool:
+    area = available(window)
+    return window.width() <= area.width() and window.height() <= area.height()
+
+
+def test_chips_a_paste_and_two_panels_keep_the_window_on_screen_and_the_list_wide(
+        qtbot, project_dir) -> None:
+    window, _controller = open_window(qtbot, project_dir)
+    area = available(window)
+    window.resize(area.width(), area.height() - 40)
+    qtbot.waitUntil(lambda: window.width() == area.width())
+    list_width = window.conversations.width()
+    window.composer.set_attachments([
+        (f"src/a_rather_long_module_name_number_{n}.py · 12,345 bytes · 3,456 tokens", "tip")
+        for n in range(6)])
+    qtbot.wait(50)
+    assert fits(window)
+    assert window.conversations.width() == list_width
+    window.composer._hold("x" * 2_200_000)  # the held paste's chip
+    qtbot.wait(50)
+    assert fits(window)
+    assert window.conversations.width() == list_width
+    window.inspector_action.trigger()
+    window.run_panel_action.trigger()
+    qtbot.wait(100)
+    assert fits(window)
+    assert window.conversations.width() >= LIST_MIN_WIDTH
+
+
+def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_dir) -> None:
+    window, _controller = open_window(qtbot, project_dir)
+    window.resize(1100, 700)
+    qtbot.waitUntil(lambda: window.width() == 1100)
+    window.inspector_action.trigger()
+    qtbot.wait(50)
+    window.splitter.setSizes([260, sum(window.splitter.sizes()) - 260])
+    window.splitter.splitterMoved.emit(260, 1)  # as a drag of the handle says
+    qtbot.wait(20)
+    kept = window.conversations.width()
+    window.resize(760, 560)
+    qtbot.waitUntil(lambda: window.width() == 760)
+    assert window.conversations.width() < kept  # the room had to come from somewhere
+    window.resize(1100, 700)
+    qtbot.waitUntil(lambda: window.width() == 1100)
+    qtbot.wait(50)
+    assert window.conversations.width() == kept
+
