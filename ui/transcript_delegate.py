@@ -279,7 +279,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._timer.start(0)
         painter.drawPixmap(rect.topLeft(), pixmap)
         if running:  # the spinner and the elapsed time, over the kept picture
-            draw_meta(painter, rect, option.font, header_line(row)[1], bool(self.dimmed(row)))
+            draw_meta(painter, rect, option.font, *header_line(row), bool(self.dimmed(row)))
 
     def _paint_row(self, painter: QPainter, option: QStyleOptionViewItem,
                    index: QModelIndex | QPersistentModelIndex, row: Row,

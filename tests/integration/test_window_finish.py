@@ -65,3 +65,25 @@ def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_
     qtbot.wait(50)
     assert window.conversations.width() == kept
 
+
+
+def test_a_header_never_draws_its_title_over_the_status(qtbot, project_dir) -> None:
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from ui.row_paint import LABEL_GAP, fit_header
+
+    window, _controller = open_window(qtbot, project_dir)
+    font = window.transcript.font()
+    bold = QFont(font)
+    bold.setBold(True)
+    long_call = 'run_shell python3 -c "from src.calc import add, mean; print(add(2, 3), mean([1]))"'
+    for header, meta, width in ((long_call, "✓ done · 0.4 s", 420),
+                                ("complete_step result=SUMMARY.md written", "▸ step-2", 260),
+                                ("Assistant", "openai/fake-model · 14:19 · resumed after an "
+                                              "interruption", 300)):
+        title, shown = fit_header(font, header, meta, width)
+        used = QFontMetrics(bold).horizontalAdvance(title) + LABEL_GAP + \
+            QFontMetrics(font).horizontalAdvance(shown)
+        assert used <= width, (header, title, shown)
+        assert title and shown  # both still say something
+    assert fit_header(font, "You", "14:19", 400) == ("You", "14:19")  # room: nothing is cut
