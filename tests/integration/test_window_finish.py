@@ -87,3 +87,48 @@ def test_a_header_never_draws_its_title_over_the_status(qtbot, project_dir) -> N
         assert used <= width, (header, title, shown)
         assert title and shown  # both still say something
     assert fit_header(font, "You", "14:19", 400) == ("You", "14:19")  # room: nothing is cut
+
+
+def test_an_unchecked_box_shows_in_the_dark_theme(qtbot, qapp) -> None:
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QCheckBox, QWidget
+
+    from ui import palette
+
+    palette.apply(qapp, "dark")
+    try:
+        holder = QWidget()
+        qtbot.addWidget(holder)
+        holder.setAutoFillBackground(True)
+        box = QCheckBox("network", holder)
+        holder.resize(120, 30)
+        holder.show()
+        image = holder.grab().toImage()
+        background = QColor(holder.palette().window().color())
+        left = box.geometry()  # the indicator: the box's first 20 pixels
+        most = max(abs(QColor(image.pixel(left.x() + x, left.y() + y)).lightness()
+                       - background.lightness())
+                   for x in range(20) for y in range(left.height()))
+        assert most >= 60  # its edge stands out of the dark
+    finally:
+        palette.apply(qapp, "light")
+
+
+def test_a_tables_header_cells_sit_on_one_line_after_a_code_block(qapp) -> None:
+    from PySide6.QtGui import QTextDocument, QTextTable
+
+    from ui.highlight import align_table_headers
+    from ui.transcript_text import keep_line_breaks
+
+    doc = QTextDocument()
+    doc.setMarkdown(keep_line_breaks("Turn 3:\n\n```go\nx := 1\n```\n\n| File | Status | Tests |\n"
+                                     "|---|---|---|\n| a.go | edited | pass |\n"))
+    align_table_headers(doc)
+    table = next(f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable))
+    tops = []
+    for col in range(3):
+        cell = table.cellAt(0, col)
+        assert cell.firstCursorPosition().block().text() == ["File", "Status", "Tests"][col]
+        layout = doc.documentLayout()
+        tops.append(layout.blockBoundingRect(cell.firstCursorPosition().block()).top())
+    assert len(set(tops)) == 1  # the first sits as high as the others
