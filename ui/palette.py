@@ -122,7 +122,7 @@ def apply(app: QApplication, scheme: str | None) -> Palette:
     _current = resolve(scheme)
     app.setStyle("Fusion")  # one look on every desktop, following the palette below
     app.setPalette(_qt_palette(_current))
-    app.setPalette(_box_palette(_current), b"QCheckBox")  # after: the line above resets it
+    app.setPalette(_box_palette(_current), "QCheckBox")  # type: ignore[arg-type]  # str works
     app.setStyleSheet(stylesheet(_current))
     return _current
 
