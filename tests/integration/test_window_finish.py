@@ -132,3 +132,24 @@ def test_a_tables_header_cells_sit_on_one_line_after_a_code_block(qapp) -> None:
         layout = doc.documentLayout()
         tops.append(layout.blockBoundingRect(cell.firstCursorPosition().block()).top())
     assert len(set(tops)) == 1  # the first sits as high as the others
+
+
+def test_no_continue_the_agent_on_a_card_in_the_middle_of_a_finished_turn(qtbot, project_dir
+                                                                          ) -> None:
+    from core.model import ConversationMessage, FunctionCall, ToolCall
+
+    window, _controller = open_window(qtbot, project_dir)
+    model = window.transcript_model
+    model.set_messages([ConversationMessage(role="user", content="fix it")])
+    calls = [ToolCall(id=f"c{n}", function=FunctionCall(name="read_file",
+                                                        arguments=f'{{"path": "f{n}"}}'))
+             for n in range(2)]
+    model.append_message(ConversationMessage(role="assistant", tool_calls=calls))
+    for call in calls:  # the round's two results, as they arrive
+        model.append_message(ConversationMessage(role="tool", tool_call_id=call.id,
+                                                 content="text"))
+    model.append_message(ConversationMessage(role="assistant", content="Done."))
+    delegate = window.transcript.delegate
+    for n, row in enumerate(model.rows()[:-1]):
+        actions = [a for a, _ in delegate.layout(row, 600, window.transcript.font()).actions]
+        assert "continue" not in actions, n
