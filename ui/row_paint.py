@@ -82,7 +82,7 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
     if why_not:
         painter.setOpacity(0.45)
     bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
-    stopped = _stopped(row)  # the user's own Stop is not a failure: no red
+    stopped = is_stopped(row)  # the user's own Stop is not a failure: no red
     p = current()
     border, background = _bubble_colours(row, stopped)
     painter.setPen(border)
@@ -202,7 +202,8 @@ def _bytes(pixmap: QPixmap) -> int:
     return pixmap.width() * pixmap.height() * 4
 
 
-def _stopped(row: Row) -> bool:
+def is_stopped(row: Row) -> bool:
+    """A row of an answer the user stopped (its text is a partial answer, shown as one)."""
     m = row.message
     return row.kind is RowKind.ERROR and m is not None and m.error is not None \
         and m.error.type == "stopped"

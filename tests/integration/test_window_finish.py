@@ -153,3 +153,22 @@ def test_no_continue_the_agent_on_a_card_in_the_middle_of_a_finished_turn(qtbot,
     for n, row in enumerate(model.rows()[:-1]):
         actions = [a for a, _ in delegate.layout(row, 600, window.transcript.font()).actions]
         assert "continue" not in actions, n
+
+
+def test_a_stopped_answer_reads_as_markdown_as_it_did_while_streaming(qtbot, project_dir) -> None:
+    from core.model import ConversationMessage, ErrorInfo
+
+    window, _controller = open_window(qtbot, project_dir)
+    model = window.transcript_model
+    partial = "# Heading\n\nSome **bold** text\n\n- item one\n- item two"
+    model.set_messages([
+        ConversationMessage(role="user", content="tell me"),
+        ConversationMessage(role="assistant", kind="error", content=partial, status="aborted",
+                            error=ErrorInfo(type="stopped", partial=True,
+                                            message="Stopped by you"))])
+    row = model.rows()[-1]
+    doc = window.transcript.delegate.layout(row, 600, window.transcript.font()).doc
+    text = doc.toPlainText()
+    assert "**" not in text and "# Heading" not in text
+    assert "Heading" in text and "bold" in text
+    assert doc.firstBlock().blockFormat().headingLevel() == 1
