@@ -18,6 +18,7 @@ from app.agent_flow import AgentFlow
 from app.branch_flow import BranchFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread
+from app.help_flow import HelpFlow
 from app.inspector_flow import InspectorFlow
 from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
@@ -112,6 +113,7 @@ class Controller(QObject):
         self.interchange = InterchangeFlow(window, self.notices, self)
         self.trust = TrustFlow(window, self.notices, self._reopen_project, self)
         window.trust_requested.connect(self.trust.review)
+        self.help = HelpFlow(self)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)

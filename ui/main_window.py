@@ -31,6 +31,7 @@ from ui.approval_dialog import ApprovalDialog
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
 from ui.elided_label import ElidedLabel
+from ui.help_menu import show_help
 from ui.inspector import InspectorPanel
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
     find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
     closing = Signal()
     trust_requested = Signal()  # File → Trust this project…, or the restricted banner's link
+    help_requested = Signal(str)  # Help → "data" (where the data lives) or "about"
     # made by ui/window_menus.build_menus
     new_conversation_action: QAction
     recent_menu: QMenu
@@ -94,6 +96,7 @@ class MainWindow(QMainWindow):
     inspector_action: QAction
     run_panel_action: QAction
     theme_actions: dict[str, QAction]
+    shortcuts_action: QAction
     panel_width: int | None = None  # a side panel's width as the user left it (None: ours)
 
     def __init__(self) -> None:
@@ -303,6 +306,9 @@ class MainWindow(QMainWindow):
         viewer = OutputViewer(self, title, note, text, wrap)
         viewer.show()
         return viewer
+
+    def show_help(self, title: str, text_html: str) -> QMessageBox:
+        return show_help(self, title, text_html)
 
     def show_error(self, title: str, text: str) -> None:
         QMessageBox.critical(self, title, text)

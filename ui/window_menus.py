@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu
 
+from ui.help_menu import build_help_menu
+
 if TYPE_CHECKING:
     from ui.main_window import MainWindow
 
@@ -114,6 +116,7 @@ def build_menus(window: MainWindow) -> None:
     focus.setShortcut(QKeySequence("Ctrl+L"))
     focus.triggered.connect(lambda: window.composer.editor.setFocus())
     edit.addAction(focus)
+    build_help_menu(window)
 
 
 def _choose_import(window: MainWindow) -> None:

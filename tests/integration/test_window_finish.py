@@ -172,3 +172,27 @@ def test_a_stopped_answer_reads_as_markdown_as_it_did_while_streaming(qtbot, pro
     assert "**" not in text and "# Heading" not in text
     assert "Heading" in text and "bold" in text
     assert doc.firstBlock().blockFormat().headingLevel() == 1
+
+
+def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot, project_dir
+                                                                        ) -> None:
+    import PySide6
+    from PySide6.QtWidgets import QMessageBox
+
+    window, _controller = open_window(qtbot, project_dir)
+    menus = [a.text().replace("&", "") for a in window.menuBar().actions()]
+    assert menus[-1] == "Help"
+    help_menu = window.menuBar().actions()[-1].menu()
+    entries = {a.text().replace("&", ""): a for a in help_menu.actions() if a.text()}
+    entries["Keyboard shortcuts"].trigger()
+    entries["Where your data lives"].trigger()
+    entries["About Context Workbench"].trigger()
+    boxes = [b for b in window.findChildren(QMessageBox) if b.objectName() == "help"]
+    assert [b.windowTitle() for b in boxes] == ["Keyboard shortcuts", "Where your data lives",
+                                                "About Context Workbench"]
+    keys, data, about = (b.text() for b in boxes)
+    assert "Ctrl+Enter" in keys and "Ctrl+Shift+R" in keys and "Regenerate the last answer" in keys
+    assert str(project_dir / ".workbench") in data
+    assert PySide6.__version__ in about and "litellm" in about
+    for box in boxes:
+        box.close()
