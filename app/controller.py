@@ -177,7 +177,7 @@ class Controller(QObject):
         with self.notices.saving("The list of recent projects was not updated"):
             self.window.set_recent_projects(
                 self.settings_store.remember_project(project.root).recent_projects)
-        self.window.set_project(project.name, project.read_only_reason)
+        self.window.set_project(project.name, project.read_only_reason, str(project.root))
         self.trust.project_opened(project)
         self.window.set_welcome(self.settings_flow.provider_configured())
         agent_problems = self.agent_flow.project_opened(project)

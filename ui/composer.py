@@ -3,8 +3,6 @@ an earlier message)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import (
     QBuffer,
     QByteArray,
@@ -29,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.flow_layout import FlowLayout
+from ui.folders import DialogFolders
 from ui.mentions import MentionCompleter
 
 LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
@@ -142,7 +141,6 @@ class Composer(QWidget):
                                       "(Ctrl+Shift+A); you can also drop files on the box, "
                                       "paste a screenshot, or type @ to name a project file")
         self.attach_button.clicked.connect(self.attach_requested)
-        self._attach_folder = ""  # where the last attached files were chosen
         self._chips: list[str] = []
         self.chips = QWidget(self)
         self.chips.setObjectName("chips")
@@ -240,13 +238,13 @@ class Composer(QWidget):
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
-    def choose_files(self, folder: str = "") -> None:
+    def choose_files(self, folders: DialogFolders) -> None:
         """Attach… (and File → Attach…): the files picked go to the owner to be read. The
-        dialog opens where the last files came from, else in `folder` (the project)."""
-        start = self._attach_folder or folder
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message", start)
+        dialog opens where the last files came from, else in the project."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message",
+                                                folders.start("attach"))
         if paths:
-            self._attach_folder = str(Path(paths[0]).parent)
+            folders.chose("attach", paths[0])
             self.files_chosen.emit(paths)
 
     def set_attachments(self, chips: list[tuple[str, str]]) -> None:

@@ -31,6 +31,7 @@ from ui.approval_dialog import ApprovalDialog
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
 from ui.elided_label import ElidedLabel
+from ui.folders import DialogFolders
 from ui.help_menu import show_help
 from ui.inspector import InspectorPanel
 from ui.mode_switcher import ModeSwitcher
@@ -108,6 +109,7 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1200, 800)
 
+        self.folders = DialogFolders()
         self.conversations = ConversationList(self)
         self.transcript_model = TranscriptModel(self)
         self.transcript = TranscriptView(self)
@@ -237,18 +239,23 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(paths))
 
     def _on_new_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project")
+        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project",
+                                                self.folders.start("project"))
         if path:
+            self.folders.chose("project", path)  # next time: beside it
             self.new_project_requested.emit(path)
 
     def _on_open_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a project folder")
+        path = QFileDialog.getExistingDirectory(self, "Open a project folder",
+                                                self.folders.start("project"))
         if path:
+            self.folders.chose("project", path)
             self.open_project_requested.emit(path)
 
     # --- state shown -----------------------------------------------------------------------------
 
-    def set_project(self, name: str, read_only_reason: str | None) -> None:
+    def set_project(self, name: str, read_only_reason: str | None, folder: str = "") -> None:
+        self.folders.project = folder  # file dialogs start there until the user goes elsewhere
         suffix = " [read-only]" if read_only_reason else ""
         self.setWindowTitle(f"{name}{suffix} — Context Workbench")
         self.conversations.set_project_name(name)

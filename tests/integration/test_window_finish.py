@@ -196,3 +196,42 @@ def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot, p
     assert PySide6.__version__ in about and "litellm" in about
     for box in boxes:
         box.close()
+
+
+def test_file_dialogs_start_in_the_project_then_where_the_user_went(
+        qtbot, project_dir, tmp_path, monkeypatch) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    window, controller = open_window(qtbot, project_dir)
+    starts: list[str] = []
+    elsewhere = tmp_path / "exports"
+
+    def fake_open(parent, caption, start, *rest):
+        starts.append(start)
+        return str(elsewhere / "chat.json"), ""
+
+    def fake_save(parent, caption, start, *rest):
+        starts.append(start)
+        return str(elsewhere / "out.md"), "Markdown (*.md)"
+
+    def fake_many(parent, caption, start, *rest):
+        starts.append(start)
+        return [], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(fake_open))
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(fake_save))
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", staticmethod(fake_many))
+    window.blockSignals(True)  # only where the dialogs open is looked at here
+    window.import_action.trigger()
+    window.import_action.trigger()
+    controller.new_conversation()
+    window.conversations.current_title = lambda: "Fix tests/test_calc.py: mean()"
+    window.export_action.trigger()
+    window.export_action.trigger()
+    window.composer.choose_files(window.folders)
+    window.blockSignals(False)
+    assert starts[0] == str(project_dir)  # the project, not the folder the app started in
+    assert starts[1] == str(elsewhere)  # then the last folder chosen
+    assert starts[2] == str(project_dir / "Fix tests-test_calc.py- mean().json")
+    assert starts[3].startswith(str(elsewhere))
+    assert starts[4] == str(project_dir)  # attaching: its own last folder, first the project
