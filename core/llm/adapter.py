@@ -397,9 +397,12 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
             "with a larger context window.",
             details=raw, limit=limit, prompt_tokens=_stated_prompt(raw),
         )
-    if isinstance(e, litellm.AuthenticationError):
+    if isinstance(e, litellm.AuthenticationError) or status in (401, 403):
+        # (a server that calls its 401 "invalid_request_error" reaches us as a bad request)
+        said = _server_said(raw)
         return AuthError(
-            f"The provider rejected the API key for {model}.",
+            f"The provider rejected the API key for {model}"
+            + (f" (HTTP {status}: \"{said}\")." if said else "."),
             details=raw,
         )
     if isinstance(e, litellm.RateLimitError):
@@ -457,6 +460,12 @@ def _translate(e: BaseException, model: str, mid_stream: bool, raw: str) -> LLME
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+def _server_said(raw: str) -> str:
+    """The server's own sentence in litellm's text of an error ("…Exception - <it>"), cut short."""
+    said = raw.rsplit("Exception - ", 1)[-1].strip() if "Exception - " in raw else ""
+    return said if len(said) <= 200 else said[:199] + "…"
+
 
 # What one answer may bring: its text and tool-call arguments together. Far beyond any model's
 # output limit (about 250,000 tokens); a stream past it is a model or server gone wrong.

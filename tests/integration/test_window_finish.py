@@ -235,3 +235,26 @@ def test_file_dialogs_start_in_the_project_then_where_the_user_went(
     assert starts[2] == str(project_dir / "Fix tests-test_calc.py- mean().json")
     assert starts[3].startswith(str(elsewhere))
     assert starts[4] == str(project_dir)  # attaching: its own last folder, first the project
+
+
+def test_a_401_from_a_custom_server_says_its_sentence_and_offers_settings(
+        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+    from tests.helpers.fake_llm import HttpError
+    from tests.helpers.gui import run_until, type_and_send, use_fake_provider
+    from ui.transcript_model import RowKind
+
+    use_fake_provider(monkeypatch, llm_server)
+    llm_server.script(HttpError(401, "Invalid API key provided", code="invalid_api_key",
+                                type="invalid_request_error"))
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    type_and_send(qtbot, window, "hello")
+    model = window.transcript_model
+    run_until(qloop, lambda: any(r.kind is RowKind.ERROR for r in model.rows()))
+    row = next(r for r in model.rows() if r.kind is RowKind.ERROR)
+    assert row.message is not None and row.message.error is not None
+    assert row.message.error.type == "auth"
+    assert '"Invalid API key provided"' in row.message.error.message
+    actions = [a for a, _ in window.transcript.delegate.layout(
+        row, 600, window.transcript.font()).actions]
+    assert "settings" in actions
