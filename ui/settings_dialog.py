@@ -85,6 +85,7 @@ class SettingsDialog(QDialog):
 
     forget_window_requested = Signal(str)
     restart_requested = Signal(str)  # an MCP server's name
+    draft_changed = Signal()  # the provider, model, address or window shown changed
 
     def __init__(
         self,
@@ -246,6 +247,11 @@ class SettingsDialog(QDialog):
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
         self.api_base.textChanged.connect(self._update_key_note)
+        # "Requests are built for …" follows what the form says now (the owner works it out)
+        for changed in (self.preset.currentIndexChanged, self.model.textChanged,
+                        self.api_base.textChanged, self.context_window.valueChanged,
+                        self.max_tokens.valueChanged):
+            changed.connect(self.draft_changed)
         # Wrapped notes need their height: tall enough to read them all, within the screen.
         screen = self.screen().availableGeometry() if self.screen() else None
         self.resize(self.width(), min(max(self.sizeHint().height(), 760),
@@ -278,6 +284,12 @@ class SettingsDialog(QDialog):
         self.forget_window_requested.emit(str(item.data(Qt.ItemDataRole.UserRole)))
         self.windows.takeItem(self.windows.row(item))
         self.forget_button.setEnabled(self.windows.count() > 0)
+        self.draft_changed.emit()  # the limit forgotten no longer shapes requests
+
+    def set_window_applied(self, text: str | None) -> None:
+        """The sentence under Context window: the window requests are built for, as set now."""
+        self.window_applied.setText(text or "")
+        self.window_applied.setVisible(bool(text))
 
     def current_preset(self) -> Preset:
         return PRESETS[self.preset.currentIndex()]

@@ -258,3 +258,27 @@ def test_a_401_from_a_custom_server_says_its_sentence_and_offers_settings(
     actions = [a for a, _ in window.transcript.delegate.layout(
         row, 600, window.transcript.font()).actions]
     assert "settings" in actions
+
+
+def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot, project_dir
+                                                                         ) -> None:
+    from core.settings import GlobalSettings, ProviderEntry, SettingsStore
+
+    SettingsStore().save(GlobalSettings(active_provider="OpenAI-compatible server", providers=[
+        ProviderEntry(name="OpenAI-compatible server", model="openai/fake-model",
+                      api_base="http://127.0.0.1:9/v1"),
+        ProviderEntry(name="OpenAI", model="gpt-4.1", key_name="openai")]))
+    window, controller = open_window(qtbot, project_dir)
+    controller.calibration.remember_window("openai/fake-model", 6000)
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    note = dialog.window_applied
+    assert "6,000" in note.text()  # the limit the provider stated
+    dialog.forget_button.click()
+    assert "6,000" not in note.text()  # forgotten: no longer quoted
+    dialog.context_window.setValue(16000)
+    assert "Requests are built for 16,000 tokens" in note.text()
+    dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))
+    assert "16,000" not in note.text() and "Requests are built for" in note.text()
+    dialog.reject()
