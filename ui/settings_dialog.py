@@ -12,12 +12,14 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -110,7 +112,7 @@ class SettingsDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
-        self.setMinimumWidth(520)
+        self.setMinimumWidth(600)
         self._keyring = keyring_available
         self._keys_present = keys_present
         self._saved = dict(saved or {})  # provider entries saved before, by preset name
@@ -145,11 +147,13 @@ class SettingsDialog(QDialog):
         self.summary_model.setToolTip(
             "The model that writes compaction summaries, e.g. a cheaper one of the same "
             "provider. Empty: the conversation's model.")
-        self.auto_summary = QCheckBox("Summarize older history in the background after a "
-                                      "turn that fills most of the window", self)
+        self.auto_summary = QCheckBox("Summarize older history when it fills the window", self)
+        self.auto_summary.setToolTip("In the background, after a turn that fills most of the "
+                                     "window (only when it frees enough to be worth a request)")
         self.auto_summary.setChecked(auto_summary)
-        self.auto_title = QCheckBox("Title new conversations with the summary model after "
-                                    "their first answer (else: their first words)", self)
+        self.auto_title = QCheckBox("Title new conversations with the summary model", self)
+        self.auto_title.setToolTip("After their first answer; unticked, a conversation is "
+                                   "titled with its first words")
         self.auto_title.setChecked(auto_title)
         self.images = QCheckBox("This model reads images (pasted or attached screenshots)",
                                 self)
@@ -203,7 +207,10 @@ class SettingsDialog(QDialog):
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
+        # The form scrolls inside the dialog: every note gets the lines it needs (a squeezed
+        # layout cut them and drew one over the next), and on a small screen it scrolls.
+        content = QWidget(self)
+        layout = QVBoxLayout(content)
         layout.addWidget(intro)
         layout.addLayout(form)
         self.windows = QListWidget(self)
@@ -240,7 +247,17 @@ class SettingsDialog(QDialog):
         for widget in (self.mcp_note, self.mcp_servers, self.mcp_restart):
             layout.addWidget(widget)
             widget.hide()
-        layout.addWidget(buttons)
+        layout.addStretch(1)  # room left over goes below: the form never moves
+        self.form_area = QScrollArea(self)
+        self.form_area.setWidgetResizable(True)
+        self.form_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_area.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 9)
+        outer.addWidget(self.form_area, 1)
+        outer.addWidget(buttons)
+        buttons.setContentsMargins(9, 0, 9, 0)
 
         index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
         self.preset.setCurrentIndex(index)
@@ -252,10 +269,13 @@ class SettingsDialog(QDialog):
                         self.api_base.textChanged, self.context_window.valueChanged,
                         self.max_tokens.valueChanged):
             changed.connect(self.draft_changed)
-        # Wrapped notes need their height: tall enough to read them all, within the screen.
+        # Tall enough to read it all without scrolling, within the screen.
         screen = self.screen().availableGeometry() if self.screen() else None
-        self.resize(self.width(), min(max(self.sizeHint().height(), 760),
-                                      screen.height() * 9 // 10 if screen else 760))
+        width = max(self.minimumWidth(), self.sizeHint().width())
+        tall = content.heightForWidth(width) if content.hasHeightForWidth() else \
+            content.sizeHint().height()
+        self.resize(width, min(tall + buttons.sizeHint().height() + 40,
+                               screen.height() * 9 // 10 if screen else 760))
 
     def set_mcp(self, servers: list[tuple[str, str, str]]) -> None:
         """The project's MCP servers: (name, command or URL, state) each."""

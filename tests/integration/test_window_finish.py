@@ -282,3 +282,42 @@ def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot, p
     dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))
     assert "16,000" not in note.text() and "Requests are built for" in note.text()
     dialog.reject()
+
+
+def test_settings_lays_out_its_notes_whole_without_overlap_and_keeps_its_place(
+        qtbot, project_dir) -> None:
+    from PySide6.QtWidgets import QCheckBox, QLabel
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.calibration.remember_window("openai/fake-model", 6000)
+    controller.calibration.remember_window("openai/other-model", 9000)
+    controller.settings_flow.mcp_states = lambda: [("notes", "python3 notes.py", "ready"),
+                                                   ("docs", "https://example.com", "failed")]
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    dialog.set_protection("bubblewrap sandbox: only the project folder is writable, the "
+                          "network is off unless the conversation allows it, /run hidden")
+    qtbot.waitUntil(dialog.isVisible)
+    qtbot.wait(50)
+    area = available(window)
+    assert dialog.frameGeometry().height() <= area.height()
+    ys = []
+    for name in ("OpenAI", "Anthropic", "Ollama (local)", "OpenAI-compatible server"):
+        dialog.preset.setCurrentIndex(dialog.preset.findText(name))
+        qtbot.wait(20)
+        ys.append(dialog.preset.mapTo(dialog, dialog.preset.rect().topLeft()).y())
+        shown = [w for w in [*dialog.findChildren(QLabel), *dialog.findChildren(QCheckBox)]
+                 if w.isVisible()
+                 and w.parent() is not None and w.text()]
+        for w in shown:
+            if isinstance(w, QLabel) and w.wordWrap():  # a note gets the height its lines need
+                assert w.height() >= w.heightForWidth(w.width()), (name, w.text()[:40])
+            elif isinstance(w, QCheckBox):  # a check box's label is not cut
+                assert w.width() >= w.sizeHint().width(), (name, w.text()[:40])
+        rects = sorted((w.mapTo(dialog, w.rect().topLeft()).y(), w.height(), w.text()[:30])
+                       for w in shown if isinstance(w, QLabel) and w.wordWrap())
+        for (y1, h1, t1), (y2, _h2, t2) in zip(rects, rects[1:], strict=False):
+            assert y1 + h1 <= y2, (t1, t2)  # no note drawn over the next
+    assert len(set(ys)) == 1  # the Provider box stays under the mouse
+    dialog.reject()
