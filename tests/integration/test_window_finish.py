@@ -321,3 +321,33 @@ def test_settings_lays_out_its_notes_whole_without_overlap_and_keeps_its_place(
             assert y1 + h1 <= y2, (t1, t2)  # no note drawn over the next
     assert len(set(ys)) == 1  # the Provider box stays under the mouse
     dialog.reject()
+
+
+def test_the_list_counts_messages_not_marks_and_numbers_branches_of_branches(
+        qtbot, project_dir) -> None:
+    from core.model import ConversationMessage, annotation
+    from core.store.project import Project
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("The tests in tests/test_calc.py fail")
+        entries = [ConversationMessage(role="user" if n % 2 == 0 else "assistant",
+                                       content=f"message {n}") for n in range(4)]
+        p.conversations.append_many(conv.id, entries)
+        p.conversations.append_many(conv.id, [annotation(entries[1].id, "exclude"),
+                                              annotation(entries[1].id, "include")])
+        first = p.conversations.fork(conv.id, entries[1].id)
+        second = p.conversations.fork(first.id, entries[0].id)
+        assert first.title == "The tests in tests/test_calc.py fail (branch 1)"
+        assert second.title == "The tests in tests/test_calc.py fail (branch 2)"
+    window, _controller = open_window(qtbot, project_dir)
+    items = window.conversations.list
+    origin = items.topLevelItem(0)
+    assert origin.text(0).endswith("· 4 messages")  # the exclude and include are no messages
+    texts = []
+    stack = [origin.child(i) for i in range(origin.childCount())]
+    while stack:
+        item = stack.pop()
+        texts.append(item.text(0))
+        stack += [item.child(i) for i in range(item.childCount())]
+    assert sorted(t.split("\n")[0] for t in texts) == ["↳ (branch 1)", "↳ (branch 2)"]
+    assert any(t.endswith("· 1 message") for t in texts)  # one message, not "1 messages"
