@@ -49,22 +49,26 @@ def test_chips_a_paste_and_two_panels_keep_the_window_on_screen_and_the_list_wid
 
 def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_dir) -> None:
     window, _controller = open_window(qtbot, project_dir)
+    panels = (window.inspector_action, window.run_panel_action)
     window.resize(1100, 700)
     qtbot.waitUntil(lambda: window.width() == 1100)
-    window.inspector_action.trigger()
-    qtbot.wait(50)
-    window.splitter.setSizes([260, sum(window.splitter.sizes()) - 260])
-    window.splitter.splitterMoved.emit(260, 1)  # as a drag of the handle says
-    qtbot.wait(20)
     kept = window.conversations.width()
-    window.resize(760, 560)
-    qtbot.waitUntil(lambda: window.width() == 760)
-    assert window.conversations.width() < kept  # the room had to come from somewhere
-    window.resize(1100, 700)
-    qtbot.waitUntil(lambda: window.width() == 1100)
+    for width, height in ((760, 560), (1100, 700)):
+        for action in panels:  # both panels open, then closed again
+            action.trigger()
+        qtbot.wait(50)
+        for action in panels:
+            action.trigger()
+        window.resize(width, height)
+        qtbot.waitUntil(lambda width=width: window.width() == width)
+        for action in panels:
+            action.trigger()
+        qtbot.wait(50)
+        assert window.conversations.width() >= LIST_MIN_WIDTH
+    for action in panels:
+        action.trigger()
     qtbot.wait(50)
-    assert window.conversations.width() == kept
-
+    assert window.conversations.width() == kept  # the width given up came back
 
 
 def test_a_header_never_draws_its_title_over_the_status(qtbot, project_dir) -> None:
