@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -219,7 +219,8 @@ class MainWindow(QMainWindow):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         if watched is self.splitter and event.type() == QEvent.Type.Resize:
-            self._give_list_its_width()
+            # after the splitter has shared out its new size (this runs before it does)
+            QTimer.singleShot(0, self._give_list_its_width)
         return super().eventFilter(watched, event)
 
     def _give_list_its_width(self) -> None:
