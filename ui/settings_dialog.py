@@ -272,9 +272,11 @@ class SettingsDialog(QDialog):
         # Tall enough to read it all without scrolling, within the screen.
         screen = self.screen().availableGeometry() if self.screen() else None
         width = max(self.minimumWidth(), self.sizeHint().width())
-        tall = content.heightForWidth(width) if content.hasHeightForWidth() else \
+        inner = layout.totalHeightForWidth(width - 24) if layout.hasHeightForWidth() else \
             content.sizeHint().height()
-        self.resize(width, min(tall + buttons.sizeHint().height() + 40,
+        for note in (self.window_applied, self.key_note, self.protection):  # from their top
+            note.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.resize(width, min(max(inner, 600) + buttons.sizeHint().height() + 40,
                                screen.height() * 9 // 10 if screen else 760))
 
     def set_mcp(self, servers: list[tuple[str, str, str]]) -> None:
