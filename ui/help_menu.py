@@ -45,7 +45,10 @@ def shortcut_rows(window: MainWindow) -> list[tuple[str, str]]:
     for action in window.findChildren(QAction):
         keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
         if keys and action.text():
-            rows.append((keys, action.text().replace("&", "")))
+            text = action.text().replace("&", "").rstrip("…")
+            if text in ("Rename", "Delete"):  # the conversation list's own
+                text += " the selected conversation"
+            rows.append((keys, text))
     return sorted(set(rows), key=lambda r: r[1].lower()) + WIDGET_KEYS
 
 
