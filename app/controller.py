@@ -22,6 +22,7 @@ from app.help_flow import HelpFlow
 from app.inspector_flow import InspectorFlow
 from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
+from app.mcp_watch import McpWatch
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.run_flow import RunFlow
@@ -114,6 +115,7 @@ class Controller(QObject):
         self.trust = TrustFlow(window, self.notices, self._reopen_project, self)
         window.trust_requested.connect(self.trust.review)
         self.help = HelpFlow(self)
+        self.mcp_watch = McpWatch(window, self.notices, self.meter, self._reopen_project)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)

@@ -310,7 +310,7 @@ class TurnRunner(QObject):
 
     def save_unsaved(self) -> None:
         """The notice's Save: write what a full disk kept in memory, in order."""
-        if self.host.engine is None:
+        if self.host.engine is None or not self._unsaved:  # another notice's button
             return
         for conv_id, entries in list(self._unsaved.items()):
             failure = self.host.engine.writer.write(conv_id, entries, "them").failure

@@ -355,3 +355,25 @@ def test_the_list_counts_messages_not_marks_and_numbers_branches_of_branches(
         stack += [item.child(i) for i in range(item.childCount())]
     assert sorted(t.split("\n")[0] for t in texts) == ["↳ (branch 1)", "↳ (branch 2)"]
     assert any(t.endswith("· 1 message") for t in texts)  # one message, not "1 messages"
+
+
+def test_an_mcp_config_changed_while_open_is_said_with_reload(qtbot, project_dir,
+                                                              monkeypatch) -> None:
+    import json
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=10_000)
+    controller.refresh_usage()
+    qtbot.waitUntil(lambda: controller.mcp_watch._hub is not None, timeout=10_000)
+    assert not window.notice.isVisible()
+    config = project_dir / ".workbench" / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"notes": {"command": "python3"}}}))
+    controller.refresh_usage()  # the next build (a keystroke, a switch) looks
+    qtbot.waitUntil(window.notice.isVisible, timeout=10_000)
+    assert "mcp.json changed since this project was opened" in window.notice_label.text()
+    assert window.notice_button.text() == "Reload"
+    reopened: list[bool] = []
+    monkeypatch.setattr(controller.mcp_watch, "reopen", lambda: reopened.append(True))
+    window.notice_button.click()
+    assert reopened == [True] and not window.notice.isVisible()
