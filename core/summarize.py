@@ -38,6 +38,7 @@ from core.turn_events import (
 )
 
 MIN_SUMMARY_OUTPUT = 512  # tokens a summary may always take, whatever the answers' limit
+MIN_AUTO_GAIN = 1000  # tokens an automatic summary must save (covered less its own length)
 
 
 class _SummaryRejected(Exception):
@@ -60,8 +61,15 @@ async def summarize(
     except NothingToSummarize as e:
         yield CompactionFinished("skipped", str(e), automatic=automatic)
         return
-    model = settings.summary_model or settings.model
     words = summary_words(plan.covered_tokens)
+    if automatic and plan.covered_tokens - words * 4 // 3 < MIN_AUTO_GAIN:
+        # a request (on a small local model, a slow one) to save a few dozen tokens
+        yield CompactionFinished("skipped", f"only {plan.covered_tokens:,} tokens of older "
+                                 "history could be summarized, too few to be worth a request "
+                                 f"(it waits until it would save {MIN_AUTO_GAIN:,})",
+                                 automatic=automatic)
+        return
+    model = settings.summary_model or settings.model
     # Never under 512: an answer limit set low for chat (64 on a small local model) would cut
     # every summary; the window check below says when even 512 leaves no room.
     max_out = min(max(settings.max_output_tokens, MIN_SUMMARY_OUTPUT), max(512, words * 2))

@@ -377,3 +377,30 @@ def test_an_mcp_config_changed_while_open_is_said_with_reload(qtbot, project_dir
     monkeypatch.setattr(controller.mcp_watch, "reopen", lambda: reopened.append(True))
     window.notice_button.click()
     assert reopened == [True] and not window.notice.isVisible()
+
+
+def test_an_automatic_summary_that_would_save_little_is_skipped_and_said(
+        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+    from core.model import ConversationMessage
+    from core.store.project import Project
+    from core.turn_events import CompactionFinished
+    from tests.helpers.fake_llm import Answer
+    from tests.helpers.gui import run_until, use_fake_provider
+
+    use_fake_provider(monkeypatch, llm_server)
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("small")
+        p.conversations.append_many(conv.id, [
+            ConversationMessage(role="user" if n % 2 == 0 else "assistant",
+                                content=f"short message number {n} about the calculator")
+            for n in range(24)])
+    llm_server.script(Answer("A summary of the calculator talk."))
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv.id)
+    done: list[CompactionFinished] = []
+    controller.compaction.finished.connect(done.append)
+    controller.compaction.compact(automatic=True)
+    run_until(qloop, lambda: bool(done))
+    assert done[0].status == "skipped", done[0]
+    assert not [r for r in llm_server.requests if "messages" in r.body]  # no request for it
+    assert window.state_label.text().startswith("No automatic summary: only ")
