@@ -404,3 +404,17 @@ def test_an_automatic_summary_that_would_save_little_is_skipped_and_said(
     assert done[0].status == "skipped", done[0]
     assert not [r for r in llm_server.requests if "messages" in r.body]  # no request for it
     assert window.state_label.text().startswith("No automatic summary: only ")
+
+
+def test_a_local_servers_stated_window_is_used_before_the_first_send(
+        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+    from tests.helpers.gui import run_until, use_fake_provider
+
+    use_fake_provider(monkeypatch, llm_server)
+    llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 32_768}]}
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    run_until(qloop, lambda: controller.meter.report is not None
+              and controller.meter.report.window == 32_768)
+    assert not [r for r in llm_server.requests if "messages" in r.body]  # nothing was sent
+    assert "/v1/models" in llm_server.probes
