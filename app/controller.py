@@ -40,7 +40,7 @@ from core.engine import Engine
 from core.factory import build_engine
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import Mode, pending_entry
+from core.model import ConversationMessage, Mode, pending_entry
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsError, SettingsStore
 from core.store.errors import StoreError
@@ -132,6 +132,7 @@ class Controller(QObject):
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
+        window.composer.editing_changed.connect(self.refresh_usage)  # count the branch's part
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         window.transcript.action_requested.connect(self.turns.on_action)
         window.settings_requested.connect(self.settings_flow.open)
@@ -354,12 +355,21 @@ class Controller(QObject):
 
     # --- the usage meter -------------------------------------------------------------------------
 
+    def history(self, conv_id: str) -> list[ConversationMessage]:
+        """The history the next request is built from: while an earlier message is edited,
+        what comes before it (sending makes a branch there)."""
+        assert self.project is not None
+        messages = self.project.conversations.load(conv_id).messages
+        cut = self.branches.editing_entry() if conv_id == self.current_id else None
+        at = next((n for n, m in enumerate(messages) if m.id == cut), None)
+        return messages if at is None else messages[:at]
+
     def refresh_usage(self) -> None:  # the request the next turn would send (incremental)
         project, conv = self.project, self.current_id
         if project is None or conv is None:
             self.meter.refresh(None, list)
             return
-        self.meter.refresh(conv, lambda: project.conversations.load(conv).messages)
+        self.meter.refresh(conv, lambda: self.history(conv))
         try:  # a local server not asked yet: what it states, in the background
             self.server_window.ask(self.settings_flow.llm_settings())
         except SettingsError:

@@ -116,6 +116,7 @@ class Composer(QWidget):
     image_pasted = Signal(bytes)  # a pasted image, as PNG
     attachment_removed = Signal(int)  # the chip's place
     attach_requested = Signal()  # Attach…: the owner opens the dialog where the project is
+    editing_changed = Signal()  # an earlier message is being edited now, or no longer
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -272,9 +273,12 @@ class Composer(QWidget):
 
     def set_editing(self, note: str | None) -> None:
         """Editing an earlier message: `note` says what sending will do (None: not editing)."""
+        was = self.editing()
         self.editing_label.setText(note or "")
         self.editing_label.setVisible(note is not None)
         self.editing_cancel.setVisible(note is not None)
+        if was != (note is not None):
+            self.editing_changed.emit()
 
     def editing(self) -> bool:
         return not self.editing_label.isHidden()

@@ -418,3 +418,31 @@ def test_a_local_servers_stated_window_is_used_before_the_first_send(
               and controller.meter.report.window == 32_768)
     assert not [r for r in llm_server.requests if "messages" in r.body]  # nothing was sent
     assert "/v1/models" in llm_server.probes
+
+
+def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot, project_dir) -> None:
+    from core.model import ConversationMessage
+    from core.store.project import Project
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("long")
+        entries = [ConversationMessage(role="user" if n % 2 == 0 else "assistant",
+                                       content=f"message {n}: " + "words of history " * 40)
+                   for n in range(20)]
+        p.conversations.append_many(conv.id, entries)
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv.id)
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=10_000)
+    whole = controller.meter.report
+    assert whole.totals["history"] > 2000
+    controller.branches.edit(entries[2].id)  # as a double-click on the second message does
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and controller.meter.report is not whole, timeout=10_000)
+    branch = controller.meter.report
+    assert branch.totals["history"] < whole.totals["history"] // 5  # two entries, not twenty
+    assert len(window.inspector.rows()) <= 3  # two kept entries (and the draft)
+    controller.branches.cancel_edit()
+    qtbot.waitUntil(lambda: controller.meter.report is not None
+                    and controller.meter.report.totals["history"] == whole.totals["history"],
+                    timeout=10_000)
