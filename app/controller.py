@@ -355,11 +355,14 @@ class Controller(QObject):
 
     # --- the usage meter -------------------------------------------------------------------------
 
-    def history(self, conv_id: str) -> list[ConversationMessage]:
+    def history(self, conv_id: str, project: Project | None = None) -> list[ConversationMessage]:
         """The history the next request is built from: while an earlier message is edited,
-        what comes before it (sending makes a branch there)."""
-        assert self.project is not None
-        messages = self.project.conversations.load(conv_id).messages
+        what comes before it (sending makes a branch there). `project`: the one the
+        conversation is in (a build may run after another project opened)."""
+        project = project or self.project
+        if project is None:
+            return []
+        messages = project.conversations.load(conv_id).messages
         cut = self.branches.editing_entry() if conv_id == self.current_id else None
         at = next((n for n, m in enumerate(messages) if m.id == cut), None)
         return messages if at is None else messages[:at]
@@ -369,7 +372,7 @@ class Controller(QObject):
         if project is None or conv is None:
             self.meter.refresh(None, list)
             return
-        self.meter.refresh(conv, lambda: self.history(conv))
+        self.meter.refresh(conv, lambda: self.history(conv, project))
         try:  # a local server not asked yet: what it states, in the background
             self.server_window.ask(self.settings_flow.llm_settings())
         except SettingsError:

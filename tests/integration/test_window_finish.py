@@ -446,3 +446,38 @@ def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot, project_
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and controller.meter.report.totals["history"] == whole.totals["history"],
                     timeout=10_000)
+
+
+def test_the_list_meter_and_inspector_follow_an_agent_turn_as_it_goes(
+        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+    from PySide6.QtCore import Qt
+
+    from tests.helpers.fake_llm import Answer, ToolCalls
+    from tests.helpers.gui import run_until, type_and_send, use_fake_provider
+    from ui.approval_dialog import ApprovalDialog
+
+    use_fake_provider(monkeypatch, llm_server)
+    project_dir.mkdir(parents=True, exist_ok=True)
+    (project_dir / "notes.md").write_text("# Notes\n" + "a line of notes\n" * 50)
+    llm_server.script(ToolCalls([("r", "read_file", '{"path": "notes.md"}')]),
+                      ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]),
+                      Answer("done"))
+    window, controller = open_window(qtbot, project_dir)
+    qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
+    window.inspector_action.trigger()
+    type_and_send(qtbot, window, "read the notes, then write x")
+
+    def asking() -> ApprovalDialog | None:
+        found = [d for d in window.findChildren(ApprovalDialog) if d.isVisible()]
+        return found[0] if found else None
+
+    run_until(qloop, lambda: asking() is not None)  # mid-turn: the second round waits
+
+    run_until(qloop, lambda: " 0 messages" not in window.conversations.list.topLevelItem(0)
+              .text(0) and controller.meter.report is not None
+              and controller.meter.report.totals["history"] > 0)
+    assert controller.busy()  # still the same turn
+    assert "none yet" not in window.inspector.header.text()
+    qtbot.keyClick(asking(), Qt.Key.Key_Escape)
+    run_until(qloop, lambda: not controller.busy())
+
