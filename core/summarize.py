@@ -41,6 +41,13 @@ MIN_SUMMARY_OUTPUT = 512  # tokens a summary may always take, whatever the answe
 MIN_AUTO_GAIN = 1000  # tokens an automatic summary must save (covered less its own length)
 
 
+def article(n: int) -> str:
+    """"a" or "an" before the number `n` read aloud: an 86-token, an 11,000-token, a 92-token."""
+    digits = str(abs(n))
+    lead = int(digits[:len(digits) % 3 or 3])
+    return "an" if digits.startswith("8") or lead in (11, 18) else "a"
+
+
 class _SummaryRejected(Exception):
     """A summarizer's answer that may not stand in for the entries."""
 
@@ -144,7 +151,7 @@ async def summarize(
     before, now = round(plan.covered_tokens * factor), round(after * factor)
     yield CompactionFinished(
         "ok", f"Summarized {covered:,} entries with {model}: {before:,} tokens of history "
-              f"(as logged, outputs whole) → a {now:,}-token summary{price}.",
+              f"(as logged, outputs whole) → {article(now)} {now:,}-token summary{price}.",
         entry, covered, before, now, cost, automatic)
 
 

@@ -481,3 +481,11 @@ def test_the_list_meter_and_inspector_follow_an_agent_turn_as_it_goes(
     qtbot.keyClick(asking(), Qt.Key.Key_Escape)
     run_until(qloop, lambda: not controller.busy())
 
+
+
+def test_a_summarys_size_reads_right() -> None:
+    from core.summarize import article
+
+    assert [f"{article(n)} {n:,}" for n in (86, 92, 8, 11, 18_000, 11_500, 180, 800_000, 1_800)
+            ] == ["an 86", "a 92", "an 8", "an 11", "an 18,000", "an 11,500", "a 180",
+                  "an 800,000", "a 1,800"]
