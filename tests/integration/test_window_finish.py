@@ -489,3 +489,24 @@ def test_a_summarys_size_reads_right() -> None:
     assert [f"{article(n)} {n:,}" for n in (86, 92, 8, 11, 18_000, 11_500, 180, 800_000, 1_800)
             ] == ["an 86", "a 92", "an 8", "an 11", "an 18,000", "an 11,500", "a 180",
                   "an 800,000", "a 1,800"]
+
+
+def test_a_budget_preview_does_not_call_its_budget_your_setting(qtbot, project_dir) -> None:
+    from core.model import ConversationMessage
+    from core.store.project import Project
+
+    with Project.open(project_dir) as p:
+        conv = p.conversations.create("some")
+        p.conversations.append_many(conv.id, [
+            ConversationMessage(role="user" if n % 2 == 0 else "assistant",
+                                content=f"message {n} " + "text " * 30) for n in range(10)])
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv.id)
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=10_000)
+    window.inspector.slider.setValue(25)
+    qtbot.waitUntil(lambda: window.inspector.header.text().startswith("Preview at"),
+                    timeout=10_000)
+    header = window.inspector.header.text()
+    assert "(your setting)" not in header
+    assert "(the budget asked for, not a window)" in header
