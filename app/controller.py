@@ -42,7 +42,7 @@ from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, Mode, pending_entry
 from core.runs.driver import RunDriver
-from core.settings import LLMSettings, SettingsError, SettingsStore
+from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -105,7 +105,8 @@ class Controller(QObject):
         self._usage_timer.timeout.connect(self.meter.show)
         self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
-        self.server_window = ServerWindow(self.turns.worker, self.meter, self.refresh_usage, self)
+        self.server_window = ServerWindow(self.turns.worker, self.meter, self.settings_flow,
+                                          self.refresh_usage, self)
         self.compaction = CompactionFlow(window, self.notices, self, self.settings_flow,
                                          self.turns.worker)
         self.turns.finished.connect(self._after_turn)
@@ -373,10 +374,7 @@ class Controller(QObject):
             self.meter.refresh(None, list)
             return
         self.meter.refresh(conv, lambda: self.history(conv, project))
-        try:  # a local server not asked yet: what it states, in the background
-            self.server_window.ask(self.settings_flow.llm_settings())
-        except SettingsError:
-            pass
+        self.server_window.ask()  # a local server not asked yet: what it states
 
     # --- turns (app/turns.py runs them) ----------------------------------------------------------
 

@@ -10,22 +10,27 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 
 from app.meter import UsageMeter
+from app.settings_flow import SettingsFlow
 from app.worker import EngineWorker
-from core.settings import LLMSettings
+from core.settings import SettingsError
 
 
 class ServerWindow(QObject):
     answered = Signal()  # emitted on the engine's thread; the window's slot runs on its own
 
-    def __init__(self, worker: EngineWorker, meter: UsageMeter,
+    def __init__(self, worker: EngineWorker, meter: UsageMeter, settings_flow: SettingsFlow,
                  refresh: Callable[[], None], parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.worker, self.meter = worker, meter
+        self.worker, self.meter, self.settings_flow = worker, meter, settings_flow
         self._asked: set[tuple[str, str]] = set()
         self.answered.connect(refresh)
 
-    def ask(self, settings: LLMSettings) -> None:
-        """Ask the server of `settings` once, unless what it states is known already."""
+    def ask(self) -> None:
+        """Ask the settings' server once, unless what it states is known already."""
+        try:
+            settings = self.settings_flow.llm_settings()
+        except SettingsError:
+            return
         context = self.meter.context
         base = settings.api_base
         if context is None or not base or settings.context_window:

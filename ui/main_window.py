@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -34,6 +34,7 @@ from ui.elided_label import ElidedLabel
 from ui.folders import DialogFolders
 from ui.help_menu import show_help
 from ui.inspector import InspectorPanel
+from ui.list_width import ListWidth
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
 from ui.run_panel import RunPanel
@@ -180,12 +181,7 @@ class MainWindow(QMainWindow):
         self.splitter.setCollapsible(0, False)
         self.conversations.setMinimumWidth(LIST_MIN_WIDTH)  # titles stay readable
         self.splitter.setSizes([280, 920])
-        # The list's width as the user left it: a small window (or a panel) takes room from it
-        # only while it must, and gives it back as soon as there is room again.
-        self.list_width = 280
-        self.splitter.splitterMoved.connect(
-            lambda _pos, _index: setattr(self, "list_width", self.splitter.sizes()[0]))
-        self.splitter.installEventFilter(self)
+        self.list_width = ListWidth(self.splitter, 280, LIST_MIN_WIDTH)  # kept, given back
         self.setCentralWidget(self.splitter)
         self.inspector = InspectorPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
@@ -216,23 +212,6 @@ class MainWindow(QMainWindow):
         self.transcript_model.rowsRemoved.connect(self._update_stack)
         build_menus(self)
         self._update_stack()
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
-        if watched is self.splitter and event.type() == QEvent.Type.Resize:
-            # after the splitter has shared out its new size (this runs before it does)
-            QTimer.singleShot(0, self._give_list_its_width)
-        return super().eventFilter(watched, event)
-
-    def _give_list_its_width(self) -> None:
-        sizes = self.splitter.sizes()
-        right = self.splitter.widget(1)
-        if len(sizes) != 2 or right is None or sum(sizes) <= 0:
-            return
-        total = sum(sizes)
-        room = total - right.minimumSizeHint().width()
-        left = max(LIST_MIN_WIDTH, min(self.list_width, room))
-        if left != sizes[0]:
-            self.splitter.setSizes([left, total - left])
 
     # --- menus -----------------------------------------------------------------------------------
 
@@ -417,7 +396,7 @@ class MainWindow(QMainWindow):
                           max(screen.top(), min(self.y(), screen.bottom() - self.height())))
         if splitter:
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
-            self.list_width = self.splitter.sizes()[0] or self.list_width
+            self.list_width.remember()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closing.emit()
