@@ -255,6 +255,7 @@ class Composer(QWidget):
             item = self.chips_row.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
+                widget.hide()  # at once: deleted later, it would show where it was till then
                 widget.deleteLater()
         for n, (label, tip) in enumerate(chips):
             chip = QToolButton(self.chips)
