@@ -510,3 +510,20 @@ def test_a_budget_preview_does_not_call_its_budget_your_setting(qtbot, project_d
     header = window.inspector.header.text()
     assert "(your setting)" not in header
     assert "(the budget asked for, not a window)" in header
+
+
+def test_a_short_window_with_the_inspector_keeps_its_height_and_the_header_whole(
+        qtbot, project_dir) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    window.resize(780, 540)
+    qtbot.waitUntil(lambda: window.height() == 540)
+    window.inspector_action.trigger()
+    window.run_panel_action.trigger()
+    window.inspector_action.trigger()  # off and on: the Inspector in front
+    window.inspector_action.trigger()
+    qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=10_000)
+    qtbot.wait(100)
+    assert window.height() == 540 and fits(window)  # the panel scrolls; the window stays
+    header = window.inspector.header
+    assert header.height() >= header.heightForWidth(header.width())
