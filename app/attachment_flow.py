@@ -82,7 +82,7 @@ class AttachmentFlow(QObject):
     def _choose(self) -> None:
         where = self._where()
         if where is not None:
-            self.window.composer.choose_files(str(where[0].root))
+            self.window.composer.choose_files(self.window.folders)  # starts in the project
 
     def _where(self) -> tuple[Project, str, AttachmentStore] | None:
         project, conv = self.host.project, self.host.current_id

@@ -135,6 +135,13 @@ class BranchFlow(QObject):
         self.window.composer.set_text(editing.draft)
         return self.host.turns.attachments.swap(editing.conv, editing.attached)
 
+    def editing_entry(self) -> str | None:
+        """The entry being edited in the conversation shown: the branch is made before it, so
+        the meter and the Inspector count what comes before it (and the draft)."""
+        if self._editing is None or self._editing.conv != self.host.current_id:
+            return None
+        return self._editing.entry
+
     def send_edited(self, text: str) -> bool:
         """When a message is being edited: branch before it and send `text` there (True). False
         when no edit is under way (the caller sends as usual)."""

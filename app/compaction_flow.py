@@ -179,7 +179,9 @@ class CompactionFlow(QObject):
                 say = {"ok": self.notices.info, "failed": self.notices.error}.get(
                     event.status, self.notices.warning)
                 say(prefix + event.message)
-            self.notices.state(model, "Ready")
+            skipped = event.status == "skipped" and event.automatic  # said, quietly
+            self.notices.state(model, f"No automatic summary: {event.message}" if skipped
+                               else "Ready")
             self.finished.emit(event)
 
     def _after_summary(self, event: CompactionFinished) -> bool:

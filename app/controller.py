@@ -19,13 +19,16 @@ from app.branch_flow import BranchFlow
 from app.checkpoint_flow import CheckpointFlow
 from app.compaction_flow import CompactionFlow
 from app.gui import follow_window_thread, warm_up_library
+from app.help_flow import HelpFlow
 from app.inspector_flow import InspectorFlow
 from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
+from app.mcp_watch import McpWatch
 from app.meter import UsageMeter
 from app.notices import Notices
 from app.run_flow import RunFlow
 from app.search_flow import SearchFlow
+from app.server_window import ServerWindow
 from app.settings_flow import SettingsFlow
 from app.title_flow import TitleFlow
 from app.trust_flow import TrustFlow
@@ -38,7 +41,7 @@ from core.engine import Engine
 from core.factory import build_engine
 from core.llm import runtime
 from core.llm.adapter import LLMClient
-from core.model import Mode, pending_entry
+from core.model import ConversationMessage, Mode, pending_entry
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsError, SettingsStore
 from core.store.errors import StoreError
@@ -103,6 +106,8 @@ class Controller(QObject):
         self._usage_timer.timeout.connect(self.meter.show)
         self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
+        self.server_window = ServerWindow(self.turns.worker, self.meter, self.settings_flow,
+                                          self.refresh_usage, self)
         self.compaction = CompactionFlow(window, self.notices, self, self.settings_flow,
                                          self.turns.worker)
         self.turns.finished.connect(self._after_turn)
@@ -115,6 +120,8 @@ class Controller(QObject):
         self.interchange = InterchangeFlow(window, self.notices, self)
         self.trust = TrustFlow(window, self.notices, self._reopen_project, self)
         window.trust_requested.connect(self.trust.review)
+        self.help = HelpFlow(self)
+        self.mcp_watch = McpWatch(window, self.notices, self.meter, self._reopen_project)
         self._import_timer = QTimer(self)
         self._import_timer.setInterval(150)
         self._import_timer.timeout.connect(self._poll_library)
@@ -129,6 +136,7 @@ class Controller(QObject):
         window.composer.send_requested.connect(self.send)
         window.composer.stop_requested.connect(self.stop)
         window.composer.draft_changed.connect(self._on_composer_draft_changed)
+        window.composer.editing_changed.connect(self.refresh_usage)  # count the branch's part
         window.mode_switcher.mode_changed.connect(self._on_mode_switcher_mode_changed)
         window.transcript.action_requested.connect(self.turns.on_action)
         window.settings_requested.connect(self.settings_flow.open)
@@ -200,7 +208,7 @@ class Controller(QObject):
         with self.notices.saving("The list of recent projects was not updated"):
             self.window.set_recent_projects(
                 self.settings_store.remember_project(project.root).recent_projects)
-        self.window.set_project(project.name, project.read_only_reason)
+        self.window.set_project(project.name, project.read_only_reason, str(project.root))
         self.trust.project_opened(project)
         if project.links_removed:
             self.notices.warning("Removed symbolic links the project's .workbench/ held (the "
@@ -377,12 +385,25 @@ class Controller(QObject):
 
     # --- the usage meter -------------------------------------------------------------------------
 
+    def history(self, conv_id: str, project: Project | None = None) -> list[ConversationMessage]:
+        """The history the next request is built from: while an earlier message is edited,
+        what comes before it (sending makes a branch there). `project`: the one the
+        conversation is in (a build may run after another project opened)."""
+        project = project or self.project
+        if project is None:
+            return []
+        messages = project.conversations.load(conv_id).messages
+        cut = self.branches.editing_entry() if conv_id == self.current_id else None
+        at = next((n for n, m in enumerate(messages) if m.id == cut), None)
+        return messages if at is None else messages[:at]
+
     def refresh_usage(self) -> None:  # the request the next turn would send (incremental)
         project, conv = self.project, self.current_id
         if project is None or conv is None:
             self.meter.refresh(None, list)
             return
-        self.meter.refresh(conv, lambda: project.conversations.load(conv).messages)
+        self.meter.refresh(conv, lambda: self.history(conv, project))
+        self.server_window.ask()  # a local server not asked yet: what it states
 
     # --- turns (app/turns.py runs them) ----------------------------------------------------------
 

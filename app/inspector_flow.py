@@ -160,7 +160,7 @@ class InspectorFlow:
             return
         if self.meter.built is not None and self.meter.built.report is report:
             self._sent = self.meter.built.messages
-        messages = project.conversations.load(conv).messages
+        messages = self.host.history(conv)  # (while editing: the part before the edit)
         self._saved = saved_requests(project.state / "requests", conv)
         self.panel.set_saved([label(p) for p in self._saved])
         picked = self.panel.picker.currentIndex()

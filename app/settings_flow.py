@@ -176,6 +176,7 @@ class SettingsFlow(QObject):
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.forget_window_requested.connect(self._on_dialog_forget_window_requested)
         self.dialog.restart_requested.connect(self.restart_mcp)
+        self.dialog.draft_changed.connect(self._on_dialog_draft_changed)
         self.dialog.set_mcp(self.mcp_states())
         self._mcp_timer.start()  # the states follow while the dialog is open
         self.dialog.open()
@@ -185,6 +186,30 @@ class SettingsFlow(QObject):
             self._mcp_timer.stop()
             return
         self.dialog.set_mcp(self.mcp_states())
+
+    def _on_dialog_draft_changed(self) -> None:
+        """The window the form as it stands would build requests for."""
+        if self.dialog is None:
+            return
+        choice = self.dialog.choice()
+        try:
+            s = self.llm_settings()
+        except SettingsError:
+            s = LLMSettings()
+        sources = dict(s.sources)
+        window = choice.context_window
+        if window is not None:
+            sources["context_window"] = "global"
+        elif sources.get("context_window") in ("global", None):  # "automatic" chosen here
+            sources.pop("context_window", None)
+        else:
+            window = s.context_window  # the project's or the environment's stays
+        draft = s.model_copy(update={"model": choice.model, "api_base": choice.api_base,
+                                     "max_output_tokens": choice.max_output_tokens,
+                                     "context_window": window, "sources": sources})
+        budget = self._budget(draft)
+        self.dialog.set_window_applied(window_applied(budget.window, budget.source, budget.note)
+                                       if budget is not None else None)
 
     def _on_dialog_forget_window_requested(self, model: str) -> None:
         self.calibration.forget_window(model)

@@ -16,6 +16,7 @@ from app.settings_flow import SettingsFlow
 from app.turns import TurnRunner
 from core.engine import Engine
 from core.mcp import SEP
+from core.model import ConversationMessage
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -31,6 +32,7 @@ class ToolsHost(Protocol):
     turns: TurnRunner
 
     def refresh_usage(self) -> None: ...
+    def history(self, conv_id: str) -> list[ConversationMessage]: ...
 
 
 class ToolsFlow:

@@ -52,6 +52,7 @@ from ui.main_window import MainWindow
 
 STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
 TOOL_TICK_MS = 250  # a running tool card's spinner and elapsed time
+MID_TURN_REFRESH_MS = 500  # how often a running turn's figures follow its entries
 
 
 class TurnHost(Protocol):
@@ -115,6 +116,12 @@ class TurnRunner(QObject):
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(STREAM_FLUSH_MS)
         self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
+        # The list's count, the meter and the Inspector follow a long (agent) turn as its
+        # entries land, at most once per MID_TURN_REFRESH_MS, not only when it ends.
+        self._follow_timer = QTimer(self)
+        self._follow_timer.setSingleShot(True)
+        self._follow_timer.setInterval(MID_TURN_REFRESH_MS)
+        self._follow_timer.timeout.connect(self._follow)
         window.notice_action.connect(self.save_unsaved)
         self.attachments = AttachmentFlow(window, notices, host, meter)
 
@@ -239,6 +246,8 @@ class TurnRunner(QObject):
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
             self._show_entry(event.message)
+            if not self._follow_timer.isActive():
+                self._follow_timer.start()
             self.host.agent_flow.entry_appended(event.message)
             if event.message.run_id is not None:
                 self.run_updated.emit(None)
@@ -259,6 +268,11 @@ class TurnRunner(QObject):
             self._ask(event.question)
         elif isinstance(event, TurnFinished):
             self._turn_status = event.status
+
+    def _follow(self) -> None:
+        if self._busy and self._turn_conv == self.host.current_id:
+            self.host.refresh_list()
+            self.host.refresh_usage()
 
     def _show_entry(self, msg: ConversationMessage) -> None:
         """The turn's answer (or the error that ended it) takes the streaming row's place; its
@@ -311,7 +325,7 @@ class TurnRunner(QObject):
 
     def save_unsaved(self) -> None:
         """The notice's Save: write what a full disk kept in memory, in order."""
-        if self.host.engine is None:
+        if self.host.engine is None or not self._unsaved:  # another notice's button
             return
         for conv_id, entries in list(self._unsaved.items()):
             failure = self.host.engine.writer.write(conv_id, entries, "them").failure
@@ -334,6 +348,7 @@ class TurnRunner(QObject):
             status = "error"
         self._flush_timer.stop()
         self._tool_timer.stop()
+        self._follow_timer.stop()  # (the end refreshes them below)
         self.window.transcript.delegate.turn_running = False
         self.window.transcript_model.stop_running()
         self.window.transcript_model.touch_last()

@@ -38,6 +38,14 @@ from core.turn_events import (
 )
 
 MIN_SUMMARY_OUTPUT = 512  # tokens a summary may always take, whatever the answers' limit
+MIN_AUTO_GAIN = 1000  # tokens an automatic summary must save (covered less its own length)
+
+
+def article(n: int) -> str:
+    """"a" or "an" before the number `n` read aloud: an 86-token, an 11,000-token, a 92-token."""
+    digits = str(abs(n))
+    lead = int(digits[:len(digits) % 3 or 3])
+    return "an" if digits.startswith("8") or lead in (11, 18) else "a"
 
 
 class _SummaryRejected(Exception):
@@ -60,8 +68,15 @@ async def summarize(
     except NothingToSummarize as e:
         yield CompactionFinished("skipped", str(e), automatic=automatic)
         return
-    model = settings.summary_model or settings.model
     words = summary_words(plan.covered_tokens)
+    if automatic and plan.covered_tokens - words * 4 // 3 < MIN_AUTO_GAIN:
+        # a request (on a small local model, a slow one) to save a few dozen tokens
+        yield CompactionFinished("skipped", f"only {plan.covered_tokens:,} tokens of older "
+                                 "history could be summarized, too few to be worth a request "
+                                 f"(it waits until it would save {MIN_AUTO_GAIN:,})",
+                                 automatic=automatic)
+        return
+    model = settings.summary_model or settings.model
     # Never under 512: an answer limit set low for chat (64 on a small local model) would cut
     # every summary; the window check below says when even 512 leaves no room.
     max_out = min(max(settings.max_output_tokens, MIN_SUMMARY_OUTPUT), max(512, words * 2))
@@ -136,7 +151,7 @@ async def summarize(
     before, now = round(plan.covered_tokens * factor), round(after * factor)
     yield CompactionFinished(
         "ok", f"Summarized {covered:,} entries with {model}: {before:,} tokens of history "
-              f"(as logged, outputs whole) → a {now:,}-token summary{price}.",
+              f"(as logged, outputs whole) → {article(now)} {now:,}-token summary{price}.",
         entry, covered, before, now, cost, automatic)
 
 

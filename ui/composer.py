@@ -3,8 +3,6 @@ an earlier message)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import (
     QBuffer,
     QByteArray,
@@ -28,6 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.flow_layout import FlowLayout
+from ui.folders import DialogFolders
 from ui.mentions import MentionCompleter
 
 LARGE_PASTE_CHARS = 1_000_000  # a paste this long is held aside: Qt cannot lay it out quickly
@@ -116,6 +116,7 @@ class Composer(QWidget):
     image_pasted = Signal(bytes)  # a pasted image, as PNG
     attachment_removed = Signal(int)  # the chip's place
     attach_requested = Signal()  # Attach…: the owner opens the dialog where the project is
+    editing_changed = Signal()  # an earlier message is being edited now, or no longer
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -141,13 +142,10 @@ class Composer(QWidget):
                                       "(Ctrl+Shift+A); you can also drop files on the box, "
                                       "paste a screenshot, or type @ to name a project file")
         self.attach_button.clicked.connect(self.attach_requested)
-        self._attach_folder = ""  # where the last attached files were chosen
         self._chips: list[str] = []
         self.chips = QWidget(self)
         self.chips.setObjectName("chips")
-        self.chips_row = QHBoxLayout(self.chips)
-        self.chips_row.setContentsMargins(0, 0, 0, 0)
-        self.chips_row.addStretch(1)
+        self.chips_row = FlowLayout(self.chips)  # wraps: many chips never widen the window
         self.chips.hide()
         self.hint = QLabel("", self)
         self.hint.setObjectName("hint")  # colours: ui/palette.py's sheet
@@ -156,13 +154,13 @@ class Composer(QWidget):
         self._held = ""  # a large paste, kept as is and sent after the typed text
         self.held_label = QLabel("", self)
         self.held_label.setObjectName("held")
+        self.held_label.setWordWrap(True)  # a long sentence never squeezes the list
         self.held_remove = QPushButton("Remove", self)
         self.held_remove.setFlat(True)
         self.held_remove.clicked.connect(lambda: self._hold(""))
         held_row = QHBoxLayout()
-        held_row.addWidget(self.held_label)
+        held_row.addWidget(self.held_label, 1)
         held_row.addWidget(self.held_remove)
-        held_row.addStretch(1)
         self.held_label.hide()
         self.held_remove.hide()
         self.editing_label = QLabel("", self)  # editing an earlier message: sending branches
@@ -241,22 +239,23 @@ class Composer(QWidget):
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
-    def choose_files(self, folder: str = "") -> None:
+    def choose_files(self, folders: DialogFolders) -> None:
         """Attach… (and File → Attach…): the files picked go to the owner to be read. The
-        dialog opens where the last files came from, else in `folder` (the project)."""
-        start = self._attach_folder or folder
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message", start)
+        dialog opens where the last files came from, else in the project."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files to the next message",
+                                                folders.start("attach"))
         if paths:
-            self._attach_folder = str(Path(paths[0]).parent)
+            folders.chose("attach", paths[0])
             self.files_chosen.emit(paths)
 
     def set_attachments(self, chips: list[tuple[str, str]]) -> None:
         """The attachments of the next message: (label, tooltip) each, removable."""
         self._chips = [label for label, _ in chips]
-        while self.chips_row.count() > 1:
+        while self.chips_row.count():
             item = self.chips_row.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
+                widget.hide()  # at once: deleted later, it would show where it was till then
                 widget.deleteLater()
         for n, (label, tip) in enumerate(chips):
             chip = QToolButton(self.chips)
@@ -265,7 +264,8 @@ class Composer(QWidget):
             chip.setToolTip(f"{tip}\nClick to remove it from the message.")
             chip.setAccessibleName(f"Attachment {label}; press to remove")
             chip.clicked.connect(lambda _=False, n=n: self.attachment_removed.emit(n))
-            self.chips_row.insertWidget(n, chip)
+            chip.setMaximumWidth(420)  # a long name is cut (the tooltip has it whole)
+            self.chips_row.addWidget(chip)
         self.chips.setVisible(bool(chips))
         self._on_editor_text_changed()
 
@@ -274,9 +274,12 @@ class Composer(QWidget):
 
     def set_editing(self, note: str | None) -> None:
         """Editing an earlier message: `note` says what sending will do (None: not editing)."""
+        was = self.editing()
         self.editing_label.setText(note or "")
         self.editing_label.setVisible(note is not None)
         self.editing_cancel.setVisible(note is not None)
+        if was != (note is not None):
+            self.editing_changed.emit()
 
     def editing(self) -> bool:
         return not self.editing_label.isHidden()

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.cost import money
+from core.store.branches import BRANCH_SUFFIX
 from core.store.conversations import ConversationSummary
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -157,7 +158,8 @@ class ConversationList(QWidget):
             when = r.updated_at.astimezone().strftime("%b %d, %H:%M")
             branch = "branch · " if r.branch_of is not None else ""
             spent = f" · {money(r.cost)}" if r.cost else ""
-            item = QTreeWidgetItem([f"{r.title}\n{branch}{when} · {r.message_count} messages"
+            noun = "message" if r.message_count == 1 else "messages"
+            item = QTreeWidgetItem([f"{r.title}\n{branch}{when} · {r.message_count} {noun}"
                                     f"{spent}"])
             item.setData(0, ID_ROLE, r.id)
             item.setToolTip(0, r.title)
@@ -168,6 +170,7 @@ class ConversationList(QWidget):
             if parent is not None and not _under(parent, items[r.id]):
                 parent.addChild(items[r.id])
                 origin = by_id[r.branch_of].title if r.branch_of in by_id else ""
+                origin = BRANCH_SUFFIX.sub("", origin)  # a branch of "X (branch 1)" is "X (…)"
                 if origin and r.title.startswith(origin) and r.title != origin:
                     # under its origin, what tells it apart: "↳ (branch 2)"
                     first, _, rest = items[r.id].text(0).partition("\n")

@@ -58,12 +58,19 @@ def highlight_code_blocks(doc: QTextDocument) -> int:
 
 def align_table_headers(doc: QTextDocument) -> int:
     """Each markdown table's header cells aligned as their column is (Qt's reader leaves a
-    header on the left over a right-aligned or centred column). Returns the cells moved."""
+    header on the left over a right-aligned or centred column), and on their first line (after
+    a code block, its reader starts the first header cell with an empty line). Returns the
+    cells moved."""
     moved = 0
     for frame in doc.rootFrame().childFrames():
         if not isinstance(frame, QTextTable) or frame.rows() < 2:
             continue
         for col in range(frame.columns()):
+            cell = frame.cellAt(0, col)
+            first = cell.firstCursorPosition()
+            if not first.block().text() and first.block().next().position() < cell.lastPosition():
+                first.deleteChar()  # the empty line's end: the header moves up to the top
+                moved += 1
             below = frame.cellAt(1, col).firstCursorPosition().block().blockFormat()
             head = frame.cellAt(0, col).firstCursorPosition()
             if head.block().blockFormat().alignment() != below.alignment():

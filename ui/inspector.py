@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDockWidget,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSlider,
     QTableView,
     QToolButton,
@@ -269,7 +271,13 @@ class InspectorPanel(QDockWidget):
         layout.addLayout(row)
         layout.addWidget(self.history)
         layout.addLayout(compact_row)
-        self.setWidget(body)
+        # On a short screen the panel scrolls: squeezed, its header lost its last lines.
+        area = QScrollArea(self)
+        area.setWidgetResizable(True)
+        area.setFrameShape(QFrame.Shape.NoFrame)
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        area.setWidget(body)
+        self.setWidget(area)
         self._all: list[Row] = []
 
     def show_request(self, header: str, parts: list[tuple[str, int]], rows: list[Row]) -> None:

@@ -32,7 +32,10 @@ from ui.changes_panel import ChangesPanel
 from ui.composer import Composer
 from ui.conversation_list import ConversationList
 from ui.elided_label import ElidedLabel
+from ui.folders import DialogFolders
+from ui.help_menu import show_help
 from ui.inspector import InspectorPanel
+from ui.list_width import ListWidth
 from ui.mode_switcher import ModeSwitcher
 from ui.output_viewer import OutputViewer
 from ui.run_panel import RunPanel
@@ -83,6 +86,7 @@ class MainWindow(QMainWindow):
     find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
     closing = Signal()
     trust_requested = Signal()  # File → Trust this project…, or the restricted banner's link
+    help_requested = Signal(str)  # Help → "data" (where the data lives) or "about"
     # made by ui/window_menus.build_menus
     new_conversation_action: QAction
     recent_menu: QMenu
@@ -95,6 +99,7 @@ class MainWindow(QMainWindow):
     inspector_action: QAction
     run_panel_action: QAction
     theme_actions: dict[str, QAction]
+    shortcuts_action: QAction
     panel_width: int | None = None  # a side panel's width as the user left it (None: ours)
 
     def __init__(self) -> None:
@@ -106,6 +111,7 @@ class MainWindow(QMainWindow):
         else:
             self.resize(1200, 800)
 
+        self.folders = DialogFolders()
         self.conversations = ConversationList(self)
         self.transcript_model = TranscriptModel(self)
         self.transcript = TranscriptView(self)
@@ -176,6 +182,7 @@ class MainWindow(QMainWindow):
         self.splitter.setCollapsible(0, False)
         self.conversations.setMinimumWidth(LIST_MIN_WIDTH)  # titles stay readable
         self.splitter.setSizes([280, 920])
+        self.list_width = ListWidth(self.splitter, 280, LIST_MIN_WIDTH)  # kept, given back
         self.setCentralWidget(self.splitter)
         self.inspector = InspectorPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
@@ -183,6 +190,9 @@ class MainWindow(QMainWindow):
         self.inspector.visibilityChanged.connect(self._on_inspector_shown)
         self.run_panel = RunPanel(self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.run_panel)
+        # Both panels share one place, as tabs: stacked, their heights together outgrew the
+        # screen (and the window with them).
+        self.tabifyDockWidget(self.inspector, self.run_panel)
         self.run_panel.hide()
         self.run_panel.visibilityChanged.connect(
             lambda visible: self._make_room(self.run_panel) if visible else None)
@@ -215,7 +225,8 @@ class MainWindow(QMainWindow):
 
     def _make_room(self, dock: QDockWidget) -> None:
         """Room for a side panel, taken from the transcript, never from the conversation
-        list (nor by widening the window)."""
+        list (nor by widening the window). The panel shown is the tab in front."""
+        dock.raise_()
         left = self.splitter.sizes()[0]
         right = self.splitter.widget(1)
         right_min = right.minimumSizeHint().width() if right is not None else 600
@@ -234,18 +245,23 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(paths))
 
     def _on_new_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project")
+        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project",
+                                                self.folders.start("project"))
         if path:
+            self.folders.chose("project", path)  # next time: beside it
             self.new_project_requested.emit(path)
 
     def _on_open_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a project folder")
+        path = QFileDialog.getExistingDirectory(self, "Open a project folder",
+                                                self.folders.start("project"))
         if path:
+            self.folders.chose("project", path)
             self.open_project_requested.emit(path)
 
     # --- state shown -----------------------------------------------------------------------------
 
-    def set_project(self, name: str, read_only_reason: str | None) -> None:
+    def set_project(self, name: str, read_only_reason: str | None, folder: str = "") -> None:
+        self.folders.project = folder  # file dialogs start there until the user goes elsewhere
         suffix = " [read-only]" if read_only_reason else ""
         self.setWindowTitle(f"{name}{suffix} — Context Workbench")
         self.conversations.set_project_name(name)
@@ -303,6 +319,9 @@ class MainWindow(QMainWindow):
         viewer = OutputViewer(self, title, note, text, wrap)
         viewer.show()
         return viewer
+
+    def show_help(self, title: str, text_html: str) -> QMessageBox:
+        return show_help(self, title, text_html)
 
     def show_error(self, title: str, text: str) -> None:
         QMessageBox.critical(self, title, text)
@@ -381,6 +400,7 @@ class MainWindow(QMainWindow):
                           max(screen.top(), min(self.y(), screen.bottom() - self.height())))
         if splitter:
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
+            self.list_width.remember()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closing.emit()

@@ -122,6 +122,7 @@ def apply(app: QApplication, scheme: str | None) -> Palette:
     _current = resolve(scheme)
     app.setStyle("Fusion")  # one look on every desktop, following the palette below
     app.setPalette(_qt_palette(_current))
+    app.setPalette(_box_palette(_current), "QCheckBox")  # type: ignore[arg-type]  # str works
     app.setStyleSheet(stylesheet(_current))
     return _current
 
@@ -141,6 +142,16 @@ def _qt_palette(p: Palette) -> QPalette:
         q.setColor(role, QColor(colour))
     for role in (R.WindowText, R.Text, R.ButtonText):
         q.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6b6b73"))
+    return q
+
+
+def _box_palette(p: Palette) -> QPalette:
+    """A check box's: Fusion draws its edge a shade darker than the window, which is invisible
+    on a dark one, so there the edge is drawn from a light grey (and the box filled lighter)."""
+    q = _qt_palette(p)
+    if p.name == "dark":
+        q.setColor(QPalette.ColorRole.Window, QColor("#b4b4bc"))
+        q.setColor(QPalette.ColorRole.Base, QColor("#2c2c32"))
     return q
 
 

@@ -59,6 +59,18 @@ def label_span(header_w: int, title_w: int, meta_w: int) -> tuple[int, int] | No
     return (left, width) if width >= MIN_LABEL else None
 
 
+def fit_header(font: QFont, header: str, meta: str, width: int) -> tuple[str, str]:
+    """A header line's bold title and right-hand meta, each cut (…) so that together they fit
+    `width` with a gap between: the meta is kept whole while the title keeps at least half."""
+    bold = QFont(font)
+    bold.setBold(True)
+    fm, bfm = QFontMetrics(font), QFontMetrics(bold)
+    room = max(width - fm.horizontalAdvance(meta) - LABEL_GAP, width // 2)
+    title = bfm.elidedText(header, Qt.TextElideMode.ElideRight, room)
+    rest = width - (bfm.horizontalAdvance(title) + LABEL_GAP if title else 0)
+    return title, fm.elidedText(meta, Qt.TextElideMode.ElideRight, max(0, rest))
+
+
 def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Layout,
              why_not: str | None, clip: QSize, live_meta: bool = False) -> None:
     """The row in `option.rect`: dimmed with the model view's `why_not`, its text drawn only
@@ -70,7 +82,7 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
     if why_not:
         painter.setOpacity(0.45)
     bubble = QRect(rect.left() + SIDE, rect.top(), rect.width() - 2 * SIDE, lay.height - GAP)
-    stopped = _stopped(row)  # the user's own Stop is not a failure: no red
+    stopped = is_stopped(row)  # the user's own Stop is not a failure: no red
     p = current()
     border, background = _bubble_colours(row, stopped)
     painter.setPen(border)
@@ -92,7 +104,7 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
     # a running card's spinner and elapsed time move on without a new layout
     header, meta = header_line(row) if row.running_since is not None else (lay.header,
                                                                            lay.meta)
-    title = fm.elidedText(header, Qt.TextElideMode.ElideRight, header_w * 2 // 3)
+    title, meta = fit_header(option.font, header, meta, header_w)
     painter.drawText(QRect(x, y, header_w, fm.lineSpacing()), Qt.AlignmentFlag.AlignLeft,
                      title)
     span = label_span(header_w, QFontMetrics(bold).horizontalAdvance(title),
@@ -132,9 +144,11 @@ def draw_row(painter: QPainter, option: QStyleOptionViewItem, row: Row, lay: Lay
     painter.restore()
 
 
-def draw_meta(painter: QPainter, rect: QRect, font: QFont, meta: str, dimmed: bool) -> None:
-    """A row's right-aligned details in its header line."""
+def draw_meta(painter: QPainter, rect: QRect, font: QFont, header: str, meta: str,
+              dimmed: bool) -> None:
+    """A row's right-aligned details in its header line (cut where its title needs room)."""
     fm = QFontMetrics(font)
+    meta = fit_header(font, header, meta, rect.width() - 2 * SIDE - 2 * PAD)[1]
     painter.save()
     if dimmed:
         painter.setOpacity(0.45)
@@ -188,7 +202,8 @@ def _bytes(pixmap: QPixmap) -> int:
     return pixmap.width() * pixmap.height() * 4
 
 
-def _stopped(row: Row) -> bool:
+def is_stopped(row: Row) -> bool:
+    """A row of an answer the user stopped (its text is a partial answer, shown as one)."""
     m = row.message
     return row.kind is RowKind.ERROR and m is not None and m.error is not None \
         and m.error.type == "stopped"

@@ -12,12 +12,14 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -85,6 +87,7 @@ class SettingsDialog(QDialog):
 
     forget_window_requested = Signal(str)
     restart_requested = Signal(str)  # an MCP server's name
+    draft_changed = Signal()  # the provider, model, address or window shown changed
 
     def __init__(
         self,
@@ -109,7 +112,7 @@ class SettingsDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — provider and model")
-        self.setMinimumWidth(520)
+        self.setMinimumWidth(600)
         self._keyring = keyring_available
         self._keys_present = keys_present
         self._saved = dict(saved or {})  # provider entries saved before, by preset name
@@ -144,11 +147,13 @@ class SettingsDialog(QDialog):
         self.summary_model.setToolTip(
             "The model that writes compaction summaries, e.g. a cheaper one of the same "
             "provider. Empty: the conversation's model.")
-        self.auto_summary = QCheckBox("Summarize older history in the background after a "
-                                      "turn that fills most of the window", self)
+        self.auto_summary = QCheckBox("Summarize older history when it fills the window", self)
+        self.auto_summary.setToolTip("In the background, after a turn that fills most of the "
+                                     "window (only when it frees enough to be worth a request)")
         self.auto_summary.setChecked(auto_summary)
-        self.auto_title = QCheckBox("Title new conversations with the summary model after "
-                                    "their first answer (else: their first words)", self)
+        self.auto_title = QCheckBox("Title new conversations with the summary model", self)
+        self.auto_title.setToolTip("After their first answer; unticked, a conversation is "
+                                   "titled with its first words")
         self.auto_title.setChecked(auto_title)
         self.images = QCheckBox("This model reads images (pasted or attached screenshots)",
                                 self)
@@ -202,7 +207,10 @@ class SettingsDialog(QDialog):
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
+        # The form scrolls inside the dialog: every note gets the lines it needs (a squeezed
+        # layout cut them and drew one over the next), and on a small screen it scrolls.
+        content = QWidget(self)
+        layout = QVBoxLayout(content)
         layout.addWidget(intro)
         layout.addLayout(form)
         self.windows = QListWidget(self)
@@ -239,17 +247,37 @@ class SettingsDialog(QDialog):
         for widget in (self.mcp_note, self.mcp_servers, self.mcp_restart):
             layout.addWidget(widget)
             widget.hide()
-        layout.addWidget(buttons)
+        layout.addStretch(1)  # room left over goes below: the form never moves
+        self.form_area = QScrollArea(self)
+        self.form_area.setWidgetResizable(True)
+        self.form_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_area.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 9)
+        outer.addWidget(self.form_area, 1)
+        outer.addWidget(buttons)
+        buttons.setContentsMargins(9, 0, 9, 0)
 
         index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
         self.preset.setCurrentIndex(index)
         self._update_key_note()
         self.preset.currentIndexChanged.connect(self._on_preset_changed)
         self.api_base.textChanged.connect(self._update_key_note)
-        # Wrapped notes need their height: tall enough to read them all, within the screen.
+        # "Requests are built for …" follows what the form says now (the owner works it out)
+        for changed in (self.preset.currentIndexChanged, self.model.textChanged,
+                        self.api_base.textChanged, self.context_window.valueChanged,
+                        self.max_tokens.valueChanged):
+            changed.connect(self.draft_changed)
+        # Tall enough to read it all without scrolling, within the screen.
         screen = self.screen().availableGeometry() if self.screen() else None
-        self.resize(self.width(), min(max(self.sizeHint().height(), 760),
-                                      screen.height() * 9 // 10 if screen else 760))
+        width = max(self.minimumWidth(), self.sizeHint().width())
+        inner = layout.totalHeightForWidth(width - 24) if layout.hasHeightForWidth() else \
+            content.sizeHint().height()
+        for note in (self.window_applied, self.key_note, self.protection):  # from their top
+            note.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.resize(width, min(max(inner, 600) + buttons.sizeHint().height() + 40,
+                               screen.height() * 9 // 10 if screen else 760))
 
     def set_mcp(self, servers: list[tuple[str, str, str]]) -> None:
         """The project's MCP servers: (name, command or URL, state) each."""
@@ -278,6 +306,12 @@ class SettingsDialog(QDialog):
         self.forget_window_requested.emit(str(item.data(Qt.ItemDataRole.UserRole)))
         self.windows.takeItem(self.windows.row(item))
         self.forget_button.setEnabled(self.windows.count() > 0)
+        self.draft_changed.emit()  # the limit forgotten no longer shapes requests
+
+    def set_window_applied(self, text: str | None) -> None:
+        """The sentence under Context window: the window requests are built for, as set now."""
+        self.window_applied.setText(text or "")
+        self.window_applied.setVisible(bool(text))
 
     def current_preset(self) -> Preset:
         return PRESETS[self.preset.currentIndex()]

@@ -56,6 +56,7 @@ from ui.row_paint import (
     draw_meta,
     draw_placeholder,
     draw_row,
+    is_stopped,
 )
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
@@ -182,8 +183,8 @@ class TranscriptDelegate(QStyledItemDelegate):
         doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
         body = body_text(row)
         shown, hidden_lines = clip(row, body)
-        if row.kind is RowKind.ASSISTANT:
-            doc.setMarkdown(keep_line_breaks(shown))
+        if row.kind is RowKind.ASSISTANT or (is_stopped(row) and row.text):
+            doc.setMarkdown(keep_line_breaks(shown))  # a stopped answer reads as it streamed
             highlight_code_blocks(doc)
             align_table_headers(doc)
         elif row.kind is RowKind.STREAMING and len(shown) <= STREAM_MARKDOWN_CHARS:
@@ -279,7 +280,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._timer.start(0)
         painter.drawPixmap(rect.topLeft(), pixmap)
         if running:  # the spinner and the elapsed time, over the kept picture
-            draw_meta(painter, rect, option.font, header_line(row)[1], bool(self.dimmed(row)))
+            draw_meta(painter, rect, option.font, *header_line(row), bool(self.dimmed(row)))
 
     def _paint_row(self, painter: QPainter, option: QStyleOptionViewItem,
                    index: QModelIndex | QPersistentModelIndex, row: Row,

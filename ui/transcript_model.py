@@ -238,6 +238,8 @@ class TranscriptModel(QAbstractListModel):
             last.superseded = True
             last.version += 1
             self.dataChanged.emit(self.index(end - 1), self.index(end - 1))
+        for row in added[:-1]:  # a round of several calls: only its last card is the end
+            row.superseded = True
         if added:
             self.beginInsertRows(QModelIndex(), end, end + len(added) - 1)
             self._rows[end:end] = added

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu
 
+from ui.help_menu import build_help_menu
+
 if TYPE_CHECKING:
     from ui.main_window import MainWindow
 
@@ -117,14 +119,23 @@ def build_menus(window: MainWindow) -> None:
     focus.setShortcut(QKeySequence("Ctrl+L"))
     focus.triggered.connect(lambda: window.composer.editor.setFocus())
     edit.addAction(focus)
+    build_help_menu(window)
 
 
 def _choose_import(window: MainWindow) -> None:
     path, _ = QFileDialog.getOpenFileName(
-        window, "Import a conversation", "",
+        window, "Import a conversation", window.folders.start("import"),
         "Conversations (*.json *.jsonl);;All files (*)")
     if path:
+        window.folders.chose("import", path)
         window.import_requested.emit(path)
+
+def export_name(title: str) -> str:
+    """A file name from a conversation's title: what a file name cannot hold becomes "-" (so
+    "tests/test_calc.py" stays readable), never a leading dot."""
+    name = re.sub(r"[\\/:*?\"<>|\x00-\x1f]+", "-", title).strip(" .-")[:80]
+    return name or "conversation"
+
 
 _last_filter = next(iter(EXPORT_FILTERS))  # the form chosen last time is offered first
 
@@ -132,10 +143,12 @@ _last_filter = next(iter(EXPORT_FILTERS))  # the form chosen last time is offere
 def _choose_export(window: MainWindow) -> None:
     global _last_filter
     title = window.conversations.current_title() or "conversation"
-    name = re.sub(r"[^\w\- ]+", "", title).strip()[:80] or "conversation"
+    name = export_name(title)
     suffix = {"openai": ".json", "jsonl": ".jsonl", "markdown": ".md"}[EXPORT_FILTERS[_last_filter]]
-    path, chosen = QFileDialog.getSaveFileName(window, "Export the conversation", name + suffix,
+    path, chosen = QFileDialog.getSaveFileName(window, "Export the conversation",
+                                               window.folders.start("export", name + suffix),
                                                ";;".join(EXPORT_FILTERS), _last_filter)
     if path:
+        window.folders.chose("export", path)
         _last_filter = chosen if chosen in EXPORT_FILTERS else _last_filter
         window.export_requested.emit(path, EXPORT_FILTERS.get(chosen, "openai"))

@@ -47,7 +47,8 @@ class Budget:
     reserved_output: kept free for the answer (max output tokens).
     safety: margin for counting differences between us and the provider.
     source: where `window` came from: "override" (conversation or settings), "server" (the
-        server said), "provider" (stated in an overflow error), "litellm" or "default".
+        server said), "provider" (stated in an overflow error), "litellm", "default", or
+        "budget" (a usable budget asked for directly: a preview, --budget).
     note: a sentence for the user when the figure is a guess.
     """
 
@@ -97,7 +98,8 @@ def resolve_budget(
     when none is known does litellm's map (or a small default) decide.
     """
     if usable_override is not None:
-        return Budget(usable_override, 0, 0, "override", calibration=calibration)
+        # (not "override": that is a window the user set, and this is no window at all)
+        return Budget(usable_override, 0, 0, "budget", calibration=calibration)
     stated = [(v, source) for v, source in ((window_override, "override"),
                                             (server_window, "server"),
                                             (known_window, "provider")) if v]

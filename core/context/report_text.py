@@ -15,6 +15,7 @@ WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 # Where the window a request is built for came from (Budget.source), in words.
 WINDOW_SOURCES = {
     "override": "your setting",
+    "budget": "the budget asked for, not a window",
     "server": "what the server says its model takes",
     "provider": "the limit the provider stated",
     "litellm": "litellm's figure for the model",

@@ -153,8 +153,11 @@ def _translate(e: BaseException, kind: Kind, model: str, mid_stream: bool, raw: 
             "with a larger context window.",
             details=raw, limit=limit, prompt_tokens=_stated_prompt(raw),
         )
-    if kind == "auth":
-        return AuthError(f"The provider rejected the API key for {model}.", details=raw)
+    if kind == "auth" or status in (401, 403):
+        # (a server that calls its 401 "invalid_request_error" reaches us as a bad request)
+        said = _server_said(raw)
+        return AuthError(f"The provider rejected the API key for {model}"
+                         + (f" (HTTP {status}: \"{said}\")." if said else "."), details=raw)
     if kind == "rate_limit":
         wait = f" It asks to wait {after:g} s." if after else ""
         return RateLimited(
@@ -242,3 +245,13 @@ def _network_cause(e: BaseException) -> bool:
         x = x.__cause__ or x.__context__
         seen += 1
     return False
+
+
+def _server_said(raw: str) -> str:
+    """The server's own sentence in an error's text ("…Exception - <it>", or the SDK's
+    "Error code: 401 - {...'message': '<it>'...}"), cut short."""
+    said = raw.rsplit("Exception - ", 1)[-1].strip() if "Exception - " in raw else ""
+    if not said:
+        m = re.search(r"""['"]message['"]:\s*['"]([^'"]{1,400})['"]""", raw)
+        said = m.group(1).strip() if m else ""
+    return said if len(said) <= 200 else said[:199] + "…"

@@ -139,8 +139,10 @@ class RunDriver:
         options = replace(options, mode="run")
         nudged = 0
         for _ in range(MAX_TURNS):
+            yield self._updated(conv_id)
+            # read after the report: the user may pause (or abort) while it is shown, and no
+            # request may leave after that
             run = self.state(conv_id)
-            yield self._updated(conv_id, run)
             if run is None or run.status in ("finished", "aborted", "paused"):
                 break
             end = last_turn(self.engine.store.load(conv_id).messages)

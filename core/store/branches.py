@@ -36,7 +36,7 @@ from core.store.log import MAX_LOG
 
 CHUNK = 1 << 20
 _ID = re.compile(rb'"id":"([^"]+)"')
-_BRANCH_SUFFIX = re.compile(r" \(branch(?: \d+)?\)$")
+BRANCH_SUFFIX = re.compile(r" \(branch(?: \d+)?\)$")
 
 
 class NoSuchEntry(StoreError):
@@ -301,4 +301,4 @@ def fill_branch(src: Path, cut: Cut, extra: bytes, view: Path, meta: dict[str, A
 
 def branch_title(origin_title: str, n: int) -> str:
     """The n-th branch's title: "<the origin's title> (branch n)", never "(branch) (branch)"."""
-    return f"{_BRANCH_SUFFIX.sub('', origin_title)} (branch {n})"
+    return f"{BRANCH_SUFFIX.sub('', origin_title)} (branch {n})"

@@ -102,6 +102,8 @@ class LoadedConversation:
 
 # An entry's cost (core.cost): its own key, which no provider's usage object has.
 COST_KEY = re.compile(rb'(?<!\\)"cost_usd":([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)')
+# An annotation entry's line (a pin, an exclude): a mark on a message, not one to count.
+ANNOTATION_KEY = re.compile(rb'(?<!\\)"kind":"annotation"')
 log = logging.getLogger(__name__)
 
 class ConversationStore:
@@ -420,14 +422,15 @@ class ConversationStore:
         return False
 
     def message_count(self, conv_id: str, since: tuple[int, int] | None = None) -> int:
-        """Lines of the conversation's log. `since`: (size, count) of an earlier reading of
-        it; the log only grows, so only what was appended after that is read (a 10,000-entry
-        log is tens of megabytes: the conversation list recounts after every append)."""
+        """Entries of the conversation's log, annotations left out. `since`: (size, count) of
+        an earlier reading of it; the log only grows, so only what was appended after that is
+        read (a 10,000-entry log is tens of megabytes: the list recounts after every append)."""
         return self.tally(conv_id, None if since is None else (*since, 0.0))[0]
 
     def tally(self, conv_id: str, since: tuple[int, int, float] | None = None
               ) -> tuple[int, float]:
-        """(lines, USD the entries cost) of the conversation's log, read as `message_count`
+        """(entries, USD they cost) of the conversation's log (annotations not counted), read
+        as `message_count`
         reads it; `since`: (size, count, cost) of an earlier reading. A cost is the
         `"cost_usd"` key of an entry's line (inside a string it would be escaped: never counted)."""
         path = self._dir(conv_id) / "messages.jsonl"
@@ -447,6 +450,8 @@ class ConversationStore:
                     cut = lines.rfind(b"\n") + 1  # costs of whole lines only
                     if b'"cost_usd":' in lines[:cut]:
                         cost += sum(_dollars(x) for x in COST_KEY.findall(lines[:cut]))
+                    if b'"annotation"' in lines[:cut]:
+                        count -= len(ANNOTATION_KEY.findall(lines[:cut]))
                     tail = lines[cut:]
                 return count, cost
         except (OSError, ValueError):  # the conversation says why when opened
@@ -569,7 +574,12 @@ class ConversationStore:
             base = self.meta(origin).title
         except StoreError:
             base = parent.title
-        return branch_title(base, 1 + sum(1 for r in self.list() if r.branch_of == origin))
+        rows = self.list()
+        n = 1 + sum(1 for r in rows if r.branch_of == origin)
+        taken = {r.title for r in rows}
+        while branch_title(base, n) in taken:  # a branch of a branch: numbered after them all
+            n += 1
+        return branch_title(base, n)
 
     def remove_unfinished_imports(self) -> builtins.list[str]:
         """Remove what imports that were killed half-way left behind; returns their names."""

@@ -236,8 +236,8 @@ def _answered(state: RunState, step: StepState | None, m: ConversationMessage) -
             step.rounds += 1
         if state.status != "paused":
             state.status = "post_run" if wrapping else "running"
-    elif wrapping:  # the wrap-up is written (after a failed attempt too)
-        state.status = "finished"
+    elif wrapping and step is None:  # the wrap-up is written (after a failed attempt too)
+        state.status = "finished"  # (not the answer of the last step, skipped while it came)
     elif state.status != "paused" and step is not None and step is state.active:
         state.status = "waiting"  # (an answer to a step skipped meanwhile changes nothing)
 

@@ -76,7 +76,7 @@ def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_cov
     assert "Task 11:" not in sent[1]["content"]  # the recent rounds stay verbatim
     after = context_json(capsys, project_dir, conv, "--model", MODEL)  # counted alike
     # one size for the summary: what the notice said is what the request counts for it
-    size = int(out.split("-token summary")[0].rsplit("a ", 1)[1].replace(",", ""))
+    size = int(out.split("-token summary")[0].rsplit(" ", 1)[1].replace(",", ""))
     entry = next(e for e in after["report"]["entries"] if e["kind"] == "summary")
     # (the JSON gives our own count and the calibration every figure shown applies)
     assert round(entry["tokens"] * after["report"]["calibration"]) == size

@@ -68,7 +68,7 @@ def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
                "openai/summary-model" in n for n in notices)
     assert done[0].status == "ok" and done[0].automatic and done[0].freed > 0
     assert "Automatic summary: Summarized" in window.notice_label.text()
-    assert f"a {done[0].tokens_after:,}-token summary" in window.notice_label.text()
+    assert f" {done[0].tokens_after:,}-token summary" in window.notice_label.text()
     assert window.notice.property("kind") == "info"  # a success is not shown as a problem
     summarizer = llm_server.requests[1].body
     assert summarizer["model"] == "summary-model"
