@@ -137,12 +137,16 @@ def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_d
     """litellm takes seconds to import; the meter needs only the tokenizer (loaded first), so
     it shows the figures at once, and the status says a message sent now leaves when the
     library is in."""
-    from core.llm import runtime
+    from core.llm import litellm_loader, runtime
     from core.llm.tokens import get_encoding
 
+    import threading
+
     get_encoding("cl100k_base")  # the background import's first step
-    monkeypatch.setattr(runtime, "_module", None)  # still importing litellm
-    monkeypatch.setattr(runtime, "_thread", object())  # (and not started again)
+    # a provider litellm translates (an OpenAI-compatible one never waits for litellm)
+    monkeypatch.setenv("WORKBENCH_MODEL", "anthropic/claude-3-5-sonnet-latest")
+    monkeypatch.setattr(litellm_loader, "_module", None)  # still importing litellm
+    monkeypatch.setattr(runtime, "_threads", {"litellm": threading.Thread(target=lambda: None)})
     window, controller = open_window(qtbot, project_dir)
     meter = window.usage
     qtbot.waitUntil(lambda: "tokens" in meter.text(), timeout=5000)

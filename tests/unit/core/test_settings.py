@@ -33,7 +33,8 @@ def test_precedence_cli_env_project_global_default() -> None:
                          "request_timeout": "default", "step_limit": "default",
                          "tool_output_tokens": "default", "summary_model": "default",
                          "auto_summary": "default", "auto_title": "default",
-                         "images": "default"}
+                         "images": "default", "cost_cap": "default",
+                         "project_cost_cap": "default"}
     assert d.summary_model is None and d.auto_summary is True
     off = resolve_llm_settings(env={"WORKBENCH_AUTO_SUMMARY": "off",
                                     "WORKBENCH_SUMMARY_MODEL": "openai/cheap"})
