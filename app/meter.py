@@ -23,10 +23,10 @@ from core.context.builder import BudgetError, BuiltRequest
 from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
-from core.context.server_window import is_local
 from core.context.service import ProjectContext
 from core.cost import cap_refusal, money, prompt_cost, spend
 from core.give_way import lower_priority
+from core.llm.compat import is_local
 from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, SettingsError

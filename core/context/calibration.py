@@ -64,7 +64,8 @@ class Calibration:
         with self._lock:
             data = self._load()
             # what the provider said of the model goes together: its limit and its tools
-            probes = [k for k in data if k.startswith("probe:") and k.endswith(f"|{model}")]
+            probes = [k for k in data if k.startswith(("probe:", "profile:"))
+                      and k.endswith(f"|{model}")]
             if (data.pop(f"window:{model}", None), data.pop(f"no_tools:{model}", None)) \
                     != (None, None) or probes:
                 for key in probes:  # and what its servers said: asked again
@@ -118,6 +119,22 @@ class Calibration:
             if tools_counted is not None:
                 entry["tools_counted"] = float(tools_counted)
             data[_probe_key(api_base, model)] = entry
+            self._changed(data)
+        self._flush()
+
+    def profile(self, api_base: str, model: str) -> dict[str, float] | None:
+        """What the server at `api_base` showed it needs for `model` (core.llm.compat)."""
+        with self._lock:
+            entry = self._load().get(f"profile:{_probe_key(api_base, model)[6:]}")
+        return dict(entry) if isinstance(entry, dict) else None
+
+    def remember_profile(self, api_base: str, model: str, values: dict[str, float]) -> None:
+        with self._lock:
+            data = self._load()
+            key = f"profile:{_probe_key(api_base, model)[6:]}"
+            if data.get(key) == values:
+                return
+            data[key] = dict(values)
             self._changed(data)
         self._flush()
 

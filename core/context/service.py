@@ -44,12 +44,13 @@ from core.context.server_window import (
     PROBE_TOOL,
     cached_window,
     count_prompt,
-    is_local,
     server_window,
     unanswered,
 )
 from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
+from core.llm import compat
+from core.llm.compat import is_local
 from core.llm.tokens import REPLY_PRIMER, TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.mcp import SEP, McpHub
@@ -213,6 +214,7 @@ class ProjectContext:
         base, model = settings.api_base, settings.model
         if not base:
             return None
+        self.keep_profile(settings)
         if self.calibration is not None:
             known, tokens = self.calibration.probed(base, model)
             if known:
@@ -224,6 +226,20 @@ class ProjectContext:
             counted = self._count_probe(base, model) if is_local(base) else None
             self.calibration.remember_probe(base, model, tokens, counted)
         return tokens
+
+    def keep_profile(self, settings: LLMSettings) -> None:
+        """What the server showed it needs (core.llm.compat), kept beside its window: taken
+        from the calibration file by a new process, written there once learned."""
+        base, model = settings.api_base, settings.model
+        if not base or self.calibration is None:
+            return
+        learned = compat.learned(base, model)
+        if learned is None:
+            kept = self.calibration.profile(base, model)
+            if kept:
+                compat.seed(base, model, kept)
+        else:
+            self.calibration.remember_profile(base, model, learned)
 
     def _count_probe(self, base: str, model: str) -> bool | None:
         """A local server's own count of a sample request, once: a count to calibrate
