@@ -300,7 +300,7 @@ class Exchange:
         window = e.limit or int(self.built.report.window * 0.75)
         calibration = self.engine.context.calibration
         if e.limit and calibration is not None:
-            calibration.remember_window(self.settings.model, e.limit)
+            calibration.remember_window(self.settings.model, e.limit, self.settings.api_base)
         if e.prompt_tokens and calibration is not None:  # the provider counted this request
             calibration.observe(self.settings.model, self.built.report.used, e.prompt_tokens)
         try:

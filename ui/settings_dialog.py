@@ -216,7 +216,9 @@ class SettingsDialog(QDialog):
             note.setWordWrap(True)
             layout.addWidget(note)
             for model_name, limit in sorted(remembered_windows.items()):
-                item = QListWidgetItem(f"{model_name}: {limit:,} tokens")
+                address, _, model = model_name.rpartition("|")  # "<address>|<model>"
+                where = f"{model} at {address}" if address else model
+                item = QListWidgetItem(f"{where}: {limit:,} tokens")
                 item.setData(Qt.ItemDataRole.UserRole, model_name)
                 self.windows.addItem(item)
             self.windows.setMaximumHeight(90)

@@ -195,8 +195,9 @@ class ProjectContext:
         if conv_id is not None:
             meta = meta or self.store.meta(conv_id)
             window = meta.context_window or window  # the most specific
-        if known_window is None and self.calibration is not None:
-            known_window = self.calibration.window(settings.model)
+        if known_window is None and self.calibration is not None and not window:
+            # a limit learned from this server's refusal; a window the user stated wins
+            known_window = self.calibration.window(settings.model, settings.api_base)
         served = None
         if usable_override is None:  # the smallest stated figure applies (see resolve_budget)
             served = self.served_window(settings, ask_servers)
@@ -222,6 +223,8 @@ class ProjectContext:
         if not ask:
             return cached_window(base, model)
         tokens = server_window(base, model)
+        if is_local(base) and compat.busy(base, model):
+            return tokens  # an answer is under way there: a later build counts, never cutting it
         if self.calibration is not None and not unanswered(base, model):
             counted = self._count_probe(base, model) if is_local(base) else None
             self.calibration.remember_probe(base, model, tokens, counted)
@@ -435,8 +438,10 @@ class ProjectContext:
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         """Why nothing fits, with the way out when a remembered provider limit is the cause."""
-        remembered = self.calibration.window(settings.model) if self.calibration else None
+        remembered = self.calibration.window(settings.model, settings.api_base) \
+            if self.calibration and not settings.context_window else None
         if remembered is None:
             return str(e)
         return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
-                "earlier for this model; if that is wrong, reset it in Settings.")
+                "earlier for this model; if that is wrong, reset it in Settings or with "
+                "`workbench forget-window PROJECT`, or state the window (--context-window).")

@@ -118,6 +118,12 @@ def queue_for(api_base: str | None, model: str) -> ServerQueue | None:
         return _queues.setdefault(root, ServerQueue())
 
 
+def busy(api_base: str | None, model: str) -> bool:
+    """Whether a request to the server at `api_base` is under way now (a one-at-a-time one)."""
+    queue = queue_for(api_base, model)
+    return queue is not None and queue.busy()
+
+
 @asynccontextmanager
 async def one_at_a_time(api_base: str | None, model: str) -> AsyncIterator[None]:
     """Around a request: waits for the server's earlier requests to end (in order)."""
@@ -135,11 +141,17 @@ async def one_at_a_time(api_base: str | None, model: str) -> AsyncIterator[None]
 @contextmanager
 def one_at_a_time_sync(api_base: str | None, model: str, deadline_s: float) -> Iterator[bool]:
     """The same for a blocking request: yields False when the turn did not come within
-    `deadline_s` (the caller then does without)."""
+    `deadline_s` (the caller then does without). On an event loop's thread it never waits: the
+    request it would wait for may be that loop's own."""
     queue = queue_for(api_base, model)
     if queue is None:
         yield True
         return
+    try:
+        asyncio.get_running_loop()
+        deadline_s = 0.0
+    except RuntimeError:  # no loop on this thread: waiting blocks nothing of ours
+        pass
     entered = queue.enter_sync(deadline_s)
     try:
         yield entered
