@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent_flags(p)
     trust_flag(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
+    p.add_argument("--title-model", action="store_true",
+                   help="a new conversation's title written by the model (waits for it); "
+                        "default: its opening words, at once")
     p.add_argument("--attach", action="append", default=[], metavar="PATH",
                    help="send this file with the message (text files, PNG/JPEG/GIF/WebP "
                         "images; repeat for more)")
