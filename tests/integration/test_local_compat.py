@@ -22,7 +22,14 @@ from core.llm.adapter import LLMClient, LLMRequest, TextDelta
 from core.llm.via_openai import request_body
 from core.settings import LLMSettings
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, ToolCalls
+from tests.helpers.fake_llm import (
+    MODEL,
+    Answer,
+    FakeLLMServer,
+    HttpError,
+    ToolCalls,
+    summary_text,
+)
 
 DEADLINE_S = 30.0
 AGENT = TurnOptions(mode="agent")
@@ -182,3 +189,17 @@ def test_the_loopback_llama_cpp_python_ends_a_running_stream(
 
     title, story = asyncio.run(asyncio.wait_for(both(), DEADLINE_S))
     assert title == "A title" and story.startswith("cut: ") and llm_server.cut_streams == 1
+
+
+def test_a_compact_during_a_send_cuts_neither_the_real_llm_scenario(
+        llm_server: FakeLLMServer, tmp_path: Any) -> None:
+    """`make real-llm`'s scenario (tests/real/scenarios.py), against the loopback server."""
+    from tests.real.scenarios import send_and_compact
+
+    llm_server.llama_cpp_python = True
+    story = "Once upon a time " * 30
+    llm_server.script(Answer(story, delay=0.005), Answer(summary_text("the notes")))
+    done = send_and_compact(tmp_path / "p", MODEL, llm_server.url)
+    assert (done.send_status, done.send_error, done.answer) == ("ok", "", story)
+    assert done.compact_status == "ok", done.compact_message
+    assert llm_server.cut_streams == 0
