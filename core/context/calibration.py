@@ -74,7 +74,7 @@ class Calibration:
             if api_base:
                 keys += [_probe_key(api_base, model), _profile_key(api_base, model)]
             else:  # the model wherever it is served
-                keys += [k for k in data if k.startswith(("probe:", "profile:"))
+                keys += [k for k in data if k.startswith(("probe:", "profile:", "window:"))
                          and k.endswith(f"|{model}")]
             found = [k for k in keys if k in data]
             for key in found:
