@@ -132,8 +132,9 @@ class SettingsDialog(QDialog):
         self.context_window.setToolTip(
             "The model's input window in tokens. Automatic asks a local server (vLLM, "
             "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong. "
-            "A smaller limit the server or the provider states wins: a request built for more "
-            "would be refused.")
+            "A smaller limit the server states wins: a request built for more would be "
+            "refused. A limit a server stated when it refused a request is remembered for that "
+            "server; the window set here wins over it.")
         self.window_applied = QLabel(window_applied or "", self)
         self.window_applied.setObjectName("window_applied")
         self.window_applied.setWordWrap(True)

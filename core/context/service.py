@@ -8,10 +8,10 @@ smallest of
 
     what the user set (the conversation's own context_window, else the settings': CLI,
     environment, project, global), what the model's server says (vLLM, llama.cpp, LM Studio,
-    Ollama; asked once), and a limit the provider stated when it refused a request
+    Ollama; asked once), and a limit the provider stated when it refused a request (kept per
+    address and model; only when the user set no window: a window the user states wins)
 
-and only when none of them is known, litellm's model map, else a default. A provider is never
-sent a request built for more than it said it takes.
+and only when none of them is known, litellm's model map, else a default.
 
 and one incremental build cache per conversation (a few are kept; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).

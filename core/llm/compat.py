@@ -104,9 +104,11 @@ def forget(api_base: str, model: str) -> None:
 
 
 def forget_all() -> None:
-    """For tests: every server as new."""
+    """For tests: every server as new (a request still under way leaves a queue no longer
+    handed out, so a server later at the same address never waits for it)."""
     with _lock:
         _learned.clear()
+        _queues.clear()
 
 
 def queue_for(api_base: str | None, model: str) -> ServerQueue | None:

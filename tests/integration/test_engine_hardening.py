@@ -289,7 +289,7 @@ def test_a_runaway_answer_is_never_retried_behind_the_users_back(
     assert len(llm_server.requests) == 1
 
 
-def test_a_stated_limit_below_the_window_you_set_is_the_one_requests_are_built_for(
+def test_a_stated_limit_below_the_window_you_set_is_kept_and_your_window_wins(
     capsys, project_dir: Path, llm_server, monkeypatch
 ) -> None:
     """Settings says 16,000; the server refuses at 6,000: the request is rebuilt within 6,000
