@@ -44,7 +44,7 @@ from typing import NoReturn
 
 from app.cli_checkpoints import add_parsers as checkpoint_parsers
 from app.cli_checkpoints import cmd_checkpoints, cmd_diff, cmd_restore
-from app.cli_context import cmd_annotate, cmd_compact, cmd_fork
+from app.cli_context import cmd_annotate, cmd_compact, cmd_forget_window, cmd_fork
 from app.cli_run import cmd_run, cmd_workflows
 from app.cli_turn import cmd_continue, cmd_retry, cmd_send
 from app.commands import (
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent_flags(p)
     trust_flag(p)
     p.add_argument("text", help="the message; '-' reads it from standard input")
+    p.add_argument("--title-model", action="store_true",
+                   help="a new conversation's title written by the model (waits for it); "
+                        "default: its opening words, at once")
     p.add_argument("--attach", action="append", default=[], metavar="PATH",
                    help="send this file with the message (text files, PNG/JPEG/GIF/WebP "
                         "images; repeat for more)")
@@ -235,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversation", "-c", metavar="ID", help="only this conversation")
     p.add_argument("--since", metavar="DATE", help="only requests made since (2026-11-26)")
     p.add_argument("--json", action="store_true", help="as JSON (costs as numbers, USD)")
+    p = sub.add_parser("forget-window", help="forget the context window learned for a model "
+                                             "at its server (the next request asks again)")
+    p.add_argument("project", type=Path)
+    p.add_argument("--model", help="the model (default: the project's)")
+    p.add_argument("--api-base", help="its server's base URL (default: the project's)")
+    trust_flag(p)
     checkpoint_parsers(sub)
     return parser
 
@@ -304,9 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.cli_usage import cmd_usage
 
             return cmd_usage(args)
-        if args.command in ("checkpoints", "restore", "diff"):
+        if args.command in ("checkpoints", "restore", "diff", "forget-window"):
             return {"checkpoints": cmd_checkpoints, "restore": cmd_restore,
-                    "diff": cmd_diff}[args.command](args)
+                    "diff": cmd_diff, "forget-window": cmd_forget_window}[args.command](args)
         return cmd_list(args)
     except CliError as e:
         print(f"workbench: {e}", file=sys.stderr)

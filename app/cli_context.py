@@ -151,3 +151,29 @@ def cmd_fork(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(meta.id)
     return EXIT_OK
+
+
+def cmd_forget_window(args: argparse.Namespace) -> int:
+    """Forget the context window learned for the project's model at its server (or the given
+    ones), with what that server was found to need: the next request asks again."""
+    from core.factory import calibration_for
+    from core.llm import compat
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    project = open_project(args.project, create=False, trust=args.trust)
+    try:
+        store = SettingsStore()
+        settings = resolve_llm_settings(
+            cli={"model": args.model, "api_base": args.api_base}, project=project.overrides,
+            global_settings=store.load())
+    except SettingsError as e:
+        raise CliError(str(e)) from None
+    finally:
+        project.close()
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    forgot = calibration_for(store).forget_window(settings.model, settings.api_base)
+    if settings.api_base:
+        compat.forget(settings.api_base, settings.model)
+    print(f"forgot the window learned for {settings.model}{where}" if forgot else
+          f"no window was learned for {settings.model}{where}; nothing to forget")
+    return EXIT_OK

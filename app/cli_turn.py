@@ -87,7 +87,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
                                           engine), run_progress([], args.project, conv_id))
         code = print_turn(closing(events, engine))
         if code == EXIT_OK:
-            _title(turn)
+            _title(turn, getattr(args, "title_model", False))
         return code
     except (NothingToContinue, NothingToRetry) as e:
         raise CliError(str(e)) from None
@@ -167,13 +167,20 @@ async def closing(events: AsyncIterator[EngineEvent], engine: Engine
         await engine.close()
 
 
-def _title(turn: Turn) -> None:
-    """Title an untitled conversation after its first answer (core/titles.py)."""
+def _title(turn: Turn, by_model: bool) -> None:
+    """Title an untitled conversation after its first answer (core/titles.py): from the
+    opening words, at once, unless a model's title was asked for (`--title-model`, or automatic
+    titles set on in Settings, the project or WORKBENCH_AUTO_TITLE): a command never waits for
+    a title it was not asked to wait for."""
     from core.titles import write_title
+
+    asked = by_model or (turn.settings.auto_title
+                         and turn.settings.sources.get("auto_title", "default") != "default")
+    settings = turn.settings.model_copy(update={"auto_title": asked})
 
     async def run() -> None:
         async for ev in write_title(turn.project.conversations, turn.engine.client,
-                                    turn.conv_id, turn.settings):
+                                    turn.conv_id, settings):
             print(for_stream(f"workbench: titled “{ev.title}”", sys.stderr), file=sys.stderr)
 
     asyncio.run(run())

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAIL, EXIT_TURN_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 64, 130
 COMMANDS = ("send", "continue", "retry", "import", "export", "list", "context", "agents", "mcp",
             "compact", "pin", "unpin", "exclude", "include", "fork", "run", "workflows", "trust",
-            "usage", "checkpoints", "restore", "diff")
+            "usage", "checkpoints", "restore", "diff", "forget-window")
 
 
 class CliError(Exception):

@@ -23,10 +23,10 @@ from core.context.builder import BudgetError, BuiltRequest
 from core.context.instructions import FILES
 from core.context.report import BuildReport
 from core.context.report_text import tooltip_html, usage_state
-from core.context.server_window import is_local
 from core.context.service import ProjectContext
 from core.cost import cap_refusal, money, prompt_cost, spend
 from core.give_way import lower_priority
+from core.llm.compat import is_local
 from core.llm.tokens import encoding_for_model, encoding_loaded
 from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, SettingsError
@@ -89,7 +89,9 @@ class UsageMeter:
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
         self._last: tuple[str, Callable[[], list[ConversationMessage]]] | None = None
         self._watcher: QFileSystemWatcher | None = None  # the project's AGENTS.md
-        self._instructions_timer = QTimer()  # an editor's save is several changes: one count
+        # an editor's save is several changes: one count (the timer and the watcher are the
+        # window's: a change after it closed reaches nothing)
+        self._instructions_timer = QTimer(window)
         self._instructions_timer.setSingleShot(True)
         self._instructions_timer.setInterval(300)
         self._instructions_timer.timeout.connect(self._instructions_changed)
@@ -101,7 +103,7 @@ class UsageMeter:
         if found is None:
             return
         if self._watcher is None:
-            self._watcher = QFileSystemWatcher()
+            self._watcher = QFileSystemWatcher(self.window)
             self._watcher.fileChanged.connect(lambda _p: self._instructions_timer.start())
             self._watcher.directoryChanged.connect(lambda _p: self._instructions_timer.start())
         wanted = [str(found.root)] + [str(found.root / n) for n in FILES

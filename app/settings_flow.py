@@ -212,7 +212,13 @@ class SettingsFlow(QObject):
                                        if budget is not None else None)
 
     def _on_dialog_forget_window_requested(self, model: str) -> None:
+        """`model`: a name Settings listed (`<address>|<model>` for a server's)."""
+        from core.llm import compat
+
         self.calibration.forget_window(model)
+        address, _, name = model.rpartition("|")
+        if address:  # what the server was found to need is learned again too
+            compat.forget(address, name)
         self.changed.emit()
 
     def _on_dialog_accepted(self) -> None:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3
+MAX_SAME_RETRIES = 2  # a refusal repeated word for word (a server's 500 on what it cannot read)
 PARTIAL_FLUSH_S = 1.0  # the text being received reaches disk at least this often
 
 
@@ -231,6 +232,7 @@ class Exchange:
     async def _receive(self) -> AsyncIterator[EngineEvent]:
         """Stream the answer, recovering as the module's doc says."""
         attempt = overflows = 0
+        previous: str | None = None  # the last refusal's body
         last_flush = time.monotonic() - PARTIAL_FLUSH_S + 0.2  # first flush soon after text
         while True:
             try:
@@ -251,6 +253,7 @@ class Exchange:
                             self.got.usage = {**self.got.usage, "estimated": True}
                     elif isinstance(ev, Finished):
                         self.got.finish = ev.reason
+                self.engine.context.keep_profile(self.settings)  # what the server showed
                 return
             except ContextOverflow as e:
                 if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:
@@ -269,6 +272,9 @@ class Exchange:
                                   "Agent mode needs a model that supports them.")
             except LLMError as e:
                 limit = min(self.settings.auto_retries, len(self.engine.retry_delays))
+                if e.details and e.details == previous:  # the same answer again: not temporary
+                    limit = min(limit, MAX_SAME_RETRIES)
+                previous = e.details
                 if self.got.parts or not e.retryable or attempt >= limit:
                     raise
                 delay = e.retry_after if e.retry_after is not None \
@@ -294,7 +300,7 @@ class Exchange:
         window = e.limit or int(self.built.report.window * 0.75)
         calibration = self.engine.context.calibration
         if e.limit and calibration is not None:
-            calibration.remember_window(self.settings.model, e.limit)
+            calibration.remember_window(self.settings.model, e.limit, self.settings.api_base)
         if e.prompt_tokens and calibration is not None:  # the provider counted this request
             calibration.observe(self.settings.model, self.built.report.used, e.prompt_tokens)
         try:

@@ -71,13 +71,17 @@ _WRAPPING = re.compile(r'^(?:title\s*:\s*)?[\s"\'“”‘’«»*#`_]+|[\s"\'�
 
 
 def clean_title(answer: str) -> str | None:
-    """The model's answer as a title: its first line, without quotes, markup or a full stop;
-    None when nothing usable is left."""
+    """The model's answer as a title: its first line, without quotes, markup or a full stop,
+    cut to about six words (a small model's titles are sentences); None when nothing usable is
+    left."""
     line = next((ln for ln in answer.splitlines() if ln.strip()), "")
     line = re.sub(r"^\s*title\s*:\s*", "", line, flags=re.IGNORECASE)
-    title = " ".join(_WRAPPING.sub("", line).split())
-    if not title:
+    words = _WRAPPING.sub("", line).split()
+    if not words:
         return None
+    if len(words) > TITLE_WORDS + 2:  # a sentence, not a title: its first words
+        return " ".join(words[:TITLE_WORDS]).rstrip(",;:") + "…"
+    title = " ".join(words)
     return title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS - 1].rstrip() + "…"
 
 

@@ -68,9 +68,11 @@ def _no_secret_in(what: str, text: str) -> None:
 def forget_remembered_keys() -> Iterator[None]:
     """Keys a test made known (an MCP server's `env`) are redacted in that test only."""
     yield
+    from core.llm import compat
     from core.redact import forget_all
 
     forget_all()
+    compat.forget_all()  # what a loopback server showed it needs is the test's own
 
 
 @pytest.fixture

@@ -135,8 +135,9 @@ class SettingsDialog(QDialog):
         self.context_window.setToolTip(
             "The model's input window in tokens. Automatic asks a local server (vLLM, "
             "llama.cpp, LM Studio, Ollama) or uses litellm's map; set it when those are wrong. "
-            "A smaller limit the server or the provider states wins: a request built for more "
-            "would be refused.")
+            "A smaller limit the server states wins: a request built for more would be "
+            "refused. A limit a server stated when it refused a request is remembered for that "
+            "server; the window set here wins over it.")
         self.window_applied = QLabel(window_applied or "", self)
         self.window_applied.setObjectName("window_applied")
         self.window_applied.setWordWrap(True)
@@ -224,7 +225,9 @@ class SettingsDialog(QDialog):
             note.setWordWrap(True)
             layout.addWidget(note)
             for model_name, limit in sorted(remembered_windows.items()):
-                item = QListWidgetItem(f"{model_name}: {limit:,} tokens")
+                address, _, model = model_name.rpartition("|")  # "<address>|<model>"
+                where = f"{model} at {address}" if address else model
+                item = QListWidgetItem(f"{where}: {limit:,} tokens")
                 item.setData(Qt.ItemDataRole.UserRole, model_name)
                 self.windows.addItem(item)
             self.windows.setMaximumHeight(90)

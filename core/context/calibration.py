@@ -46,31 +46,43 @@ class Calibration:
             entry = self._load().get(model)
             return float(entry["factor"]) if entry and "factor" in entry else 1.0
 
-    def window(self, model: str) -> int | None:
-        """A context limit the provider itself stated for `model` (from an overflow error)."""
+    def window(self, model: str, api_base: str | None = None) -> int | None:
+        """A context limit the provider itself stated for `model` (from an overflow error):
+        the server's at `api_base` (a limit learned from one server is not another's)."""
         with self._lock:
-            value = self._load().get(f"window:{model}")
-            return int(value["tokens"]) if value else None
+            value = self._load().get(_window_key(model, api_base))
+            return int(value["tokens"]) if isinstance(value, dict) and "tokens" in value \
+                else None
 
     def remembered_windows(self) -> dict[str, int]:
-        """Every context limit a provider stated, by model (shown in Settings)."""
+        """Every context limit a provider stated, by model or `<address>|<model>` (shown in
+        Settings; `forget_window` takes the same names)."""
         with self._lock:
             return {key.removeprefix("window:"): int(value["tokens"])
                     for key, value in self._load().items()
                     if key.startswith("window:") and isinstance(value, dict) and "tokens" in value}
 
-    def forget_window(self, model: str) -> None:
-        """Drop the limit remembered for `model` (the user found it wrong)."""
+    def forget_window(self, model: str, api_base: str | None = None) -> bool:
+        """Drop the limit remembered for `model` at `api_base` (the user found it wrong), with
+        what its server said of it (asked again); `model` may be a name `remembered_windows`
+        gave. True when there was anything to forget."""
+        if api_base is None and "|" in model:
+            api_base, model = model.rsplit("|", 1)
         with self._lock:
             data = self._load()
-            # what the provider said of the model goes together: its limit and its tools
-            probes = [k for k in data if k.startswith("probe:") and k.endswith(f"|{model}")]
-            if (data.pop(f"window:{model}", None), data.pop(f"no_tools:{model}", None)) \
-                    != (None, None) or probes:
-                for key in probes:  # and what its servers said: asked again
-                    del data[key]
+            keys = [_window_key(model, api_base), f"no_tools:{model}"]
+            if api_base:
+                keys += [_probe_key(api_base, model), _profile_key(api_base, model)]
+            else:  # the model wherever it is served
+                keys += [k for k in data if k.startswith(("probe:", "profile:", "window:"))
+                         and k.endswith(f"|{model}")]
+            found = [k for k in keys if k in data]
+            for key in found:
+                del data[key]
+            if found:
                 self._changed(data)
         self._flush()
+        return bool(found)
 
     def refuses_tools(self, model: str) -> bool:
         """The model's server refused a request that offered tools (remembered, so every
@@ -85,10 +97,10 @@ class Calibration:
             self._changed(data)
         self._flush()
 
-    def remember_window(self, model: str, tokens: int) -> None:
+    def remember_window(self, model: str, tokens: int, api_base: str | None = None) -> None:
         with self._lock:
             data = self._load()
-            data[f"window:{model}"] = {"tokens": tokens}
+            data[_window_key(model, api_base)] = {"tokens": tokens}
             self._changed(data)
         self._flush()
 
@@ -118,6 +130,22 @@ class Calibration:
             if tools_counted is not None:
                 entry["tools_counted"] = float(tools_counted)
             data[_probe_key(api_base, model)] = entry
+            self._changed(data)
+        self._flush()
+
+    def profile(self, api_base: str, model: str) -> dict[str, float] | None:
+        """What the server at `api_base` showed it needs for `model` (core.llm.compat)."""
+        with self._lock:
+            entry = self._load().get(_profile_key(api_base, model))
+        return dict(entry) if isinstance(entry, dict) else None
+
+    def remember_profile(self, api_base: str, model: str, values: dict[str, float]) -> None:
+        with self._lock:
+            data = self._load()
+            key = _profile_key(api_base, model)
+            if data.get(key) == values:
+                return
+            data[key] = dict(values)
             self._changed(data)
         self._flush()
 
@@ -203,3 +231,11 @@ class Calibration:
 
 def _probe_key(api_base: str, model: str) -> str:
     return f"probe:{api_base.rstrip('/')}|{model}"
+
+
+def _profile_key(api_base: str, model: str) -> str:
+    return f"profile:{api_base.rstrip('/')}|{model}"
+
+
+def _window_key(model: str, api_base: str | None) -> str:
+    return f"window:{api_base.rstrip('/')}|{model}" if api_base else f"window:{model}"

@@ -16,14 +16,14 @@ command. A failed request to it makes it asked again.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
+
+from core.llm import compat
 
 TIMEOUT_S = 1.0
 RETRY_S = 60.0  # a server that did not answer is asked again after this long
@@ -84,18 +84,6 @@ def unanswered(api_base: str | None, model: str) -> bool:
         return _key(api_base, model) in _unanswered
 
 
-def is_local(api_base: str) -> bool:
-    """A server on this machine or the local network (asking it costs nobody anything)."""
-    host = (urlsplit(api_base).hostname or "").lower()
-    if host == "localhost" or host.endswith(".local"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
-
-
 def count_prompt(api_base: str, model: str, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]] | None = None) -> int | None:
     """The server's own count of a prompt: `messages` (and `tools`) sent unstreamed for one
@@ -105,12 +93,18 @@ def count_prompt(api_base: str, model: str, messages: list[dict[str, Any]],
                             "stream": False}
     if tools:
         body["tools"] = tools
-    try:
-        data = _post(f"{api_base.rstrip('/')}/chat/completions", body, COUNT_TIMEOUT_S)
-        value = (data.get("usage") or {}).get("prompt_tokens")
-        return int(value) if value else None
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
+        if compat.profile(api_base, model).tool_choice:
+            body["tool_choice"] = "auto"  # as a request of the conversation offers them
+    # behind the server's running answer, never cutting it (see core.llm.compat)
+    with compat.one_at_a_time_sync(api_base, model, COUNT_TIMEOUT_S) as turn:
+        if not turn:
+            return None
+        try:
+            data = _post(f"{api_base.rstrip('/')}/chat/completions", body, COUNT_TIMEOUT_S)
+            value = (data.get("usage") or {}).get("prompt_tokens")
+            return int(value) if value else None
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
 
 
 def forget(api_base: str | None, model: str) -> None:

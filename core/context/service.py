@@ -8,10 +8,10 @@ smallest of
 
     what the user set (the conversation's own context_window, else the settings': CLI,
     environment, project, global), what the model's server says (vLLM, llama.cpp, LM Studio,
-    Ollama; asked once), and a limit the provider stated when it refused a request
+    Ollama; asked once), and a limit the provider stated when it refused a request (kept per
+    address and model; only when the user set no window: a window the user states wins)
 
-and only when none of them is known, litellm's model map, else a default. A provider is never
-sent a request built for more than it said it takes.
+and only when none of them is known, litellm's model map, else a default.
 
 and one incremental build cache per conversation (a few are kept; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).
@@ -44,12 +44,13 @@ from core.context.server_window import (
     PROBE_TOOL,
     cached_window,
     count_prompt,
-    is_local,
     server_window,
     unanswered,
 )
 from core.context.server_window import forget as forget_server
 from core.context.view import to_json as view_json
+from core.llm import compat
+from core.llm.compat import is_local
 from core.llm.tokens import REPLY_PRIMER, TokenCounter, encoding_for_model
 from core.log_writer import LogWriter
 from core.mcp import SEP, McpHub
@@ -194,8 +195,9 @@ class ProjectContext:
         if conv_id is not None:
             meta = meta or self.store.meta(conv_id)
             window = meta.context_window or window  # the most specific
-        if known_window is None and self.calibration is not None:
-            known_window = self.calibration.window(settings.model)
+        if known_window is None and self.calibration is not None and not window:
+            # a limit learned from this server's refusal; a window the user stated wins
+            known_window = self.calibration.window(settings.model, settings.api_base)
         served = None
         if usable_override is None:  # the smallest stated figure applies (see resolve_budget)
             served = self.served_window(settings, ask_servers)
@@ -213,6 +215,7 @@ class ProjectContext:
         base, model = settings.api_base, settings.model
         if not base:
             return None
+        self.keep_profile(settings)
         if self.calibration is not None:
             known, tokens = self.calibration.probed(base, model)
             if known:
@@ -220,10 +223,26 @@ class ProjectContext:
         if not ask:
             return cached_window(base, model)
         tokens = server_window(base, model)
+        if is_local(base) and compat.busy(base, model):
+            return tokens  # an answer is under way there: a later build counts, never cutting it
         if self.calibration is not None and not unanswered(base, model):
             counted = self._count_probe(base, model) if is_local(base) else None
             self.calibration.remember_probe(base, model, tokens, counted)
         return tokens
+
+    def keep_profile(self, settings: LLMSettings) -> None:
+        """What the server showed it needs (core.llm.compat), kept beside its window: taken
+        from the calibration file by a new process, written there once learned."""
+        base, model = settings.api_base, settings.model
+        if not base or self.calibration is None:
+            return
+        learned = compat.learned(base, model)
+        if learned is None:
+            kept = self.calibration.profile(base, model)
+            if kept:
+                compat.seed(base, model, kept)
+        else:
+            self.calibration.remember_profile(base, model, learned)
 
     def _count_probe(self, base: str, model: str) -> bool | None:
         """A local server's own count of a sample request, once: a count to calibrate
@@ -419,8 +438,10 @@ class ProjectContext:
 
     def budget_message(self, e: BudgetError, settings: LLMSettings) -> str:
         """Why nothing fits, with the way out when a remembered provider limit is the cause."""
-        remembered = self.calibration.window(settings.model) if self.calibration else None
+        remembered = self.calibration.window(settings.model, settings.api_base) \
+            if self.calibration and not settings.context_window else None
         if remembered is None:
             return str(e)
         return (f"{e} The window assumed is {remembered:,} tokens, a limit the provider stated "
-                "earlier for this model; if that is wrong, reset it in Settings.")
+                "earlier for this model; if that is wrong, reset it in Settings or with "
+                "`workbench forget-window PROJECT`, or state the window (--context-window).")

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
+from core.llm import compat
 from core.llm.answer import StreamReader, usage_of, whole_events
 from core.llm.errors import LLMError
 from core.llm.events import LLMRequest, StreamEvent, TextDelta
@@ -42,54 +43,79 @@ class OpenAITransport:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         where = destination(request)
-        body = request_body(request)
+        profile = compat.profile(where.api_base, request.model)
+        body = request_body(request, profile)
         client = _client(where)
-        try:
-            stream = await _post(client, body, request.timeout, stream=True)
-        except Exception as e:  # every provider failure is translated here
-            raise _translated(e, request, where) from e
-
-        reader = StreamReader()
-        usage_sent = False
-        try:
-            async for chunk in stream:
-                # Give the GIL to the window's thread between chunks (see via_litellm).
-                time.sleep(0)
-                usage = usage_of(chunk)
-                if usage is not None:
-                    usage_sent = True
-                    yield usage
-                text = reader.read(chunk)
-                if text:
-                    yield TextDelta(text)
-                reader.check()
-        except LLMError:
-            raise
-        except Exception as e:
-            raise _translated(e, request, where, mid_stream=True) from e
-        finally:
-            await stream.close()  # a Stop, an error or the end: the connection is given back
-
-        if not reader.finish and not reader.received:
-            # Nothing at all: llama.cpp's server answers a streamed request it refuses (a prompt
-            # over its context, tools it cannot stream) with an empty 200. The same request
-            # once without streaming reads its real answer.
-            whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-            try:
-                answer = await _post(client, whole, request.timeout, stream=False)
-            except Exception as e:
-                raise _translated(e, request, where) from e
-            for event in whole_events(answer):
+        async with compat.one_at_a_time(where.api_base, request.model):
+            if request.tools and not profile.streams_tools:
+                # the server refused a streamed tool round before: asked whole, once
+                async for event in _whole(client, body, request, where):
+                    yield event
+                return
+            async for event in _streamed(client, body, request, where):
                 yield event
-            return
-        if not usage_sent and reader.finish:
-            yield reader.estimate(request.model, request.messages)
-        for event in reader.ending(reader.finish):
+
+
+async def _streamed(client: Any, body: dict[str, Any], request: LLMRequest,
+                    where: Destination) -> AsyncIterator[StreamEvent]:
+    try:
+        stream = await _post(client, body, request.timeout, stream=True)
+    except Exception as e:  # every provider failure is translated here
+        raise _translated(e, request, where) from e
+
+    reader = StreamReader()
+    usage_sent = False
+    try:
+        async for chunk in stream:
+            # Give the GIL to the window's thread between chunks (see via_litellm).
+            time.sleep(0)
+            usage = usage_of(chunk)
+            if usage is not None:
+                usage_sent = True
+                yield usage
+            text = reader.read(chunk)
+            if text:
+                yield TextDelta(text)
+            reader.check()
+    except LLMError:
+        raise
+    except Exception as e:
+        raise _translated(e, request, where, mid_stream=True) from e
+    finally:
+        await stream.close()  # a Stop, an error or the end: the connection is given back
+
+    if not reader.finish and not reader.received:
+        # Nothing at all: llama.cpp's server answers a streamed request it refuses (a prompt
+        # over its context, tools it cannot stream) with an empty 200. The same request
+        # once without streaming reads its real answer; a tool round it answers so is asked
+        # so from then on.
+        async for event in _whole(client, body, request, where):
             yield event
+        if request.tools:
+            compat.learn(where.api_base, request.model, streams_tools=False)
+        return
+    if not usage_sent and reader.finish:
+        yield reader.estimate(request.model, request.messages)
+    for event in reader.ending(reader.finish):
+        yield event
 
 
-def request_body(request: LLMRequest) -> dict[str, Any]:
-    """The chat-completions body of `request`, as litellm builds it for an OpenAI model."""
+async def _whole(client: Any, body: dict[str, Any], request: LLMRequest,
+                 where: Destination) -> AsyncIterator[StreamEvent]:
+    """`body` asked without streaming, its answer as the events a stream would give."""
+    whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    try:
+        answer = await _post(client, whole, request.timeout, stream=False)
+    except Exception as e:
+        raise _translated(e, request, where) from e
+    for event in whole_events(answer):
+        yield event
+
+
+def request_body(request: LLMRequest, profile: compat.Profile = compat.HOSTED
+                 ) -> dict[str, Any]:
+    """The chat-completions body of `request`, as litellm builds it for an OpenAI model, with
+    what the server's `profile` needs (see core.llm.compat)."""
     name = request.model.split("/", 1)[1] if request.model.startswith("openai/") else \
         request.model
     o_series = _O_SERIES.match(name) is not None and (
@@ -99,7 +125,7 @@ def request_body(request: LLMRequest) -> dict[str, Any]:
     as_user = o_series and not (model_info(name) or {}).get("supports_system_messages")
     body: dict[str, Any] = {
         "model": name,
-        "messages": [_message(m, as_user) for m in request.messages],
+        "messages": [_message(m, as_user, profile.empty_content) for m in request.messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -110,14 +136,20 @@ def request_body(request: LLMRequest) -> dict[str, Any]:
         body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = list(request.tools)
+        if profile.tool_choice:
+            body["tool_choice"] = "auto"
     return body
 
 
-def _message(m: dict[str, Any], system_as_user: bool) -> dict[str, Any]:
+def _message(m: dict[str, Any], system_as_user: bool, empty_content: bool = False
+             ) -> dict[str, Any]:
     """A message as litellm sends it to an OpenAI model: a field without a value left out (an
-    assistant's tool calls without text: no "content": null)."""
+    assistant's tool calls without text: no "content": null), or `empty_content`: given as ""
+    (what llama-cpp-python's templates need)."""
     if system_as_user and m.get("role") == "system":
         return {"content": m.get("content"), "role": "user"}
+    if empty_content and m.get("tool_calls") and not m.get("content"):
+        return {**{k: v for k, v in m.items() if v is not None}, "content": ""}
     return m if None not in m.values() else {k: v for k, v in m.items() if v is not None}
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.helpers import llama_cpp
+
 MODEL = "openai/test-model"  # what tests pass to litellm, with api_base=server.url
 
 
@@ -123,6 +125,13 @@ class FakeLLMServer:
         # True: a streamed request with tools gets an empty 200 (llama-cpp-python: "Automatic
         # streaming tool choice is not supported"); the same request not streamed is answered.
         self.no_streamed_tools = False
+        # True: behave as llama-cpp-python's server with `--chat_format
+        # chatml-function-calling` (see tests/helpers/llama_cpp.py): tools unseen without a
+        # tool_choice, HTTP 500 on a tool-call message without content "", a new request ends
+        # a running stream; with no usage in streams and no streamed tools (set with it).
+        self.llama_cpp_python = False
+        self.cut_streams = 0  # streams a later request ended (llama_cpp_python)
+        self._running: set[threading.Event] = set()  # the streams under way
         self.first_request = threading.Event()
         self.left = threading.Event()  # a client went away mid-answer (a stopped stream)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -208,6 +217,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {"_raw": raw.decode("utf-8", "replace")}
+            wire = body  # as it came (what the server reads may leave the tools out)
+            if server.llama_cpp_python:
+                refusal, body = llama_cpp.received(server, body)
+                if refusal is not None:
+                    self.close_connection = True
+                    self._error(refusal)
+                    return
             if _is_count(body):
                 server.probes.append("count" + ("+tools" if body.get("tools") else ""))
                 counted = body if server.count_tools else {**body, "tools": None}
@@ -215,7 +231,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._complete(counted, Answer("x"))
                 return
             server.requests.append(
-                RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()},
+                RecordedRequest(self.path, wire, {k.lower(): v for k, v in self.headers.items()},
                                 time.time(), raw)
             )
             server.first_request.set()
@@ -349,6 +365,16 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
         def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+            ended = threading.Event()  # a later request ended this stream (llama_cpp_python)
+            with server._lock:
+                server._running.add(ended)
+            try:
+                self._streamed(body, reply, ended)
+            finally:
+                with server._lock:
+                    server._running.discard(ended)
+
+        def _streamed(self, body: dict[str, Any], reply: Reply, ended: threading.Event) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -362,7 +388,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     if reply.first_delay:
                         time.sleep(reply.first_delay)
                     parts = reply.chunks if reply.chunks is not None else _split(reply.text)
-                    self._text(model, parts, reply.delay)
+                    if not self._text(model, parts, reply.delay, ended):
+                        return
                     self._event(_chunk(model, {}, reply.finish_reason))
                     if want_usage:
                         self._event(_usage_chunk(model, _usage(body, reply.text, reply.usage,
@@ -394,7 +421,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError, OSError):
                 server.left.set()  # the client went away (a stopped stream): nothing more
 
-        def _text(self, model: str, parts: list[str], delay: float) -> None:
+        def _text(self, model: str, parts: list[str], delay: float,
+                  ended: threading.Event | None = None) -> bool:
+            """False when a later request ended the stream (its connection dropped)."""
             for i, part in enumerate(parts):
                 delta = {"content": part}
                 if i == 0:
@@ -402,6 +431,11 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._event(_chunk(model, delta))
                 if delay:
                     time.sleep(delay)
+                if ended is not None and ended.is_set():
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return False
+            return True
 
         def _event(self, data: Any) -> None:
             text = data if isinstance(data, str) else json.dumps(data)

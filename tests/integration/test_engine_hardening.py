@@ -119,10 +119,11 @@ def test_a_tiny_stated_limit_is_a_clear_context_error_that_settings_can_reset(
     entry = log_entries(project_dir)[-1]
     assert entry["error"]["type"] == "context_overflow" and not entry["error"].get("retryable")
     calibration = Calibration(SettingsStore().folder / "calibration.json")
-    assert calibration.remembered_windows() == {MODEL: 100}
+    assert calibration.remembered_windows() == {f"{llm_server.url}|{MODEL}": 100}
     code, _, err = send(capsys, project_dir, llm_server, "hello again")  # fails at once...
     assert code == 2 and "reset it in Settings" in err and len(llm_server.requests) == 1
     calibration.forget_window(MODEL)  # ...until the user resets the remembered limit
+    # (the model's, wherever it is served; `workbench forget-window` names one server)
     llm_server.script(Answer("fits now"))
     code, out, _ = send(capsys, project_dir, llm_server, "third try")
     assert code == 0 and out == "fits now\n"
@@ -288,12 +289,12 @@ def test_a_runaway_answer_is_never_retried_behind_the_users_back(
     assert len(llm_server.requests) == 1
 
 
-def test_a_stated_limit_below_the_window_you_set_is_the_one_requests_are_built_for(
+def test_a_stated_limit_below_the_window_you_set_is_kept_and_your_window_wins(
     capsys, project_dir: Path, llm_server, monkeypatch
 ) -> None:
     """Settings says 16,000; the server refuses at 6,000: the request is rebuilt within 6,000
-    and answered, and every later request (and `workbench context`) counts against 6,000 and
-    says which limit applies."""
+    and answered; the limit is remembered for the server, but the window the user stated wins
+    over it (issue 47): later requests are built for 16,000, and a refusal is survived again."""
     from core.llm.tokens import TokenCounter
     from tests.helpers.trajectories import make_agent_session
 
@@ -308,13 +309,15 @@ def test_a_stated_limit_below_the_window_you_set_is_the_one_requests_are_built_f
     assert code == 0 and out == "fits now\n", err
     first, second = (r.body["messages"] for r in llm_server.requests)
     assert len(json.dumps(second)) < len(json.dumps(first))
-    code, out, err = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL, "--json")
+    code, out, err = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL,
+                         "--api-base", llm_server.url, "--json")
     report = json.loads(out)["report"]
-    assert report["window"] == 6000 and report["budget_source"] == "provider"
-    assert "16,000" in report["budget_note"] and "6,000" in report["budget_note"]
-    llm_server.script(Answer("still fits"))
+    assert report["window"] == 16000 and report["budget_source"] == "override"
+    assert Calibration(SettingsStore().folder / "calibration.json").window(
+        MODEL, llm_server.url) == 6000
+    llm_server.script(ContextLengthError(limit=6000, requested=9000), Answer("still fits"))
     assert send(capsys, project_dir, llm_server, "more")[:2] == (0, "still fits\n")
-    assert len(llm_server.requests) == 3  # built within the stated limit at once
+    assert len(llm_server.requests) == 4  # refused once more, then rebuilt within it
     assert llm_server.requests[-1].body["max_tokens"] <= 6000 // 2
 
 

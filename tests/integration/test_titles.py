@@ -33,6 +33,31 @@ def test_a_model_answer_becomes_a_clean_title() -> None:
     assert opening_title("How do I\nrebase onto main?") == "How do I"
     assert opening_title("please look at the failing test in the parser module") == \
         "please look at the failing test…"
+    # a small model's "title" is a sentence: its first words (SmolLM2's, from the real check)
+    assert clean_title("This is a great title for the conversation. It has a positive tone") \
+        == "This is a great title for…"
+    assert clean_title("Your request was fulfilled") == "Your request was fulfilled"
+
+
+def test_send_new_titles_from_the_opening_words_without_waiting_for_a_model(
+        capsys, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+    monkeypatch.delenv("WORKBENCH_AUTO_TITLE", raising=False)
+    llm_server.script(Answer("Paris is the capital."))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
+                       llm_server.url, "What is the capital of France?")
+    assert code == 0 and "titled “What is the capital of France?”" in err
+    assert len(llm_server.requests) == 1  # no title request: the command did not wait for one
+
+
+def test_send_new_with_title_model_asks_the_model(
+        capsys, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+    monkeypatch.delenv("WORKBENCH_AUTO_TITLE", raising=False)
+    llm_server.script(Answer("Paris is the capital."),
+                      Answer("The capital of France is Paris, a city of two million\nmore"))
+    code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
+                       llm_server.url, "--title-model", "What is the capital of France?")
+    assert code == 0 and "titled “The capital of France is Paris…”" in err
+    assert len(llm_server.requests) == 2
 
 
 def test_send_new_is_titled_by_the_summary_model(capsys, project_dir, llm_server: FakeLLMServer,

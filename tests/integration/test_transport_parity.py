@@ -10,7 +10,7 @@ import json
 import struct
 import zlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from core.attachments import AttachmentStore, attach_bytes
 from core.engine import Engine, TurnFinished, TurnOptions
 from core.factory import build_engine
+from core.llm import compat
 from core.llm.adapter import LLMClient, LLMRequest, StreamEvent, Usage
 from core.llm.tokens import TokenCounter
 from core.llm.via_litellm import LitellmTransport
@@ -32,7 +33,9 @@ CHAT = TurnOptions()
 
 class BothPaths(LLMClient):
     """Sends each request the engine makes through litellm, then through the SDK; the engine
-    goes on with litellm's events. `runs`: per request, each path's wire bodies and events."""
+    goes on with litellm's events. `runs`: per request, each path's wire bodies and events.
+    The loopback server is spoken to as OpenAI's own API is (core.llm.compat's HOSTED profile,
+    nothing learned): what a local server needs is tested in test_local_compat.py."""
 
     def __init__(self, server: FakeLLMServer) -> None:
         self.server = server
@@ -41,6 +44,7 @@ class BothPaths(LLMClient):
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         paths = []
         for transport in (LitellmTransport(), OpenAITransport()):
+            compat.seed(request.api_base or "", request.model, asdict(compat.HOSTED))
             before = len(self.server.requests)
             events = [event async for event in transport.stream(request)]
             paths.append(([r.body for r in self.server.requests[before:]], events))

@@ -7,10 +7,11 @@ import pytest
 
 from app.compaction_flow import CompactionFlow
 from core.engine import CompactionFinished
+from core.llm import compat
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
-from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError, summary_text
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, summary_text
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import agent_session_project
 from ui.transcript_model import Row, RowKind
@@ -190,6 +191,8 @@ def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
 
 def test_a_summary_that_lands_while_an_answer_streams_sits_before_it_and_the_text_stays(
         qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    # a provider that takes two requests at once (a local server waits: the test below)
+    compat.seed(llm_server.url, MODEL, {"one_at_a_time": False})
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     model = window.transcript_model
     done = finished_events(controller.compaction)
@@ -211,3 +214,26 @@ def test_a_summary_that_lands_while_an_answer_streams_sits_before_it_and_the_tex
     texts = [model.row(i).text for i in range(model.rowCount())]
     assert texts[-1] == answer.strip() or texts[-1] == answer
     assert model.row(model.rowCount() - 2).message.kind == "summary"
+
+
+def test_a_compact_during_a_send_to_llama_cpp_python_cuts_neither(
+        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+    """llama-cpp-python ends a running stream when another request arrives: the summary waits
+    its turn behind the answer, and both are whole."""
+    llm_server.llama_cpp_python = True
+    conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
+    model = window.transcript_model
+    done = finished_events(controller.compaction)
+    answer = "".join(f"word{i} " for i in range(60))
+    llm_server.script(Answer(answer, delay=0.02), Answer(SUMMARY))
+    type_and_send(qtbot, window, "carry on")
+    qtbot.waitUntil(lambda: (model.streaming_row() or Row(RowKind.USER, "")).text
+                    .startswith("word0 word1"), timeout=20_000)
+    assert controller.compaction.compact_with("")
+    qtbot.waitUntil(lambda: bool(done) and not controller.busy(), timeout=30_000)
+    assert done[0].status == "ok" and llm_server.cut_streams == 0
+    texts = [model.row(i).text for i in range(model.rowCount())]
+    assert answer.strip() in [t.strip() for t in texts]
+    streamed, summary = llm_server.requests[-2:]
+    assert summary.arrived >= streamed.arrived and summary.body["messages"] != \
+        streamed.body["messages"]
