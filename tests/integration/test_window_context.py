@@ -137,10 +137,10 @@ def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_d
     """litellm takes seconds to import; the meter needs only the tokenizer (loaded first), so
     it shows the figures at once, and the status says a message sent now leaves when the
     library is in."""
+    import threading
+
     from core.llm import litellm_loader, runtime
     from core.llm.tokens import get_encoding
-
-    import threading
 
     get_encoding("cl100k_base")  # the background import's first step
     # a provider litellm translates (an OpenAI-compatible one never waits for litellm)
