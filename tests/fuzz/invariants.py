@@ -114,5 +114,8 @@ def ran_calls(messages: list[ConversationMessage]) -> set[str]:
 
 
 def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages without null fields (litellm leaves out `"content": null`)."""
-    return [{k: v for k, v in m.items() if v is not None} for m in messages]
+    """Messages as the wire may carry them: without null fields (litellm leaves out
+    `"content": null`), and an assistant's tool calls without text the same whether their
+    content is left out or "" (what a local server's profile sends: core.llm.compat)."""
+    return [{k: v for k, v in m.items() if v is not None
+             and not (k == "content" and v == "" and m.get("tool_calls"))} for m in messages]

@@ -203,6 +203,9 @@ class Workbench(RuleBasedStateMachine):
                 async for ev in gen:
                     turn.events.append(ev)
                     n = len(turn.events)
+                    if isinstance(ev, EntryAppended) and ev.message.role == "assistant":
+                        # the request it answers is the last one in by now (one per round)
+                        self.produced.setdefault(ev.message.id, len(self.server.requests) - 1)
                     if isinstance(ev, QuestionAsked) and n != stop_at:
                         ev.question.answer(choice, "not now" if choice == DENY else "")
                     if n == pin_at:  # the user pins their first message while it runs
@@ -240,10 +243,6 @@ class Workbench(RuleBasedStateMachine):
             self.request_images += [self.images] * new
             self.request_conv += [conv] * new
             self.server._replies.clear()  # what the model was scripted to say and did not
-        last_request = len(self.server.requests) - 1
-        for e in turn.events:
-            if isinstance(e, EntryAppended) and e.message.role == "assistant":
-                self.produced.setdefault(e.message.id, last_request)
         self.check_stop(turn)
         return turn
 

@@ -222,3 +222,22 @@ def test_regenerate_when_no_message_of_the_users_is_sent(machine: Workbench) -> 
     send(m, "hi")
     m.annotate(which=0, entry=0, action="exclude")
     m.regenerate(which=0, entry=0, mode="chat", script=([], 0))
+
+
+def test_regenerate_an_answer_of_a_multi_round_retry_and_the_local_servers_empty_content(
+        machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: every answer of a turn was taken for an answer to
+    the turn's last request, so regenerating the first round of a Retry looked like calls
+    dropped; and the local server's `content: ""` on a tool-call message looked like a
+    request other than the preview (the wire form is the same message)."""
+    m = machine
+    m.crash(crash_at=8, mode="chat", script=([([0], False)], 0), which=0)
+    check(m)
+    m.crash(crash_at=4, mode="chat", script=([], 2), which=0)
+    check(m)
+    m.continue_or_retry(script=([([0, 0], False), ([0, 0], False)], 0), stop_at=None, which=0)
+    check(m)
+    m.continue_or_retry(script=([], 0), stop_at=None, which=0)
+    check(m)
+    m.regenerate(entry=223, mode=None, script=([], 0), which=0)
+    check(m)
