@@ -57,6 +57,19 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_key_in_the_apps_folders(isolated_env: Path) -> Iterator[None]:
+    """After every test: nothing the app wrote in its config, data, state and cache folders
+    holds a key (the project folder has its own check: `project_dir`). The user's own
+    `mcp.json` (a server's env tokens are theirs to keep), the approvals' random key and
+    tiktoken's decoded tables are not the app's writing."""
+    yield
+    for path in sorted(p for p in isolated_env.rglob("*") if p.is_file() and not p.is_symlink()
+                       and p.name not in ("mcp.json", "approvals.key")
+                       and "tokenizers" not in p.parts):
+        _no_secret_in(str(path.relative_to(isolated_env)), _head_and_tail(path))
+
+
 def _no_secret_in(what: str, text: str) -> None:
     """Fails the test when `text` holds a key: a key-shaped string, or the value of one of the
     environment's secret-named variables (the test's own fake keys included)."""

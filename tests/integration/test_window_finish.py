@@ -273,7 +273,8 @@ def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot, p
                       api_base="http://127.0.0.1:9/v1"),
         ProviderEntry(name="OpenAI", model="gpt-4.1", key_name="openai")]))
     window, controller = open_window(qtbot, project_dir)
-    controller.calibration.remember_window("openai/fake-model", 6000)
+    # learned from that server (a limit is the server's, not the model name's everywhere)
+    controller.calibration.remember_window("openai/fake-model", 6000, "http://127.0.0.1:9/v1")
     controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
     assert dialog is not None

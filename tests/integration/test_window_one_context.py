@@ -38,8 +38,11 @@ def agent_window(qtbot, project: Path):
     return window, controller
 
 
-def plain(messages: list[dict]) -> list[dict]:  # litellm leaves out "content": null
-    return [{k: v for k, v in m.items() if v is not None} for m in messages]
+def plain(messages: list[dict]) -> list[dict]:
+    """The wire form: no "content": null (litellm leaves it out), and a tool-call message's
+    empty content the same whether left out or "" (a local server's profile sends "")."""
+    return [{k: v for k, v in m.items() if v is not None
+             and not (k == "content" and v == "" and m.get("tool_calls"))} for m in messages]
 
 
 def meter_settled(controller, log_length: int):

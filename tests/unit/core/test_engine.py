@@ -296,7 +296,7 @@ def test_context_overflow_rebuilds_within_the_stated_limit_and_remembers_it(
     assert events[-1].status == "ok"
     first, second = (len(str(r.body["messages"])) for r in llm_server.requests)
     assert second < first  # the rebuilt request is smaller
-    assert calibration.window(MODEL) == 2500
+    assert calibration.window(MODEL, llm_server.url) == 2500  # learned for that server
     report = engine.context.build(None, project.conversations.load(conv.id).messages,
                                   settings(llm_server)).report
     assert report.window == 2500 and report.budget_source == "provider"
