@@ -42,6 +42,7 @@ T = TypeVar("T")
 
 
 CACHE_SAVED = "cache saved"  # what the prompt cache saved in the conversation (a prepared value)
+LOCAL = "local"  # the build's server is on this machine or the local network (a prepared value)
 
 
 class _Relay(QObject):
@@ -186,6 +187,7 @@ class UsageMeter:
             built.report.decision_counts()  # counted here, not on the window's thread
             prepared = {name: f(built, messages) for name, f in list(self.preparers.items())}
             prepared[CACHE_SAVED] = spend(messages).saved  # for the tooltip (cost_note)
+            prepared[LOCAL] = bool(settings.api_base) and is_local(settings.api_base or "")
             return lambda: self._apply(built.report, None, built, prepared)
 
         # A tokenizer not in yet is half a second of loading: aside too, and before anything
@@ -284,7 +286,7 @@ class UsageMeter:
         estimate = prompt_cost(r.model, tokens)
         if estimate is not None:
             note = f"Next request: about {money(estimate)} for its prompt"
-        elif self._local():
+        elif self.prepared.get(LOCAL):
             note = f"Next request: {r.model} runs on a local server (no price)"
         else:
             note = f"Next request: {r.model} has no price in litellm's map (cost unknown)"
@@ -292,13 +294,6 @@ class UsageMeter:
         if saved:
             note += f"; the provider's prompt cache has saved {money(saved)} so far"
         return note + "."
-
-    def _local(self) -> bool:
-        try:
-            base = self.settings.llm_settings().api_base
-        except SettingsError:
-            return False
-        return bool(base) and is_local(base or "")
 
     def within_cap(self, conv_id: str, settings: LLMSettings) -> bool:
         """A spending cap the conversation (or the project) has reached, or that this request
