@@ -14,7 +14,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections import OrderedDict, deque
@@ -75,6 +74,7 @@ from core.store.meta import DEFAULT_TITLE as DEFAULT_TITLE  # their home is core
 from core.store.meta import ConversationMeta as ConversationMeta
 from core.store.meta import ConversationSummary as ConversationSummary
 from core.store.search_index import SearchIndex, searchable
+from core.store.tally import tally
 
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"
@@ -100,10 +100,6 @@ class LoadedConversation:
     pending_partial: str | None = None
 
 
-# An entry's cost (core.cost): its own key, which no provider's usage object has.
-COST_KEY = re.compile(rb'(?<!\\)"cost_usd":([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)')
-# An annotation entry's line (a pin, an exclude): a mark on a message, not one to count.
-ANNOTATION_KEY = re.compile(rb'(?<!\\)"kind":"annotation"')
 log = logging.getLogger(__name__)
 
 class ConversationStore:
@@ -429,33 +425,8 @@ class ConversationStore:
 
     def tally(self, conv_id: str, since: tuple[int, int, float] | None = None
               ) -> tuple[int, float]:
-        """(entries, USD they cost) of the conversation's log (annotations not counted), read
-        as `message_count`
-        reads it; `since`: (size, count, cost) of an earlier reading. A cost is the
-        `"cost_usd"` key of an entry's line (inside a string it would be escaped: never counted)."""
-        path = self._dir(conv_id) / "messages.jsonl"
-        try:
-            with confined.opened(path, MAX_LOG, root=None) as f:
-                count, cost = 0, 0.0
-                if since is not None and since[0] > 0:
-                    f.seek(since[0] - 1)
-                    if f.read(1) == b"\n":  # still the file it was (it ended on a line)
-                        count, cost = since[1], since[2]
-                    else:
-                        f.seek(0)
-                tail = b""
-                while chunk := f.read(1 << 20):
-                    count += chunk.count(b"\n")
-                    lines = tail + chunk
-                    cut = lines.rfind(b"\n") + 1  # costs of whole lines only
-                    if b'"cost_usd":' in lines[:cut]:
-                        cost += sum(_dollars(x) for x in COST_KEY.findall(lines[:cut]))
-                    if b'"annotation"' in lines[:cut]:
-                        count -= len(ANNOTATION_KEY.findall(lines[:cut]))
-                    tail = lines[cut:]
-                return count, cost
-        except (OSError, ValueError):  # the conversation says why when opened
-            return 0, 0.0
+        """(entries, USD they cost) of the conversation's log (see core.store.tally)."""
+        return tally(self._dir(conv_id) / "messages.jsonl", since)
 
     # --- writing -------------------------------------------------------------------------------
 
@@ -783,13 +754,6 @@ class ConversationStore:
         if self._index_writer is not None:
             self._index_writer.shutdown(wait=True)
             self._index_writer = None
-
-
-def _dollars(text: bytes) -> float:
-    try:
-        return kept(float(text)) or 0.0
-    except ValueError:
-        return 0.0
 
 
 def _file_stamp(path: Path) -> tuple[int, int]:
