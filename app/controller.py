@@ -8,7 +8,6 @@ the engine keeps the partial answer.
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -18,11 +17,13 @@ from app.agent_flow import AgentFlow
 from app.branch_flow import BranchFlow
 from app.checkpoint_flow import CheckpointFlow
 from app.compaction_flow import CompactionFlow
-from app.gui import follow_window_thread, warm_up_library
+from app.gui import follow_window_thread
 from app.help_flow import HelpFlow
 from app.inspector_flow import InspectorFlow
 from app.interchange_flow import InterchangeFlow
 from app.layout_state import restore_layout, save_layout
+from app.library_status import LibraryStatus
+from app.list_flow import ListFlow
 from app.mcp_watch import McpWatch
 from app.meter import UsageMeter
 from app.notices import Notices
@@ -39,11 +40,10 @@ from core.context.calibration import Calibration
 from core.context.service import ProjectContext
 from core.engine import Engine
 from core.factory import build_engine
-from core.llm import runtime
 from core.llm.adapter import LLMClient
 from core.model import ConversationMessage, Mode, pending_entry
 from core.runs.driver import RunDriver
-from core.settings import LLMSettings, SettingsError, SettingsStore
+from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
@@ -122,15 +122,12 @@ class Controller(QObject):
         window.trust_requested.connect(self.trust.review)
         self.help = HelpFlow(self)
         self.mcp_watch = McpWatch(window, self.notices, self.meter, self._reopen_project)
-        self._import_timer = QTimer(self)
-        self._import_timer.setInterval(150)
-        self._import_timer.timeout.connect(self._poll_library)
+        self.library = LibraryStatus(self.notices, self.settings_flow, self.busy, self)
 
         c = window.conversations
         c.selected.connect(self._on_conversations_selected)
         c.new_requested.connect(self.new_conversation)
-        c.rename_requested.connect(self._on_conversations_rename_requested)
-        c.delete_requested.connect(self._on_conversations_delete_requested)
+        self.list_flow = ListFlow(self)  # rename, delete
         self.search = SearchFlow(window, self.notices, self)
         c.search_changed.connect(self.search.search)
         window.composer.send_requested.connect(self.send)
@@ -147,9 +144,7 @@ class Controller(QObject):
         g = settings_store.load()
         restore_layout(window, g)
         window.set_recent_projects(g.recent_projects)
-        self._refresh_status()
-        if not self._library_ready():
-            self._import_timer.start()
+        self.library.watch()
 
     # --- settings --------------------------------------------------------------------------------
 
@@ -165,24 +160,11 @@ class Controller(QObject):
 
     def model_in_use(self) -> str | None:
         """The model the next request goes to (None: the settings cannot be read)."""
-        try:
-            return self.llm_settings().model
-        except SettingsError:
-            return None
-
-    def _library_ready(self) -> bool:
-        """A message sent now leaves at once: its model speaks the OpenAI protocol (the openai
-        SDK's path), or litellm is in."""
-        model = self.model_in_use()
-        return runtime.ready_for(model) if model is not None else runtime.is_loaded()
+        return self.library.model_in_use()
 
     def _on_settings_flow_changed(self) -> None:
-        model = self.model_in_use()
-        if model is not None and not runtime.ready_for(model):
-            warm_up_library(model)  # another provider: its library warms in the background
-            self._import_timer.start()
         self.window.set_welcome(self.settings_flow.provider_configured())
-        self._refresh_status()
+        self.library.settings_changed()
         self.refresh_usage()
 
     # --- projects --------------------------------------------------------------------------------
@@ -231,7 +213,7 @@ class Controller(QObject):
             self.show_conversation(wanted)
         else:
             self.window.transcript_model.set_messages([])
-        self._refresh_status()  # the project's own settings may name another model
+        self.library.refresh()  # the project's own settings may name another model
         if agent_problems:
             self.notices.warning("Agents and workflows: " + " ".join(agent_problems))
         if not project.read_only:
@@ -308,7 +290,7 @@ class Controller(QObject):
             self.notices.warning("Found on opening: " + "; ".join(loaded.problems) + ".")
         else:
             self.notices.clear()
-        self._refresh_status()  # the last conversation's state is not this one's
+        self.library.refresh()  # the last conversation's state is not this one's
         self.runs.conversation_shown(conv_id)
         self.conversation_loaded.emit(conv_id)
         self._save_ui_state()
@@ -328,33 +310,6 @@ class Controller(QObject):
         if conv_id != self.current_id:
             self.stop()
             self.show_conversation(conv_id)
-
-    def _on_conversations_rename_requested(self, conv_id: str, title: str) -> None:
-        if self.project is None:
-            return
-        with self.notices.saving("Not renamed"):
-            self.project.conversations.rename(conv_id, title)
-        self.refresh_list()
-
-    def _on_conversations_delete_requested(self, conv_id: str) -> None:
-        if self.project is None:
-            return
-        if conv_id == self.current_id:
-            self.stop()
-        with self.notices.saving("Not deleted") as deleted:
-            self.project.conversations.delete(conv_id)
-        if not deleted.ok:
-            return
-        self._drafts.pop(conv_id, None)
-        rows = self.project.conversations.list()
-        if conv_id == self.current_id:
-            self.current_id = None
-            if rows:
-                self.show_conversation(rows[0].id)
-            else:
-                self.new_conversation()
-                return
-        self.window.conversations.set_rows(rows, self.current_id)
 
     def _on_composer_draft_changed(self) -> None:
         self._draft_timer.start()
@@ -435,25 +390,3 @@ class Controller(QObject):
 
     def forget_draft(self, conv_id: str) -> None:
         self._drafts.pop(conv_id, None)
-
-    # --- status ----------------------------------------------------------------------------------
-
-    def _poll_library(self) -> None:
-        """litellm imports in the background; the meter does not wait for it, a message sent
-        before it is in leaves as soon as it is (at once to a model on the SDK's path)."""
-        if self._library_ready():
-            self._import_timer.stop()
-            if runtime.is_loaded():
-                gc.freeze()  # litellm's many long-lived objects: never rescan them
-        self._refresh_status()
-
-    def _refresh_status(self) -> None:
-        if self.busy():
-            return
-        problem = self.settings_flow.problem()
-        if problem:
-            self.notices.state("settings problem", f"{problem}. Open Settings (Ctrl+,).")
-            return
-        state = "Ready" if self._library_ready() else (
-            "Loading the model library… a message sent now leaves as soon as it is in")
-        self.notices.state(self.settings_flow.model_label(), state)

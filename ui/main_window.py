@@ -43,23 +43,8 @@ from ui.todo_panel import TodoPanel
 from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
 from ui.usage_indicator import UsageIndicator
+from ui.welcome import Welcome
 from ui.window_menus import build_menus
-
-WELCOME_NO_PROVIDER = (
-    "<h2>Welcome to Context Workbench</h2>"
-    "<p>No model is connected yet. Context Workbench talks to models through litellm: give it an "
-    "<b>OpenAI</b> or <b>Anthropic</b> API key, or point it at a model running on your own "
-    "machine — <b>Ollama</b> (http://localhost:11434), or <b>llama.cpp</b> / <b>LM Studio</b> as "
-    "an OpenAI-compatible server. Open <b>File → Settings</b> (Ctrl+,) to choose one, then type "
-    "below and press <b>Ctrl+Enter</b>.</p>"
-)
-WELCOME_READY = (
-    "<h2>New conversation</h2><p>Type a message below and press <b>Ctrl+Enter</b> to send. "
-    "Every answer is saved in this project as it arrives.</p>"
-)
-
-
-
 
 LIST_MIN_WIDTH = 170  # the conversation list never gets narrower (titles, the search box)
 
@@ -155,11 +140,7 @@ class MainWindow(QMainWindow):
         nl.addWidget(self.notice_button, 0, Qt.AlignmentFlag.AlignTop)
         nl.addWidget(dismiss, 0, Qt.AlignmentFlag.AlignTop)
         self.notice.hide()
-        self.welcome = QLabel(self)
-        self.welcome.setWordWrap(True)
-        self.welcome.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.welcome.setObjectName("welcome")
-        self.welcome.setTextFormat(Qt.TextFormat.RichText)
+        self.welcome = Welcome(self)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.welcome)
         self.stack.addWidget(self.transcript)
@@ -210,7 +191,6 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.usage)
         bar.addPermanentWidget(self.model_label)
 
-        self._welcome_html = WELCOME_READY
         self.transcript_model.modelReset.connect(self._update_stack)
         self.transcript_model.rowsInserted.connect(self._update_stack)
         self.transcript_model.rowsRemoved.connect(self._update_stack)
@@ -372,8 +352,7 @@ class MainWindow(QMainWindow):
         self.run_panel.restyle()
 
     def set_welcome(self, provider_configured: bool) -> None:
-        self._welcome_html = WELCOME_READY if provider_configured else WELCOME_NO_PROVIDER
-        self.welcome.setText(self._welcome_html)
+        self.welcome.set_configured(provider_configured)
 
     def set_status(self, model: str, state: str) -> None:
         self.model_label.hint = "Click to open Settings (Ctrl+,)"
@@ -382,7 +361,6 @@ class MainWindow(QMainWindow):
 
     def _update_stack(self, *args: object) -> None:
         empty = self.transcript_model.rowCount() == 0
-        self.welcome.setText(self._welcome_html)
         self.stack.setCurrentWidget(self.welcome if empty else self.transcript)
 
     def geometry_state(self) -> tuple[str, str]:
