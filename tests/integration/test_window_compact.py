@@ -224,8 +224,9 @@ def test_a_compact_during_a_send_to_llama_cpp_python_cuts_neither(
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     model = window.transcript_model
     done = finished_events(controller.compaction)
-    answer = "".join(f"word{i} " for i in range(60))
-    llm_server.script(Answer(answer, delay=0.02), Answer(SUMMARY))
+    # long enough that a loaded machine still sees it stream (1.2 s of it ended unseen in CI)
+    answer = "".join(f"word{i} " for i in range(120))
+    llm_server.script(Answer(answer, delay=0.04), Answer(SUMMARY))
     type_and_send(qtbot, window, "carry on")
     qtbot.waitUntil(lambda: (model.streaming_row() or Row(RowKind.USER, "")).text
                     .startswith("word0 word1"), timeout=20_000)
