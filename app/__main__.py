@@ -1,3 +1,3 @@
-from app.cli import run
+from app.cli.main import run
 
 run()

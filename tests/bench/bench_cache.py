@@ -110,7 +110,7 @@ def cli_session(turns: int = 12) -> tuple[int, int]:
     import io
     import os
 
-    from app.cli import main
+    from app.cli.main import main
     from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 
     name, history = _history()

@@ -83,8 +83,8 @@ def run() -> None:
         import qasync
         from PySide6.QtWidgets import QApplication
 
-        from app.controller import Controller
-        from app.gui import prepare_runtime, warm_up_library
+        from app.window.controller import Controller
+        from app.window.process import prepare_runtime, warm_up_library
         from core.settings import SettingsStore
         from ui.main_window import MainWindow
 
@@ -92,7 +92,7 @@ def run() -> None:
         loop = qasync.QEventLoop(app)
         asyncio.set_event_loop(loop)
         prepare_runtime()
-        warm_up_library()
+        warm_up_library(None)
         from core.llm.runtime import start_background_import
 
         start_background_import().join()  # as a user who waited a few seconds before sending

@@ -27,7 +27,7 @@ def _send(tmp: str, name: str, *replies: Reply) -> tuple[float, float, str]:
     """(seconds, peak RSS in MB, the last line on stderr) of one `workbench send`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": tmp,
            "WORKBENCH_SANDBOX": "none", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
-    code = ("import resource, sys\nfrom app.cli import main\ncode = main(sys.argv[1:])\n"
+    code = ("import resource, sys\nfrom app.cli.main import main\ncode = main(sys.argv[1:])\n"
             "print(f'maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', "
             "file=sys.stderr)\nraise SystemExit(code)")
     with ServerProcess(*replies) as server:

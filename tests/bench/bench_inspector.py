@@ -26,8 +26,8 @@ def run() -> None:
         os.environ["WORKBENCH_CONTEXT_WINDOW"] = "128000"
         from PySide6.QtWidgets import QApplication
 
-        from app.controller import Controller
-        from app.gui import prepare_runtime
+        from app.window.controller import Controller
+        from app.window.process import prepare_runtime
         from core.llm.runtime import load_litellm
         from core.settings import SettingsStore
         from ui.main_window import MainWindow

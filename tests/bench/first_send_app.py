@@ -11,8 +11,8 @@ import time
 def main(project: str, launched: float, at: float) -> int:
     from PySide6.QtCore import QTimer
 
-    from app import controller as controller_module
-    from app.gui import run_gui
+    from app.window import controller as controller_module
+    from app.window.start import run_gui
     from core.llm import runtime
 
     made: list[controller_module.Controller] = []

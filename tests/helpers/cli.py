@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:

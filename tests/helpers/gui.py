@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.controller import Controller
+from app.window.controller import Controller
 from core.settings import SettingsStore
 from tests.helpers.fake_llm import MODEL, FakeLLMServer
 from ui.main_window import MainWindow

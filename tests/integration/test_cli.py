@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError, ToolCalls
 from tests.helpers.trajectories import make_conversation

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import EXIT_FAIL, EXIT_USAGE, _window_usage_problem, main
-from app.commands import EXIT_INTERRUPTED
+from app.cli.commands import EXIT_INTERRUPTED
+from app.cli.main import EXIT_FAIL, EXIT_USAGE, _window_usage_problem, main
 from core.store.project import Project
 from tests.helpers.disk import disk_full
 from tests.helpers.fake_llm import MODEL, Answer, ToolCalls

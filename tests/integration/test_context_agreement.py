@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from core.llm.runtime import load_litellm
 from core.model import ConversationMessage
 from core.store.project import Project

@@ -87,7 +87,7 @@ def test_a_streamed_overflow_answered_with_an_empty_200_is_read_and_the_window_l
     # HTTP 200 and an empty body, no window on /v1/models, no usage in streams. The request is
     # asked once without streaming (the standard 400 states the limit), rebuilt within it and
     # answered; the next turn is built within the learned window from the start.
-    from app.cli import main
+    from app.cli.main import main
     from tests.helpers.trajectories import make_conversation
 
     def cli(*args: object) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import EXIT_FAIL, EXIT_OK
+from app.cli.main import EXIT_FAIL, EXIT_OK
 from core.model import ConversationMessage
 from core.store.errors import ReadOnlyError
 from core.store.project import Project

@@ -21,9 +21,10 @@ HEAVY = ("litellm", "openai")
 # without the warm-up it starts once it is on screen (that one imports the model's transport).
 WINDOW = """
 import sys
-import app.gui as gui
-gui.warm_up_library = lambda model: None
-sys.exit(gui.run_gui(sys.argv[1]))
+import app.window.process as process
+import app.window.start as start
+process.warm_up_library = lambda model: None
+sys.exit(start.run_gui(sys.argv[1]))
 """
 
 
@@ -51,13 +52,13 @@ def test_list_help_and_context_import_neither_litellm_nor_the_sdk(
     source.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
                                                {"role": "assistant", "content": "hello"}]}))
     project = str(tmp_path / "p")
-    made = subprocess.run([sys.executable, "-m", "app.cli", "import", project, str(source)],
+    made = subprocess.run([sys.executable, "-m", "app.cli.main", "import", project, str(source)],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     conv = made.stdout.strip().splitlines()[-1]
-    assert heavy_imports(["-m", "app.cli", "--help"], env) == []
-    assert heavy_imports(["-m", "app.cli", "list", project], env) == []
+    assert heavy_imports(["-m", "app.cli.main", "--help"], env) == []
+    assert heavy_imports(["-m", "app.cli.main", "list", project], env) == []
     for model in (MODEL, "gpt-4o", "anthropic/claude-3-5-sonnet-20240620"):
-        assert heavy_imports(["-m", "app.cli", "context", project, "-c", conv,
+        assert heavy_imports(["-m", "app.cli.main", "context", project, "-c", conv,
                               "--model", model], env) == [], model
 
 

@@ -165,8 +165,8 @@ def test_window_drafts_hold_no_key(project, keys, isolated_env, llm_server) -> N
 
 
 def test_crash_log_holds_no_key(qapp, project, keys, isolated_env, llm_server, capsys) -> None:
-    from app import boundary
-    from app.notices import Notices
+    from app.window import boundary
+    from app.window.notices import Notices
 
     log = boundary.crash_log()
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from app.cli import main
+from app.cli.main import main
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 
 

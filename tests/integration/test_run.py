@@ -387,7 +387,7 @@ def test_a_contradictory_log_is_reported_not_obeyed(project: Project,
                                                      llm_server: FakeLLMServer) -> None:
     """A log edited by hand or carried from elsewhere: a skip of a step the workflow does not
     have, and a run start with no steps. The run shown stays the real one, and says so."""
-    from app.run_flow import view_of
+    from app.window.run_flow import view_of
     from core.model import RunEvent
 
     llm_server.script(Answer("collecting"))

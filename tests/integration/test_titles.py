@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from core.llm.runtime import load_litellm
 from core.store.project import Project
 from core.titles import clean_title, opening_title

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.compaction_flow import CompactionFlow
+from app.window.compaction_flow import CompactionFlow
 from core.engine import CompactionFinished
 from core.llm import compat
 from core.llm.runtime import load_litellm
@@ -132,9 +132,9 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
 
 def test_a_failing_automatic_summary_is_said_once_and_waits_for_the_log_to_grow(
         qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
-    import app.compaction_flow
+    import app.window.compaction_flow
 
-    monkeypatch.setattr(app.compaction_flow, "AUTO_RETRY_ROWS", 4)  # two turns, not ten
+    monkeypatch.setattr(app.window.compaction_flow, "AUTO_RETRY_ROWS", 4)  # two turns, not ten
     conv = long_session(project_dir)
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)

@@ -114,7 +114,7 @@ def test_settings_name_the_variable_a_custom_base_url_key_is_read_from(qtbot) ->
 
 def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
                                                        monkeypatch) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     monkeypatch.delenv("WORKBENCH_MODEL")
 

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
-from app.cli import main
+from app.cli.main import main
 from core.model import ConversationMessage, annotation
 from core.store.project import Project
 from tests.helpers.gui import open_window, run_until

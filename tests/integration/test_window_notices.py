@@ -10,8 +10,8 @@ import threading
 import pytest
 from PySide6.QtCore import Qt, QTimer
 
-from app import boundary
-from app.notices import Notices
+from app.window import boundary
+from app.window.notices import Notices
 from core.store.project import Project
 from tests.helpers.disk import json_files_fail
 from tests.helpers.gui import open_window, run_until

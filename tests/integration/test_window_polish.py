@@ -207,7 +207,7 @@ def test_settings_keep_each_providers_own_values(qtbot, project_dir) -> None:
 
 def test_a_small_window_with_a_side_panel_keeps_its_size_and_a_readable_list(
         qtbot, project_dir) -> None:
-    from app.layout_state import save_layout
+    from app.window.layout_state import save_layout
     from core.settings import SettingsStore
     from ui.main_window import LIST_MIN_WIDTH
 

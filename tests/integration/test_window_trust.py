@@ -9,7 +9,7 @@ import sys
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.trust_flow import KEEP, TRUST
+from app.window.trust_flow import KEEP, TRUST
 from tests.helpers.gui import open_window
 from tests.integration.test_mcp import configure
 from tests.integration.test_trust import marking_server

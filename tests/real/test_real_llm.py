@@ -43,7 +43,7 @@ def cli(home: Path, *args: object, timeout: float = 600, stdin: str | None = Non
     env.update(XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
                XDG_STATE_HOME=str(home / "state"), WORKBENCH_AUTO_RETRIES="0",
                PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
-    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *map(str, args)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout,
                           input=stdin)
 
@@ -174,7 +174,7 @@ def test_stop_then_continue(home: Path, tmp_path: Path) -> None:
     env.update(XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
                XDG_STATE_HOME=str(home / "state"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "send", str(project), "-c", conv,
+        [sys.executable, "-m", "app.cli.main", "send", str(project), "-c", conv,
          *map(str, flags("--max-tokens", 400)), "Write a long story about a lighthouse."],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None

@@ -12,7 +12,7 @@ import time
 import pytest
 from PySide6.QtCore import QTimer
 
-from app.worker import SLICE_S, EventBridge
+from app.window.worker import SLICE_S, EventBridge
 
 pytestmark = pytest.mark.gui
 
@@ -81,7 +81,7 @@ def test_an_engine_posting_while_the_window_is_busy_waits_for_it(monkeypatch) ->
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness: Linux")
 def test_the_engine_and_the_threads_it_starts_yield_the_processor_to_the_window() -> None:
-    from app.worker import EngineWorker
+    from app.window.worker import EngineWorker
 
     worker = EngineWorker()
     future = asyncio.run_coroutine_threadsafe(_priorities(), worker.loop)

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from app import memory
+from app.window import memory
 
 
 class Entry:

@@ -82,7 +82,7 @@ def test_what_a_server_said_is_remembered_across_runs_until_a_request_fails(
     # failed request makes it asked anew (the server may have been restarted otherwise).
     import json
 
-    from app.cli import main
+    from app.cli.main import main
     from tests.helpers.fake_llm import Answer, HttpError
 
     def cli(*args: object) -> tuple[int, str]:
@@ -117,7 +117,7 @@ def test_what_a_server_said_is_remembered_across_runs_until_a_request_fails(
 def test_the_window_is_given_on_the_command_line(capsys, project_dir, llm_server) -> None:
     import json
 
-    from app.cli import main
+    from app.cli.main import main
 
     src = project_dir.parent / "c.json"
     project_dir.mkdir(parents=True, exist_ok=True)
@@ -145,7 +145,7 @@ def test_a_local_server_is_asked_once_to_count_a_sample_and_whether_it_counts_to
     # is asked once to count a small sample, with and without a tool offered.
     import json
 
-    from app.cli import main
+    from app.cli.main import main
     from tests.helpers.fake_llm import Answer
 
     src = project_dir.parent / "c.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes.util
 from pathlib import Path
 
-from app.gui import DEFAULT_PROJECT_NAME, choose_project, missing_display_libraries
+from app.window.start import DEFAULT_PROJECT_NAME, choose_project, missing_display_libraries
 from core.settings import SettingsStore
 
 

@@ -1,0 +1,1 @@
+"""The command line: `workbench` and its commands (parser and entry point in main.py)."""

@@ -1,0 +1,1 @@
+"""The window: started by start.py, wired by controller.py, one flow per feature."""
