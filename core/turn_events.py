@@ -16,7 +16,8 @@ from core.model import ConversationMessage, Mode
 from core.questions import Question
 from core.tools.runner import ApprovalPolicy
 from core.tools.runner import ToolStarted as ToolStarted  # an event like the others
-from core.tools.shell import Sandbox, detect_sandbox, tool_environment
+from core.tools.sandbox import Sandbox, detect_sandbox
+from core.tools.shell import tool_environment
 from core.workflows.state import RunState
 
 # --- events ------------------------------------------------------------------------------------
