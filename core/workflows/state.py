@@ -4,7 +4,7 @@ The log is the run's only source of truth: the start entry carries the workflow 
 control entries (pause, resume, skip, redo, abort) say what the user did, and the model's
 successful complete_step results say which steps are done and with what result. Every entry a
 run produces is tagged with its `run_id` and `step_id`. `fold` replays them; the run file in
-`.workbench/runs/` is only a cache of the result (see core.runs.files).
+`.workbench/runs/` is only a cache of the result (see core.workflows.run_files).
 
 Statuses of a run:
     running    a step is active and nothing stands in its way
