@@ -28,7 +28,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from core import confined
-from core.attachments import trash_unused
 from core.cost import kept
 from core.model import (
     ConversationMessage,
@@ -38,6 +37,7 @@ from core.model import (
     new_id,
 )
 from core.redact import redact
+from core.store.attachment_refs import trash_unused
 from core.store.branches import (
     Cut,
     answered_upstream,
