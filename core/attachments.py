@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import mmap
 import os
 import re
 import stat
@@ -37,15 +36,13 @@ from core.confined import Refused
 from core.llm.model_map import supports_vision
 from core.llm.tokens import TokenCounter, image_tokens
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart
+from core.store.attachment_refs import REF, SCHEME
 from core.store.fileio import atomic_write_bytes
-from core.store.log import MAX_LOG
 
-SCHEME = "attachment:"
 TEXT_MAX_BYTES = 2 * 2**20  # a text file past this is refused, whatever the window
 IMAGE_MAX_BYTES = 20 * 2**20  # OpenAI's and Anthropic's limits are about this
 IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
 _DATA_URL = re.compile(r"data:(image/(?:png|jpeg|gif|webp));base64,(.*)", re.S)
-_REF = re.compile(r"[0-9a-f]{64}\.(?:png|jpg|gif|webp)")
 
 
 class AttachmentError(ValueError):
@@ -280,7 +277,7 @@ def _ref(part: Any) -> str | None:
     if not isinstance(url, str) or not url.startswith(SCHEME):
         return None
     ref = url[len(SCHEME):]
-    if not _REF.fullmatch(ref):  # never a path: a log line cannot name another file
+    if not REF.fullmatch(ref):  # never a path: a log line cannot name another file
         raise AttachmentError(f"an image part refers to {ref[:40]!r}, not an attachment")
     return ref
 
@@ -426,51 +423,6 @@ def images_refused(model: str, said: bool | None = None) -> str:
     return (f"{model} does not take images (as litellm knows it); remove the image, choose a "
             "vision model, or, if this model does read images (a local server's), tick "
             "\"This model reads images\" in Settings or set WORKBENCH_IMAGES=1")
-
-
-_LOGGED_REF = re.compile(rb"attachment:([0-9a-f]{64}\.(?:png|jpg|gif|webp))")
-
-
-def _refs_in(log: Path) -> set[bytes]:
-    try:
-        with confined.opened(log, MAX_LOG, root=None) as f, \
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return set(_LOGGED_REF.findall(m))
-    except (OSError, ValueError):  # gone, or empty (an empty file cannot be mapped)
-        return set()
-
-
-def _mentions(log: Path, refs: set[bytes]) -> set[bytes]:
-    try:
-        with confined.opened(log, MAX_LOG, root=None) as f, \
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return {r for r in refs if m.find(r) >= 0}
-    except (OSError, ValueError):
-        return set()
-
-
-def trash_unused(folder: Path, deleted_log: Path, other_logs: list[Path], into: Path
-                 ) -> list[str]:
-    """After a conversation went to the trash (its log now `deleted_log`): the images only it
-    used go with it (to `into`, beside its log), those another conversation uses stay.
-    Returns the references moved."""
-    refs = _refs_in(deleted_log)
-    for log in other_logs:
-        if not refs:
-            break
-        refs -= _mentions(log, refs)
-    moved = []
-    for ref in sorted(r.decode() for r in refs):
-        src = folder / ref
-        if not src.is_file():
-            continue
-        try:
-            into.mkdir(parents=True, exist_ok=True)
-            os.replace(src, into / ref)
-        except OSError:
-            continue  # kept where it is: nothing is lost
-        moved.append(ref)
-    return moved
 
 
 def has_images(messages: list[dict[str, Any]]) -> bool:

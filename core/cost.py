@@ -13,13 +13,13 @@ A cost is a fact of an answer: computed once, when its entry is made, and kept w
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from core.llm.model_map import model_info
+from core.store.tally import kept
 
 
 @dataclass(frozen=True)
@@ -172,14 +172,6 @@ def spend(entries: Iterable[Any], since: datetime | None = None,
         cost = kept(cost)
         total.add(model, usage, cost if cost is not None else cost_of(model, usage))
     return total
-
-
-def kept(cost: Any) -> float | None:
-    """A cost as a log or a file states it: a finite number of dollars, not below zero; else
-    unknown (a shipped log's negative "cost" must not cancel real spending)."""
-    if isinstance(cost, bool) or not isinstance(cost, int | float):
-        return None
-    return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
 def money(usd: float | None, local: bool = False) -> str:

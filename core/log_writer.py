@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from core.approval_seal import ApprovalSeal
 from core.model import ContentPart, ConversationMessage, TextPart, ToolCall
 from core.redact import MARK, known, redact, remember
-from core.runs.files import RunFiles
 from core.store.conversations import ConversationStore
 from core.store.errors import StoreError, StoreWriteError, describe_os_error
 from core.turn_events import EngineEvent, EntryAppended, SaveFailed, StoreNotice
@@ -67,14 +65,17 @@ class LogWriter:
 
     def __init__(self, store: ConversationStore,
                  run_state: Callable[[str], RunState | None] | None = None,
-                 state_dir: Path | None = None, seal: ApprovalSeal | None = None) -> None:
+                 sync_run_file: Callable[[str, RunState], str | None] | None = None,
+                 seal: ApprovalSeal | None = None) -> None:
         """`run_state(conv_id)`: the conversation's latest run (the project context's fold);
-        `state_dir`: the project's `.workbench/` (run files are kept there); `seal`: marks an
-        allowance "for this conversation" as the app's own (without one, none is honoured)."""
+        `sync_run_file(conv_id, run)`: brings the run's cache file up to date, a sentence when
+        it said something else (core.workflows.run_files; None: no run files are kept);
+        `seal`: marks an allowance "for this conversation" as the app's own (without one, none
+        is honoured)."""
         self.store = store
         self.seal = seal
         self._run_state = run_state
-        self._run_files = RunFiles(state_dir) if state_dir is not None else None
+        self._sync_run_file = sync_run_file
         self._request_tags: dict[str, Tags] = {}
 
     def add_secrets(self, secrets: Iterable[str | None]) -> None:
@@ -145,11 +146,11 @@ class LogWriter:
     def sync_run(self, conv_id: str, run: RunState | None = None) -> str | None:
         """Bring the run's cache file up to date with the log; a sentence when the file had
         said something else (it is rewritten)."""
-        if self._run_files is None:
+        if self._sync_run_file is None:
             return None
         if run is None and self._run_state is not None:
             run = self._run_state(conv_id)
-        return self._run_files.sync(conv_id, run) if run is not None else None
+        return self._sync_run_file(conv_id, run) if run is not None else None
 
     def write_partial(self, conv_id: str, state: dict[str, object], notes: list[str]) -> None:
         """Flush the text being received to its crash sidecar. Only a safety net: a failure

@@ -30,20 +30,19 @@ not sandboxed by us, and so a project's own servers start only once the user tru
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from core import confined
 from core.mcp_calls import CALL_TIMEOUT as CALL_TIMEOUT  # its home is core.mcp_calls
 from core.mcp_calls import ToolCalls
+from core.mcp_state import McpToolInfo, ServerConfig, ServerState
 from core.mcp_stdio import Launch, Said, quiet_sdk, stdio_streams
 from core.mcp_text import SEP as SEP  # its home is core.mcp_text
 from core.mcp_text import describe_error, name_problem, schema_problem
@@ -59,63 +58,6 @@ START_TIMEOUT = 30.0  # a server that has not listed its tools by then has faile
 MAX_NAME = 64  # OpenAI's limit on a function's name
 
 _SECRET_HEADER = re.compile(r"auth|key|cookie", re.IGNORECASE)  # besides core.redact's names
-State = Literal["not started", "starting", "ready", "failed"]
-
-
-class ServerConfig(BaseModel):
-    """One entry of `mcpServers`: a command (stdio) or a URL (streamable HTTP)."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    auto_approve_read_only: bool = Field(default=False, alias="autoApproveReadOnly")
-    timeout: float | None = Field(default=None, gt=0)  # seconds a call may take (ours)
-
-    def describe(self) -> str:
-        return self.url or " ".join([self.command or "", *self.args]).strip()
-
-    def fingerprint(self) -> str:
-        """What the kept tool list was listed for (a changed entry lists anew)."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class McpToolInfo:
-    """A tool a server listed. `name` is what the model calls (`server__tool`)."""
-
-    server: str
-    tool: str
-    name: str
-    description: str
-    schema: dict[str, Any]
-    read_only: bool = False
-
-
-@dataclass
-class ServerState:
-    name: str
-    config: ServerConfig
-    status: State = "not started"
-    tools: list[McpToolInfo] = field(default_factory=list)
-    error: str = ""
-    session: Any = None  # the SDK's ClientSession while ready
-    stop: asyncio.Event | None = None
-    task: asyncio.Task[None] | None = None
-
-    def line(self) -> str:
-        """Its state in a few words, for Settings and `workbench mcp`."""
-        if self.status == "ready":
-            n = len(self.tools)
-            return f"ready with {n} tool{'s' if n != 1 else ''}"
-        if self.status == "failed":
-            return f"failed: {self.error}"
-        return self.status
-
-
 def load_config(paths: list[Path]) -> tuple[dict[str, ServerConfig], list[str]]:
     """The servers of the config files, later files winning by name; and the problems found,
     one sentence each (a broken entry is left out, the others still start)."""

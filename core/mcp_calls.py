@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from core.mcp_state import ServerState
 from core.mcp_stdio import Said
 from core.mcp_text import SEP, describe_error, result_text
 from core.redact import redact
-
-if TYPE_CHECKING:
-    from core.mcp import ServerState
 
 CALL_TIMEOUT = 120.0  # a call without an answer by then is answered "timed out"
 

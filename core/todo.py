@@ -35,6 +35,14 @@ class TodoItem(BaseModel):
     status: TodoStatus = "pending"
 
 
+class TodoBoard:
+    """The list shared by the calls of one batch (each sees the ones before it); a tool's
+    context carries it (core.tools.base)."""
+
+    def __init__(self, items: list[TodoItem]) -> None:
+        self.items = items
+
+
 class TodoChange(BaseModel):
     """One call of `manage_todo_list` (unknown fields are refused)."""
 

@@ -11,13 +11,13 @@ from typing import Literal
 
 from core.agents import Agent
 from core.context.builder import BuiltRequest
-from core.context.prompts import RunContext
 from core.model import ConversationMessage, Mode
 from core.questions import Question
 from core.tools.runner import ApprovalPolicy
 from core.tools.runner import ToolStarted as ToolStarted  # an event like the others
-from core.tools.shell import Sandbox, detect_sandbox, tool_environment
-from core.workflows.state import RunState
+from core.tools.sandbox import Sandbox, detect_sandbox
+from core.tools.shell import tool_environment
+from core.workflows.state import RunContext, RunState
 
 # --- events ------------------------------------------------------------------------------------
 

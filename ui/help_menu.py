@@ -6,14 +6,12 @@ the app (paths and versions are not the window's to know): the window asks with
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-if TYPE_CHECKING:
-    from ui.main_window import MainWindow
+from ui.window_base import WindowBase
 
 # Keys handled by a widget rather than a menu action (so not in any menu).
 WIDGET_KEYS = [
@@ -24,7 +22,7 @@ WIDGET_KEYS = [
 ]
 
 
-def build_help_menu(window: MainWindow) -> None:
+def build_help_menu(window: WindowBase) -> None:
     menu = window.menuBar().addMenu("&Help")
     window.shortcuts_action = QAction("&Keyboard shortcuts", window)
     window.shortcuts_action.setShortcut(QKeySequence(QKeySequence.StandardKey.HelpContents))
@@ -39,7 +37,7 @@ def build_help_menu(window: MainWindow) -> None:
     menu.addAction(about)
 
 
-def shortcut_rows(window: MainWindow) -> list[tuple[str, str]]:
+def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
     """(keys, what they do): every menu action that has a shortcut, then the widgets' keys."""
     rows = []
     for action in window.findChildren(QAction):
@@ -52,7 +50,7 @@ def shortcut_rows(window: MainWindow) -> list[tuple[str, str]]:
     return sorted(set(rows), key=lambda r: r[1].lower()) + WIDGET_KEYS
 
 
-def show_shortcuts(window: MainWindow) -> QMessageBox:
+def show_shortcuts(window: QWidget) -> QMessageBox:
     table = "".join(f"<tr><td><b>{html.escape(k)}</b>&nbsp;&nbsp;</td><td>{html.escape(w)}</td>"
                     "</tr>" for k, w in shortcut_rows(window))
     return show_help(window, "Keyboard shortcuts", f"<table>{table}</table>")

@@ -8,16 +8,13 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
-    QMainWindow,
-    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
@@ -44,47 +41,16 @@ from ui.transcript_model import TranscriptModel
 from ui.transcript_view import TranscriptView
 from ui.usage_indicator import UsageIndicator
 from ui.welcome import Welcome
+from ui.window_base import WindowBase
 from ui.window_menus import build_menus
 
 LIST_MIN_WIDTH = 170  # the conversation list never gets narrower (titles, the search box)
 
 
-class MainWindow(QMainWindow):
-    """Signals:
-        new_project_requested(str): a folder the user chose for a new project.
-        open_project_requested(str): a project folder to open.
-        settings_requested(): File > Settings.
-        notice_action(): the notice's action button was pressed (e.g. "Save").
-        closing(): the window is about to close (save state now).
-    """
+class MainWindow(WindowBase):
+    """The window's parts laid out; its signals, and the actions its menus make, are declared
+    in ui/window_base.py."""
 
-    new_project_requested = Signal(str)
-    open_project_requested = Signal(str)
-    settings_requested = Signal()
-    notice_action = Signal()
-    compact_requested = Signal()
-    regenerate_requested = Signal()
-    import_requested = Signal(str)  # a file to import as a new conversation
-    attach_requested = Signal()  # File → Attach files…
-    export_requested = Signal(str, str)  # where to write the open conversation, the format
-    theme_chosen = Signal(str)  # View → Theme: "system", "light" or "dark"
-    find_requested = Signal(int)  # F3: 1 (the next match of the search), Shift+F3: -1
-    closing = Signal()
-    trust_requested = Signal()  # File → Trust this project…, or the restricted banner's link
-    help_requested = Signal(str)  # Help → "data" (where the data lives) or "about"
-    # made by ui/window_menus.build_menus
-    new_conversation_action: QAction
-    recent_menu: QMenu
-    import_action: QAction
-    attach_action: QAction
-    trust_action: QAction
-    compact_action: QAction
-    regenerate_action: QAction
-    export_action: QAction
-    inspector_action: QAction
-    run_panel_action: QAction
-    theme_actions: dict[str, QAction]
-    shortcuts_action: QAction
     panel_width: int | None = None  # a side panel's width as the user left it (None: ours)
 
     def __init__(self) -> None:
@@ -223,20 +189,6 @@ class MainWindow(QMainWindow):
             action = self.recent_menu.addAction(path)
             action.triggered.connect(lambda _=False, p=path: self.open_project_requested.emit(p))
         self.recent_menu.setEnabled(bool(paths))
-
-    def _on_new_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Choose a folder for the new project",
-                                                self.folders.start("project"))
-        if path:
-            self.folders.chose("project", path)  # next time: beside it
-            self.new_project_requested.emit(path)
-
-    def _on_open_project(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a project folder",
-                                                self.folders.start("project"))
-        if path:
-            self.folders.chose("project", path)
-            self.open_project_requested.emit(path)
 
     # --- state shown -----------------------------------------------------------------------------
 

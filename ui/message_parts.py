@@ -4,20 +4,24 @@ each image (the app reads the images; see app/attachment_flow.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QImage, QTextCursor, QTextDocument
 
 from core.model import ConversationMessage, ImagePart, ImageUrl, TextPart
 
-if TYPE_CHECKING:
-    from ui.transcript_model import Row
-
 THUMBNAIL = 160  # an attached image's thumbnail fits this square (pixels)
 
 
-def image_refs(row: Row) -> list[tuple[str, str]]:
+class ShowsMessage(Protocol):
+    """A transcript row (ui.transcript_model.Row), as far as its parts are concerned."""
+
+    @property
+    def message(self) -> ConversationMessage | None: ...
+
+
+def image_refs(row: ShowsMessage) -> list[tuple[str, str]]:
     """The attached images of a row's message: (reference, name) each."""
     m = row.message
     if m is None or not isinstance(m.content, list):

@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import re
 from functools import partial
-from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from ui.help_menu import build_help_menu
-
-if TYPE_CHECKING:
-    from ui.main_window import MainWindow
+from ui.window_base import WindowBase
 
 EXPORT_FILTERS = {"OpenAI messages (*.json)": "openai", "JSONL log, every entry (*.jsonl)": "jsonl",
                   "Markdown (*.md)": "markdown"}
 
 
-def build_menus(window: MainWindow) -> None:
+def build_menus(window: WindowBase) -> None:
     file_menu = window.menuBar().addMenu("&File")
     window.new_conversation_action = QAction("&New conversation", window)
     window.new_conversation_action.setShortcut(QKeySequence.StandardKey.New)
@@ -27,11 +24,11 @@ def build_menus(window: MainWindow) -> None:
     file_menu.addAction(window.new_conversation_action)
     file_menu.addSeparator()
     new_project = QAction("New &project…", window)
-    new_project.triggered.connect(window._on_new_project)
+    new_project.triggered.connect(partial(_choose_new_project, window))
     file_menu.addAction(new_project)
     open_project = QAction("&Open project…", window)
     open_project.setShortcut(QKeySequence.StandardKey.Open)
-    open_project.triggered.connect(window._on_open_project)
+    open_project.triggered.connect(partial(_choose_project, window))
     file_menu.addAction(open_project)
     window.recent_menu = QMenu("Open &recent", window)
     file_menu.addMenu(window.recent_menu)
@@ -122,7 +119,23 @@ def build_menus(window: MainWindow) -> None:
     build_help_menu(window)
 
 
-def _choose_import(window: MainWindow) -> None:
+def _choose_new_project(window: WindowBase) -> None:
+    path = QFileDialog.getExistingDirectory(window, "Choose a folder for the new project",
+                                            window.folders.start("project"))
+    if path:
+        window.folders.chose("project", path)  # next time: beside it
+        window.new_project_requested.emit(path)
+
+
+def _choose_project(window: WindowBase) -> None:
+    path = QFileDialog.getExistingDirectory(window, "Open a project folder",
+                                            window.folders.start("project"))
+    if path:
+        window.folders.chose("project", path)
+        window.open_project_requested.emit(path)
+
+
+def _choose_import(window: WindowBase) -> None:
     path, _ = QFileDialog.getOpenFileName(
         window, "Import a conversation", window.folders.start("import"),
         "Conversations (*.json *.jsonl);;All files (*)")
@@ -140,7 +153,7 @@ def export_name(title: str) -> str:
 _last_filter = next(iter(EXPORT_FILTERS))  # the form chosen last time is offered first
 
 
-def _choose_export(window: MainWindow) -> None:
+def _choose_export(window: WindowBase) -> None:
     global _last_filter
     title = window.conversations.current_title() or "conversation"
     name = export_name(title)

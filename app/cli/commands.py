@@ -170,7 +170,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     """The project's agents (the default first), and what contains their commands."""
     from core.agents import load_agents
     from core.tools import tools_for
-    from core.tools.shell import detect_sandbox
+    from core.tools.sandbox import detect_sandbox
 
     project = open_project(args.project, create=False, read_only=True)
     try:

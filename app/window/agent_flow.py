@@ -19,7 +19,7 @@ from app.window.notices import Notices
 from core.agents import DEFAULT, Agent, find_agent, load_agents
 from core.model import ConversationMessage
 from core.tools.results import kept_output
-from core.tools.shell import Sandbox, detect_sandbox
+from core.tools.sandbox import Sandbox, detect_sandbox
 from core.tools.todo import TODO_TOOL, todo_state
 from ui.main_window import MainWindow
 

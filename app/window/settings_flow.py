@@ -170,7 +170,7 @@ class SettingsFlow(QObject):
             auto_title=g.auto_title if g.auto_title is not None else True,
             saved={p.name: p for p in g.providers}, images=bool(active and active.images),
             cost_cap=g.cost_cap, project_cost_cap=g.project_cost_cap)
-        from core.tools.shell import detect_sandbox
+        from core.tools.sandbox import detect_sandbox
 
         self.dialog.set_protection(detect_sandbox().describe())
         self.dialog.accepted.connect(self._on_dialog_accepted)

@@ -1,49 +1,32 @@
-"""Putting files back as a checkpoint has them: the one writer of a restore, and the roll
-forward of a restore a crash interrupted (core.checkpoints.restore plans and journals them).
+"""Putting files back as a checkpoint has them: the one writer of a restore (a restore
+planned and journaled by core.checkpoints.restore, or one a crash interrupted, rolled forward
+by core.checkpoints.store).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from core.checkpoints.git import GitFailed
-
-if TYPE_CHECKING:
-    from core.checkpoints.store import Store
+from core.checkpoints.git import GitFailed, ShadowGit
 
 
-def roll_forward(store: Store) -> None:
-    """Finish the restore a crash interrupted (the lock held; see Store.ready)."""
-    try:
-        job = json.loads(store.journal.read_text(encoding="utf-8"))
-        conv_id, target, paths = job["conversation"], job["target"], list(job["paths"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise GitFailed(f"an interrupted restore's journal ({store.journal}) cannot be read "
-                        f"({e}); move it away to use checkpoints again") from e
-    apply(store, str(target), [str(p) for p in paths], None)
-    store.commit(str(conv_id), {"entry": job.get("entry", ""), "undo": job.get("undo", ""),
-                                "phase": "restored"})
-    store.journal.unlink()
-
-
-def apply(store: Store, target: str, paths: list[str],
+def apply(git: ShadowGit, wanted: dict[str, tuple[str, str]], paths: list[str],
           progress: Callable[[int], None] | None) -> None:
-    """Make each of `paths` what it is in `target` (absent: deleted). Idempotent: running it
-    again after a crash finishes the job. Deletions go first (a file may become a folder)."""
-    wanted = store.entries(target, paths)
-    blobs = store.git.blobs([sha for _mode, sha in wanted.values()])
+    """Make each of `paths` in the project (`git.root`) what it is in the target checkpoint:
+    `wanted` has (mode, blob) for those of them it holds (`Store.entries`); the others are
+    deleted. Idempotent: running it again after a crash finishes the job. Deletions go first
+    (a file may become a folder)."""
+    blobs = git.blobs([sha for _mode, sha in wanted.values()])
     order = sorted(paths, key=lambda p: (p in wanted, p))
     for done, path in enumerate(order, 1):
-        dest = inside_project(store.root, path)
+        dest = inside_project(git.root, path)
         if path in wanted:
             mode, sha = wanted[path]
             _write(dest, mode, blobs[sha])
         else:
-            _remove(store.root, dest)
+            _remove(git.root, dest)
         if progress is not None:
             progress(done)
 

@@ -100,7 +100,7 @@ def restore(store: Store, conv_id: str, plan: Plan, force: bool = False,
         atomic_write_json(store.journal, {"conversation": conv_id, "target": plan.target,
                                           "pre": pre.commit, "paths": plan.paths, **record})
         target = store.entries(plan.target, plan.paths)
-        apply(store, plan.target, plan.paths, progress)
+        apply(store.git, target, plan.paths, progress)
         store.commit(conv_id, {**record, "phase": "restored"})
         store.journal.unlink()
         return [p for p in plan.paths if now.get(p) != target.get(p)]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.checkpoints.apply import roll_forward
+from core.checkpoints.apply import apply
 from core.checkpoints.git import GitFailed, GitMissing, ShadowGit
 
 SIZE_LIMIT = 5 * 1024 * 1024  # bytes: a bigger file is skipped (and said so on the checkpoint)
@@ -147,7 +147,21 @@ class Store:
             return
         self.git.prepare()  # all a repository is: objects/, refs/, HEAD and config
         if self.journal.exists():
-            roll_forward(self)
+            self._roll_forward()
+
+    def _roll_forward(self) -> None:
+        """Finish the restore a crash interrupted (the lock held)."""
+        try:
+            job = json.loads(self.journal.read_text(encoding="utf-8"))
+            conv_id, target, paths = job["conversation"], job["target"], list(job["paths"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise GitFailed(f"an interrupted restore's journal ({self.journal}) cannot be read "
+                            f"({e}); move it away to use checkpoints again") from e
+        paths = [str(p) for p in paths]
+        apply(self.git, self.entries(str(target), paths), paths, None)
+        self.commit(str(conv_id), {"entry": job.get("entry", ""), "undo": job.get("undo", ""),
+                                   "phase": "restored"})
+        self.journal.unlink()
 
     # --- snapshots -----------------------------------------------------------------------------
 

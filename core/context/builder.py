@@ -33,11 +33,12 @@ from core.context.pipeline import (
     ToolOutputStage,
 )
 from core.context.projection import ACK
-from core.context.prompts import PromptComposer, RunContext
+from core.context.prompts import PromptComposer
 from core.context.report import BuildReport, Decisions, ms_since
 from core.context.stages import BuildStage, Draft
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
 from core.model import ConversationMessage, Mode
+from core.workflows.state import RunContext
 
 # What callers import from here (ACK and BudgetError are defined where they are used).
 __all__ = ["ACK", "BudgetError", "BuildCache", "BuiltRequest", "build_request"]

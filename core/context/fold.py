@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from core.context.failures import Failure, failure, screen
-from core.context.memo import Compaction, CompactionMemo
 from core.context.rules import rule_key, rules_in
 from core.context.units import Unit
 from core.json_text import loads
@@ -53,6 +52,25 @@ OK_RESULT = Facts(result=("", "ok", False, ""))  # a tool result that went well 
 ERROR_OPENINGS = ("Error", "<tool_use_error>", "error:")  # a result that says it failed
 
 
+class FoldMemo(Protocol):
+    """What the fold keeps between builds (the `CompactionMemo` of core.context.memo, which
+    names the types below): by entry id, its facts and a command result's failure; folds of
+    the left-out prefix; the todo list up to a message."""
+
+    facts: dict[str, Facts]
+    failures: dict[str, Failure | None]
+    checkpoints: dict[int, Checkpoint]
+    plans: dict[str, str]
+
+
+class Compacted(Protocol):
+    """What the fold reads of a compaction's decisions (core.context.memo.Compaction): the
+    candidates as the view has them, and the shortened ones as they are logged."""
+
+    cands: list[tuple[ConversationMessage, int]]
+    logged: dict[int, ConversationMessage]
+
+
 def entry_line(m: ConversationMessage) -> str:
     """The entry in one line (what followed an error, in the digest): the tools it called
     with their key argument, or the opening of its text."""
@@ -75,7 +93,7 @@ def _call_line(name: str, arguments: str) -> str:
     return name
 
 
-def entry_facts(m: ConversationMessage, memo: CompactionMemo) -> Facts:
+def entry_facts(m: ConversationMessage, memo: FoldMemo) -> Facts:
     role = m.role
     if role == "assistant" and not m.tool_calls and m.kind != "error":
         return NO_FACTS  # the common case, without a memo entry
@@ -160,7 +178,7 @@ def _failure(m: ConversationMessage) -> str | None:
 
 
 def result_failure(m: ConversationMessage, call: ConversationMessage | None,
-                    memo: CompactionMemo) -> Failure | None:
+                    memo: FoldMemo) -> Failure | None:
     """The failure a tool result shows: read with its command line when it is a command's
     result; another tool's only when its status or exit code says it failed (a file's text
     is not read for error lines)."""
@@ -210,7 +228,7 @@ class Fold:
                      self.awaiting[:], self.errors[:], dict(self.rules), self.plan_until,
                      self.count, self.after_error)
 
-    def add(self, m: ConversationMessage, memo: CompactionMemo,
+    def add(self, m: ConversationMessage, memo: FoldMemo,
             logged: ConversationMessage | None = None) -> None:
         self.count += 1
         role = m.role
@@ -284,8 +302,8 @@ class Checkpoint:
 CHECK_EVERY = 256  # units between two kept folds of the left-out prefix
 
 
-def fold_units(plan: Compaction, units: list[Unit], left_out: Iterable[int],
-               memo: CompactionMemo) -> Fold:
+def fold_units(plan: Compacted, units: list[Unit], left_out: Iterable[int],
+               memo: FoldMemo) -> Fold:
     """The digest's facts of the left-out units, in log order. On a long log nearly every old
     unit is left out: folds of that all-left-out prefix are kept every CHECK_EVERY units, and
     the next build (after an append) resumes from the latest one that still holds instead of
@@ -322,7 +340,7 @@ def fold_units(plan: Compaction, units: list[Unit], left_out: Iterable[int],
 
 
 def _plan(until: str, cands: list[tuple[ConversationMessage, int]],
-          memo: CompactionMemo) -> str:
+          memo: FoldMemo) -> str:
     """The todo list as the log leaves it, when the latest change to it is left out (`until`);
     "" when a later change is sent (its call and result show the list) or there is none."""
     if not until:

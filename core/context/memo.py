@@ -5,13 +5,10 @@ what is new), and `Compaction`, one compaction's decisions over a build's candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from core.context.failures import Failure
+from core.context.fold import Checkpoint, Facts
 from core.model import ConversationMessage
-
-if TYPE_CHECKING:
-    from core.context.failures import Failure
-    from core.context.fold import Checkpoint, Facts
 
 
 @dataclass

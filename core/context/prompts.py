@@ -13,35 +13,10 @@ from pathlib import Path
 from core import confined
 from core.model import Mode
 from core.redact import redact
+from core.workflows.state import RunContext
 
 MAX_OVERRIDE = 2**20
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What run mode needs to know about the active workflow (the run engine provides it).
-
-    Attributes:
-        workflow_title: the workflow's name; goal: what the run is for.
-        step_number, step_count: position of the active step (1-based).
-        step_id, step_title, brief, done_when: the active step's own text.
-        steps: the directive's list of steps with their status and one-line results.
-        step_context: the results of the steps the active one depends on.
-        complete: every step is done; only the post-run protocol applies.
-    """
-
-    workflow_title: str
-    goal: str = ""
-    step_number: int = 0
-    step_count: int = 0
-    step_id: str = ""
-    step_title: str = ""
-    brief: str = ""
-    done_when: str = ""
-    steps: str = ""
-    step_context: str = ""
-    complete: bool = False
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
 from core.context.instructions import InstructionFile, Instructions
-from core.context.prompts import PromptComposer, RunContext
+from core.context.prompts import PromptComposer
 from core.context.server_window import (
     PROBE_MARK,
     PROBE_TOOL,
@@ -61,7 +61,8 @@ from core.store.project import Project
 from core.tool_names import COMPLETE_STEP
 from core.tools import Tool, tool_schemas, tools_for
 from core.tools.mcp_tools import McpTool, McpToolset
-from core.workflows.state import RunState, RunTracker, fold
+from core.workflows.run_files import RunFiles
+from core.workflows.state import RunContext, RunState, RunTracker, fold
 
 CACHED_CONVERSATIONS = 2
 
@@ -152,7 +153,8 @@ class ProjectContext:
         self._no_tools: set[str] = set()  # without a calibration file: this process only
         self._runs: dict[str, RunTracker] = {}
         self._runs_lock = threading.Lock()
-        self.writer = LogWriter(store, self.run_state, state_dir,
+        self.writer = LogWriter(store, self.run_state,
+                                RunFiles(state_dir).sync if state_dir is not None else None,
                                 seal or ApprovalSeal.in_folder(config_dir()))
 
     @classmethod

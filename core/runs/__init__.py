@@ -1,2 +1,2 @@
-"""Run mode: workflows (`workflow`), a run's state read from the log (`state`), its cache file
-(`files`) and the driver that carries a run through its steps (`driver`)."""
+"""Run mode's driver (`driver`): it starts a run, carries it through its steps and applies the
+user's controls, over the engine. What it drives are values below the engine: core.workflows."""

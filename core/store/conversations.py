@@ -28,8 +28,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from core import confined
-from core.attachments import trash_unused
-from core.cost import kept
 from core.model import (
     ConversationMessage,
     Mode,
@@ -38,6 +36,7 @@ from core.model import (
     new_id,
 )
 from core.redact import redact
+from core.store.attachment_refs import trash_unused
 from core.store.branches import (
     Cut,
     answered_upstream,
@@ -74,7 +73,7 @@ from core.store.meta import DEFAULT_TITLE as DEFAULT_TITLE  # their home is core
 from core.store.meta import ConversationMeta as ConversationMeta
 from core.store.meta import ConversationSummary as ConversationSummary
 from core.store.search_index import SearchIndex, searchable
-from core.store.tally import tally
+from core.store.tally import kept, tally
 
 LOADED_CACHE = 2  # conversations kept parsed in memory (the open one and the last)
 PARTIAL_FILE = "streaming.partial.json"

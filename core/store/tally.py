@@ -6,15 +6,16 @@ is read: a 10,000-entry log is tens of megabytes.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
+from typing import Any
 
 from core import confined
-from core.cost import kept
 from core.store.log import MAX_LOG
 
 # An entry's cost: its own key, which no provider's usage object has. Inside a string the key
-# would be escaped (never counted); a negative or broken figure is no cost (core.cost.kept).
+# would be escaped (never counted); a negative or broken figure is no cost (`kept`).
 COST_KEY = re.compile(rb'(?<!\\)"cost_usd":([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)')
 # An annotation entry's line (a pin, an exclude): a mark on a message, not one to count.
 ANNOTATION_KEY = re.compile(rb'(?<!\\)"kind":"annotation"')
@@ -46,6 +47,14 @@ def tally(log: Path, since: tuple[int, int, float] | None = None) -> tuple[int, 
             return count, cost
     except (OSError, ValueError):
         return 0, 0.0
+
+
+def kept(cost: Any) -> float | None:
+    """A cost as a log or a file states it: a finite number of dollars, not below zero; else
+    unknown (a shipped log's negative "cost" must not cancel real spending)."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
 def _dollars(text: bytes) -> float:

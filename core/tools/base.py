@@ -12,16 +12,14 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from core.model import ConversationMessage
+from core.todo import TodoBoard
+from core.tools.sandbox import Sandbox
 from core.workflows.state import RunState
-
-if TYPE_CHECKING:
-    from core.tools.shell import Sandbox
-    from core.tools.todo import TodoBoard
 
 Risk = Literal["read", "write", "execute"]
 
@@ -90,7 +88,7 @@ class ToolContext:
         state: the project's `.workbench` folder.
         conv_id, call_id: the conversation and the tool call being answered.
         history: the conversation's log as it stood when the tools started.
-        sandbox: how commands are contained (see core.tools.shell).
+        sandbox: how commands are contained (see core.tools.sandbox).
         network: commands may use the network (the user allowed it for the conversation).
         env: the environment commands get (no API keys).
     """

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from core.mcp import McpHub, McpToolInfo
+from core.mcp import McpHub
+from core.mcp_state import McpToolInfo
 from core.mcp_text import result_parts
 from core.redact import redact
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, running_file

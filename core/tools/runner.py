@@ -35,7 +35,8 @@ from core.tools.base import (
 from core.tools.files import planned_content, unified_diff
 from core.tools.mcp_tools import McpTool
 from core.tools.results import OFFLOAD_TOKENS, READ_TOOL_RESULT, Kept, keep
-from core.tools.shell import Sandbox, ShellArgs
+from core.tools.sandbox import Sandbox
+from core.tools.shell import ShellArgs
 from core.tools.todo import TodoBoard, todo_state
 from core.workflows.state import RunState
 

@@ -19,12 +19,8 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import time
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field
 
@@ -33,63 +29,11 @@ from core.redact import SECRET_NAME
 from core.stand_ins import remove_stand_ins
 from core.threads import wait_within
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, running_file
+from core.tools.sandbox import CONFINE, Sandbox
 
 DEFAULT_TIMEOUT = 120
 MAX_OUTPUT_BYTES = 256 * 2**20  # a command printing more is stopped
 POLL_S = 0.1
-ENV_SANDBOX = "WORKBENCH_SANDBOX"  # "none" turns the sandbox off (tests, odd kernels)
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """Attributes:
-        kind: "bubblewrap" or "none".
-        bwrap: the bubblewrap executable.
-        why: for "none", why there is no sandbox, in one sentence.
-    """
-
-    kind: Literal["bubblewrap", "none"]
-    bwrap: str | None = None
-    why: str = ""
-
-    def describe(self, network: bool = False) -> str:
-        """What protects the user, for the approval prompt and Settings."""
-        if self.kind == "bubblewrap":
-            net = "network allowed" if network else "no network"
-            hidden = "" if network else ", Unix sockets in /run hidden"
-            return ("bubblewrap sandbox: only the project folder is writable (not .workbench/ "
-                    "or .git, even before they exist, nor a nested repository's .git), the "
-                    f"rest of the system read-only, no capabilities, {net}{hidden}")
-        return (f"no sandbox ({self.why}): the command runs with your user's full rights; "
-                "your approval is the only guard")
-
-
-@cache
-def _probe(bwrap: str) -> str:
-    """'' when bubblewrap can create its namespaces here, else why not."""
-    try:
-        done = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *CONFINE,
-             "--unshare-pid", "--unshare-net", "--die-with-parent", "true"],
-            capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bubblewrap could not start: {e}"
-    if done.returncode != 0:
-        err = done.stderr.decode(errors="replace").strip().splitlines()
-        return "bubblewrap cannot create a sandbox here" + (f" ({err[-1]})" if err else "")
-    return ""
-
-
-def detect_sandbox(env: dict[str, str] | None = None) -> Sandbox:
-    """The sandbox commands get on this machine (probed once per process)."""
-    env = dict(os.environ) if env is None else env
-    if env.get(ENV_SANDBOX, "").lower() == "none":
-        return Sandbox("none", why=f"turned off by {ENV_SANDBOX}=none")
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return Sandbox("none", why="bubblewrap is not installed; apt-get install bubblewrap")
-    problem = _probe(bwrap)
-    return Sandbox("none", why=problem) if problem else Sandbox("bubblewrap", bwrap)
 
 
 def tool_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -97,12 +41,6 @@ def tool_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     (API keys must never reach a command the model wrote, nor its output in the log)."""
     env = dict(os.environ) if env is None else env
     return {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
-
-
-# No capability survives into the sandbox, even when the app runs as root (a root command could
-# otherwise remount the read-only file system writable, or leave its namespaces), in a user
-# namespace of its own; bubblewrap also sets no_new_privs, so nothing inside gains any back.
-CONFINE = ("--unshare-user", "--cap-drop", "ALL")
 
 
 def socket_folders(env: dict[str, str] | None = None) -> list[str]:

@@ -6,7 +6,7 @@ the same list); this is the tool: its arguments, and a batch's calls sharing one
 
 from __future__ import annotations
 
-from core.todo import TODO_TOOL, TodoChange, TodoError, TodoItem, apply, render, todo_state
+from core.todo import TODO_TOOL, TodoBoard, TodoChange, TodoError, apply, render, todo_state
 from core.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 
 __all__ = ["MANAGE_TODO_LIST", "TODO_TOOL", "TodoArgs", "TodoBoard", "apply", "render",
@@ -15,13 +15,6 @@ __all__ = ["MANAGE_TODO_LIST", "TODO_TOOL", "TodoArgs", "TodoBoard", "apply", "r
 
 class TodoArgs(ToolArgs, TodoChange):
     pass  # the tool's arguments: a change to the list (no docstring: it would join the schema)
-
-
-class TodoBoard:
-    """The list shared by the calls of one batch (each sees the ones before it)."""
-
-    def __init__(self, items: list[TodoItem]) -> None:
-        self.items = items
 
 
 async def manage_todo_list(args: TodoArgs, ctx: ToolContext) -> ToolOutput:

@@ -4,7 +4,7 @@ The log is the run's only source of truth: the start entry carries the workflow 
 control entries (pause, resume, skip, redo, abort) say what the user did, and the model's
 successful complete_step results say which steps are done and with what result. Every entry a
 run produces is tagged with its `run_id` and `step_id`. `fold` replays them; the run file in
-`.workbench/runs/` is only a cache of the result (see core.runs.files).
+`.workbench/runs/` is only a cache of the result (see core.workflows.run_files).
 
 Statuses of a run:
     running    a step is active and nothing stands in its way
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from core.context.prompts import RunContext
 from core.model import ConversationMessage
 from core.tool_names import COMPLETE_STEP
 from core.workflows.workflow import Step, Workflow, WorkflowError, validate_workflow
@@ -36,6 +35,33 @@ RunStatus = Literal["running", "waiting", "limit", "failed", "paused", "post_run
 OPEN = ("running", "waiting", "limit", "failed", "paused", "post_run")  # can carry on
 RESULT_LINE = 160  # characters of a result in the directive's step list
 ICON = {"pending": "○", "active": "▶", "done": "✓", "skipped": "↷", "failed": "✗"}
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What run mode's prefix says of the active workflow (`RunState.context`; the prompt
+    templates of core.context.prompts fill in its fields).
+
+    Attributes:
+        workflow_title: the workflow's name; goal: what the run is for.
+        step_number, step_count: position of the active step (1-based).
+        step_id, step_title, brief, done_when: the active step's own text.
+        steps: the directive's list of steps with their status and one-line results.
+        step_context: the results of the steps the active one depends on.
+        complete: every step is done; only the post-run protocol applies.
+    """
+
+    workflow_title: str
+    goal: str = ""
+    step_number: int = 0
+    step_count: int = 0
+    step_id: str = ""
+    step_title: str = ""
+    brief: str = ""
+    done_when: str = ""
+    steps: str = ""
+    step_context: str = ""
+    complete: bool = False
 
 
 @dataclass

@@ -84,7 +84,8 @@ from core.llm.tokens import TokenCounter
 from core.model import FunctionCall, ToolCall
 from core.tools import tools_for
 from core.tools.runner import ToolResult, ToolRunner
-from core.tools.shell import detect_sandbox, tool_environment
+from core.tools.sandbox import detect_sandbox
+from core.tools.shell import tool_environment
 
 root = Path(sys.argv[1])
 counter = TokenCounter.for_model(None)

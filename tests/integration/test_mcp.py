@@ -154,7 +154,8 @@ def test_a_server_that_hangs_is_given_up_after_its_timeout(capsys, project,
 def test_a_stuck_server_is_started_again_and_answers_the_next_call(tmp_path) -> None:
     import asyncio
 
-    from core.mcp import McpHub, ServerConfig
+    from core.mcp import McpHub
+    from core.mcp_state import ServerConfig
 
     hub = McpHub({"calc": ServerConfig.model_validate(stdio(timeout=1.0))}, [], tmp_path)
 
@@ -272,7 +273,8 @@ def test_a_streamable_http_server_on_loopback(capsys, project, llm_server) -> No
 def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path) -> None:
     from types import SimpleNamespace
 
-    from core.mcp import McpHub, ServerConfig, ServerState
+    from core.mcp import McpHub
+    from core.mcp_state import ServerConfig, ServerState
 
     hub = McpHub({"s": ServerConfig(command="x")}, [], None)
     state = ServerState("s", ServerConfig(command="x"))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.context.service import ProjectContext
-from core.mcp import McpHub, ServerConfig
+from core.mcp import McpHub
+from core.mcp_state import ServerConfig
 from core.settings import LLMSettings
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, ToolCalls

@@ -17,10 +17,10 @@ from core.engine import EngineEvent, NothingToRetry, TurnFinished, TurnOptions
 from core.factory import build_engine
 from core.model import ConversationMessage, annotation
 from core.runs.driver import RunDriver
-from core.runs.files import RunFiles
 from core.settings import LLMSettings
 from core.store.project import Project
 from core.tools.base import running_file, started_file
+from core.workflows.run_files import RunFiles
 from core.workflows.workflow import Workflow
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError
 

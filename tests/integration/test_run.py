@@ -14,9 +14,9 @@ from core.engine import EngineEvent, RunUpdated, TurnOptions
 from core.factory import build_engine
 from core.model import ConversationMessage
 from core.runs.driver import RunControlError, RunDriver
-from core.runs.files import RunFiles
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.workflows.run_files import RunFiles
 from core.workflows.workflow import Workflow, WorkflowError, parse_workflow
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, ToolCalls
 

@@ -20,7 +20,8 @@ import pytest
 
 from core.store.project import Project
 from core.tools.base import ToolContext
-from core.tools.shell import ShellArgs, command_argv, detect_sandbox, run_shell, tool_environment
+from core.tools.sandbox import detect_sandbox
+from core.tools.shell import ShellArgs, command_argv, run_shell, tool_environment
 
 SANDBOX = detect_sandbox({})
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,7 +195,8 @@ CHILD = """
 import asyncio, sys
 from pathlib import Path
 from core.tools.base import ToolContext
-from core.tools.shell import ShellArgs, detect_sandbox, run_shell
+from core.tools.sandbox import detect_sandbox
+from core.tools.shell import ShellArgs, run_shell
 root = Path(sys.argv[1])
 ctx = ToolContext(root, root / ".workbench", "c", "k1", sandbox=detect_sandbox({}))
 asyncio.run(run_shell(ShellArgs(command="sleep 60"), ctx))

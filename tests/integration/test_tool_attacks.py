@@ -16,7 +16,8 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, FunctionCall, ToolCall
 from core.tools import tools_for
 from core.tools.runner import ToolResult, ToolRunner
-from core.tools.shell import Sandbox, tool_environment
+from core.tools.sandbox import Sandbox
+from core.tools.shell import tool_environment
 
 DEADLINE_S = 20
 

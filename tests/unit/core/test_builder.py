@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from core.context.budget import Budget, resolve_budget
 from core.context.builder import BudgetError, build_request
 from core.context.normalize import protocol_errors
-from core.context.prompts import PromptComposer, RunContext
+from core.context.prompts import PromptComposer
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, ErrorInfo
+from core.workflows.state import RunContext
 from tests.helpers.trajectories import make_conversation
 
 COUNTER = TokenCounter("o200k_base")

@@ -14,7 +14,8 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, FunctionCall, ToolCall
 from core.tools import BUILTIN_TOOLS, tools_for
 from core.tools.runner import ToolResult, ToolRunner
-from core.tools.shell import Sandbox, detect_sandbox, tool_environment
+from core.tools.sandbox import Sandbox, detect_sandbox
+from core.tools.shell import tool_environment
 
 HAS_BWRAP = detect_sandbox({}).kind == "bubblewrap"
 
