@@ -1,6 +1,6 @@
 """A message of several parts (an attached file, an image) as a transcript row shows it: its
 texts apart, an attached file without the fence meant for the model, a line and a thumbnail for
-each image (the app reads the images; see app/attachment_flow.py)."""
+each image (the app reads the images; see app/window/attachment_flow.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The run panel (run mode): choose a workflow and start it; while it runs, its steps with
 status, result, time and tokens, the active one highlighted, and the controls (pause or
-resume, skip, redo, abort). It shows plain values (`RunView`); app/run_flow.py makes them."""
+resume, skip, redo, abort). It shows plain values (`RunView`); app/window/run_flow.py makes them."""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def quality() -> None:
 
 def speed() -> None:
     msgs = big_messages()
-    gc.freeze()  # as the window does once a conversation is open (app/controller.py)
+    gc.freeze()  # as the window does once a conversation is open (app/window/controller.py)
     usable = 128_000 - 4096 - 2560
     full = build(msgs, 10**9, False).report.used
     build(msgs, usable, True)  # the process's first build pays one-time costs: not counted

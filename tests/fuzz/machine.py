@@ -469,7 +469,7 @@ class Workbench(RuleBasedStateMachine):
     @rule(which=PICK, message=PICK, script=script_st)
     def edit_and_resend(self, which: int, message: int,
                         script: tuple[list[tuple[list[int], bool]], int]) -> None:
-        """As the window does it (app/branch_flow.py): a branch just before one of the user's
+        """As the window does it (app/window/branch_flow.py): a branch just before one of the user's
         messages, and the message's text sent there, unchanged."""
         conv = self.pick(self.convs, which)
         users = [m for m in self.messages(conv) if m.role == "user" and m.kind == "message"
