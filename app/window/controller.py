@@ -2,7 +2,7 @@
 
 The controller opens projects, fills the window, turns the window's signals into core calls and
 the engine's events into model updates. Turns run on the engine worker's own thread and loop
-(app/worker.py), so provider code never runs on the window's thread; Stop cancels the turn and
+(worker.py), so provider code never runs on the window's thread; Stop cancels the turn and
 the engine keeps the partial answer.
 """
 

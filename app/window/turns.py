@@ -1,6 +1,6 @@
 """Turns in the window: starting them from the state they need, showing their events.
 
-A turn runs on the engine worker's own thread and loop (app/worker.py), so provider code never
+A turn runs on the engine worker's own thread and loop (worker.py), so provider code never
 runs on the window's thread; its events cross back through one signal bridge, in order. Stop
 cancels the turn and the engine keeps the partial answer. A full disk keeps the turn's entries
 on screen and in memory until the notice's Save writes them.
