@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from core import confined
 from core.confined import Refused
+from core.context.normalize import ABORTED_RESULT
 from core.json_text import document
 from core.log_writer import redact_entry
 from core.model import (
@@ -147,9 +148,41 @@ def read_import(path: Path, max_bytes: int = MAX_IMPORT_BYTES
 
 def _imported(entries: list[ConversationMessage]) -> list[ConversationMessage]:
     """The usage an imported session carries is kept, marked as imported (`workbench usage`
-    counts it apart: it was spent elsewhere)."""
-    return [m.model_copy(update={"usage": {**m.usage, "imported": True}})
-            if m.usage and not m.usage.get("imported") else m for m in entries]
+    counts it apart: it was spent elsewhere); the log is made protocol-complete."""
+    return _answered([m.model_copy(update={"usage": {**m.usage, "imported": True}})
+                      if m.usage and not m.usage.get("imported") else m for m in entries])
+
+
+def _answered(entries: list[ConversationMessage]) -> list[ConversationMessage]:
+    """Every call answered before the next message of the user's or the model's, as our own
+    log is: a result the file gives later joins its call, a call with none is answered as
+    aborted (a crash's export with a message added, another tool's export). Only the batch
+    the file ends with may still wait: the engine closes it when the conversation is next
+    used, as after a crash here."""
+    late = {m.tool_call_id: m for m in entries if m.role == "tool"}
+    out: list[ConversationMessage] = []
+    pending: list[tuple[str, str, ConversationMessage]] = []  # (call id, tool, its answer)
+    moved: set[int] = set()
+    for m in entries:
+        if m.role == "tool":
+            if id(m) in moved:
+                continue
+            pending = [p for p in pending if p[0] != m.tool_call_id]
+        elif m.kind in ("message", "error") and m.role in ("user", "assistant") and pending:
+            for call_id, name, asked in pending:
+                result = late.get(call_id)
+                if result is not None:
+                    moved.add(id(result))
+                    out.append(result)
+                else:
+                    out.append(ConversationMessage(
+                        role="tool", tool_call_id=call_id, tool_name=name, status="aborted",
+                        content=ABORTED_RESULT, mode=asked.mode, run_id=asked.run_id,
+                        step_id=asked.step_id))
+            pending = []
+        out.append(m)
+        pending += [(c.id, c.function.name, m) for c in m.tool_calls or []]
+    return out
 
 
 def _read_jsonl(path: Path, max_bytes: int) -> list[ConversationMessage]:

@@ -103,7 +103,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         # The Inspector's model view: entries the selected request leaves out, and why.
         self.model_view = False
         self.left_out: dict[str, str] = {}
-        # Attached images' thumbnails, by reference (the app reads them; see app/window/attachment_flow)
+        # Attached images' thumbnails, by reference (the app reads them: app/window/attachment_flow)
         self.thumbnails: dict[str, QImage] = {}
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._timer = QTimer(self)

@@ -17,12 +17,6 @@ KNOWN_BUGS: dict[str, str] = {
           "Retry) sends a request with nothing but the system prompt (Anthropic refuses an "
           "empty messages list; an OpenAI model answers nothing in particular). Caught by: "
           "every request is valid.",
-    "F4": "An import keeps tool calls the file leaves without results, even when later "
-          "messages follow them (a crash's export with a message added; another tool's "
-          "export): the new log is not protocol-complete, close_interrupted (last turn only) "
-          "never answers them, and every request is repaired by normalize with a synthetic "
-          "'[aborted: no result was recorded]'. Caught by: the stored log reads back "
-          "protocol-complete.",
 }
 
 # How often each known bug was hit in this process (the summary at the end of a run).

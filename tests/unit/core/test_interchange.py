@@ -10,6 +10,7 @@ from core.interchange import (
     export_markdown,
     export_openai,
     parse_openai_messages,
+    read_import,
     read_import_file,
 )
 from tests.helpers.trajectories import make_conversation
@@ -104,3 +105,53 @@ def test_every_export_keeps_every_character_the_user_saw() -> None:
     assert len(lines) == 4 and "arriving text" in lines[-1]
     last = ConversationMessage.model_validate_json(lines[-1])
     assert last.error is not None and last.error.type == "app_closed"
+
+
+def _call(cid: str, name: str = "read_file") -> dict[str, object]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_calls_a_file_leaves_without_results_are_answered_before_the_next_message(
+        tmp_path: Path) -> None:
+    """A crash's export with a message added, or another tool's export: the calls have no
+    result and the conversation goes on. The imported log is protocol-complete: each call is
+    answered as aborted right after its batch, and nothing of the file is lost."""
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("b", "ls")]},
+        {"role": "tool", "tool_call_id": "a", "content": "A's result"},
+        {"role": "user", "content": "and then?"},
+        {"role": "assistant", "content": "done"},
+    ]}))
+    _title, entries = read_import(path)
+    assert [(m.role, m.tool_call_id, m.status) for m in entries] == [
+        ("user", None, None), ("assistant", None, None), ("tool", "a", None),
+        ("tool", "b", "aborted"), ("user", None, None), ("assistant", None, None)]
+    added = entries[3]
+    assert added.tool_name == "ls" and "no result was recorded" in added.text()
+    assert entries[2].text() == "A's result" and entries[4].text() == "and then?"
+
+
+def test_a_result_that_comes_after_a_later_message_joins_its_call(tmp_path: Path) -> None:
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps([
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("a")]},
+        {"role": "user", "content": "meanwhile"},
+        {"role": "tool", "tool_call_id": "a", "content": "A's result"},
+    ]))
+    _title, entries = read_import(path)
+    assert [(m.role, m.text()) for m in entries] == [
+        ("user", "look"), ("assistant", ""), ("tool", "A's result"), ("user", "meanwhile")]
+
+
+def test_calls_the_file_ends_with_are_left_for_the_engine_to_close(tmp_path: Path) -> None:
+    """The last batch may still wait, as after a crash: the engine answers it when the
+    conversation is next used (it knows whether a command had started)."""
+    path = tmp_path / "crash.json"
+    path.write_text(json.dumps([{"role": "user", "content": "look"},
+                                {"role": "assistant", "content": None,
+                                 "tool_calls": [_call("a")]}]))
+    _title, entries = read_import(path)
+    assert [m.role for m in entries] == ["user", "assistant"]
