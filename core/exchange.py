@@ -21,14 +21,24 @@ import time
 import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from core.attachments import accepts_images, has_images
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.report_text import cached_tokens
+from core.context.service import ProjectContext
 from core.cost import cost_of
 from core.last_turn import last_turn
-from core.llm.adapter import Finished, LLMRequest, TextDelta, ToolCallsReady, Usage, keys_in_use
+from core.llm.adapter import (
+    Finished,
+    LLMClient,
+    LLMRequest,
+    TextDelta,
+    ToolCallsReady,
+    Usage,
+    keys_in_use,
+)
 from core.llm.errors import ContextOverflow, LLMError, ToolsUnsupported
 from core.log_writer import Written
 from core.model import ConversationMessage, ErrorInfo, Mode, ToolCall
@@ -46,9 +56,6 @@ from core.turn_events import (
     TurnOptions,
 )
 
-if TYPE_CHECKING:
-    from core.engine import Engine
-
 MAX_RETRY_WAIT = 120.0
 MAX_OVERFLOW_REBUILDS = 3
 MAX_SAME_RETRIES = 2  # a refusal repeated word for word (a server's 500 on what it cannot read)
@@ -62,6 +69,27 @@ def error_entry(info: ErrorInfo, text: str, settings: LLMSettings, mode: Mode,
         role="assistant", kind="error", content=text, error=info, mode=mode,
         model=settings.model, duration_ms=duration_ms, continues=continues,
         status="aborted" if info.type == "stopped" else "error")
+
+
+class ExchangeHost(Protocol):
+    """What an exchange uses of whoever makes it (`core.engine.Engine` is the one that does).
+
+    Attributes:
+        context: builds the request (and rebuilds it), counts, writes through its writer,
+            remembers what the server showed.
+        client: the LLM adapter the request is streamed through.
+        requests_dir: where the request's copies go (None: none are written).
+        retry_delays: the backoff before each retry of a transient failure.
+        sent: the last request sent per conversation (read as the previous one, then set).
+        kept: conversation -> its newest request copy and the request it holds (set).
+    """
+
+    context: ProjectContext
+    client: LLMClient
+    requests_dir: Path | None
+    retry_delays: tuple[float, ...]
+    sent: dict[str, list[dict[str, Any]]]
+    kept: dict[str, tuple[Path, BuiltRequest]]
 
 
 @dataclass
@@ -86,22 +114,23 @@ class Exchange:
         entry: the entry the exchange left (set when `run` ends).
     """
 
-    def __init__(self, engine: Engine, conv_id: str, settings: LLMSettings,
+    def __init__(self, host: ExchangeHost, conv_id: str, settings: LLMSettings,
                  options: TurnOptions, history: list[ConversationMessage],
                  built: BuiltRequest, continues: str | None = None,
                  instruction: str | None = None,
                  later: list[RequestCopies] | None = None) -> None:
         """`later`: where an answer that calls tools leaves its request's copies for the tool
         loop to settle at the end of the turn (the tools need not wait for them)."""
-        self.engine, self.conv_id, self.settings = engine, conv_id, settings
+        self.host, self.conv_id, self.settings = host, conv_id, settings
         self.options, self.history = options, history
         self.built, self.continues, self.instruction = built, continues, instruction
         self.later = later
-        self.counter = engine.context.counter(settings.model)
+        self.context = host.context
+        self.counter = self.context.counter(settings.model)
         self.notes: list[str] = []
-        self.previous = engine.sent.get(conv_id)
-        self.copies = RequestCopies(engine.requests_dir, conv_id, self.notes, self.previous,
-                                    self.counter, engine.kept)
+        self.previous = host.sent.get(conv_id)
+        self.copies = RequestCopies(host.requests_dir, conv_id, self.notes, self.previous,
+                                    self.counter, host.kept)
         self.got = Received()
         self.started = time.monotonic()
         self.entry: ConversationMessage | None = None
@@ -110,7 +139,7 @@ class Exchange:
             max_tokens=settings.max_output_tokens, key_name=settings.key_name,
             tools=built.tools or None, timeout=settings.request_timeout)
         self._use(built)
-        engine.writer.add_secrets(keys_in_use(self.request))  # never written, wherever seen
+        self.context.writer.add_secrets(keys_in_use(self.request))  # never written, wherever seen
 
     def _use(self, built: BuiltRequest, tools: bool = True) -> None:
         """Make `built` the request to send (its copy kept once it is on the wire)."""
@@ -123,7 +152,7 @@ class Exchange:
         # reserves and the `max_tokens` asked are one number (without a reserve, as with the
         # CLI's --budget, the setting stands).
         room = self._room(built)
-        attachments = self.engine.context.attachments
+        attachments = self.context.attachments
         images = accepts_images(self.settings.model, self.settings.images)
         if not images and has_images(messages):  # said where the request is described
             note = f"images: each sent as a one-line note ({self.settings.model} takes none)"
@@ -133,10 +162,10 @@ class Exchange:
         self.request = replace(self.request, messages=sent, max_tokens=room,
                                tools=self.request.tools if tools else None,
                                cache_breakpoints=cache_breakpoints(self.previous, messages))
-        remember(self.engine.sent, self.conv_id, messages)
+        remember(self.host.sent, self.conv_id, messages)
 
     def _rebuild(self, known_window: int | None = None) -> BuiltRequest:
-        return self.engine.context.build(
+        return self.context.build(
             self.conv_id, self.history, self.settings, self.options.mode,
             known_window=known_window, run_context=self.options.run_context,
             agent=self.options.agent)
@@ -155,7 +184,7 @@ class Exchange:
             entry = self._answer()
         except LLMError as e:
             # The server may have been restarted with another model or window: ask it again.
-            self.engine.context.forget_served_window(self.settings)
+            self.context.forget_served_window(self.settings)
             entry = self._failed(e.info(partial=bool(self.got.parts)))
         except Exception as e:  # a bug of ours must not lose what was streamed
             entry = self._failed(ErrorInfo(
@@ -191,7 +220,7 @@ class Exchange:
         turn = last_turn(self.history)
         if self.continues or turn.last is None or turn.last.role not in ("user", "tool"):
             return True
-        since = self.engine.store.load(self.conv_id).messages[len(self.history):]
+        since = self.context.store.load(self.conv_id).messages[len(self.history):]
         return any(m.run_event is not None and m.run_event.action == "abort" for m in since)
 
     def _stopped(self) -> ConversationMessage:
@@ -200,7 +229,7 @@ class Exchange:
             retryable=True, partial=bool(self.got.parts)))
 
     def _write(self, entry: ConversationMessage) -> Written:
-        written = self.engine.writer.write(self.conv_id, [entry], _what(entry))
+        written = self.context.writer.write(self.conv_id, [entry], _what(entry))
         self.entry = written.entries[0]
         return written
 
@@ -236,7 +265,7 @@ class Exchange:
         last_flush = time.monotonic() - PARTIAL_FLUSH_S + 0.2  # first flush soon after text
         while True:
             try:
-                async for ev in self.engine.client.stream(self.request):
+                async for ev in self.host.client.stream(self.request):
                     self.copies.start()  # the request is out: now keep its copy
                     if isinstance(ev, TextDelta):
                         self.got.parts.append(ev.text)
@@ -253,7 +282,7 @@ class Exchange:
                             self.got.usage = {**self.got.usage, "estimated": True}
                     elif isinstance(ev, Finished):
                         self.got.finish = ev.reason
-                self.engine.context.keep_profile(self.settings)  # what the server showed
+                self.context.keep_profile(self.settings)  # what the server showed
                 return
             except ContextOverflow as e:
                 if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:
@@ -265,20 +294,20 @@ class Exchange:
             except ToolsUnsupported as e:
                 if self.got.parts or not self.request.tools:
                     raise
-                self.engine.context.remember_refuses_tools(self.settings.model)
+                self.context.remember_refuses_tools(self.settings.model)
                 self._use(self._without_tools(e), tools=False)
                 yield RequestBuilt(self.built)
                 yield StoreNotice(f"{e.message} The conversation goes on without tools; "
                                   "Agent mode needs a model that supports them.")
             except LLMError as e:
-                limit = min(self.settings.auto_retries, len(self.engine.retry_delays))
+                limit = min(self.settings.auto_retries, len(self.host.retry_delays))
                 if e.details and e.details == previous:  # the same answer again: not temporary
                     limit = min(limit, MAX_SAME_RETRIES)
                 previous = e.details
                 if self.got.parts or not e.retryable or attempt >= limit:
                     raise
                 delay = e.retry_after if e.retry_after is not None \
-                    else self.engine.retry_delays[attempt]
+                    else self.host.retry_delays[attempt]
                 attempt += 1
                 yield Retrying(attempt, limit, min(delay, MAX_RETRY_WAIT), e.message)
                 await asyncio.sleep(min(delay, MAX_RETRY_WAIT))  # Stop cancels the wait too
@@ -298,7 +327,7 @@ class Exchange:
         only the room kept for the answer (`max_tokens`, which counts against the limit too).
         Raises when nothing smaller can be built."""
         window = e.limit or int(self.built.report.window * 0.75)
-        calibration = self.engine.context.calibration
+        calibration = self.context.calibration
         if e.limit and calibration is not None:
             calibration.remember_window(self.settings.model, e.limit, self.settings.api_base)
         if e.prompt_tokens and calibration is not None:  # the provider counted this request
@@ -329,7 +358,7 @@ class Exchange:
         return built.report.reserved_output or self.settings.max_output_tokens
 
     def _flush(self) -> None:
-        self.engine.writer.write_partial(self.conv_id, {
+        self.context.writer.write_partial(self.conv_id, {
             "text": self.got.text, "model": self.settings.model, "mode": self.options.mode,
             "continues": self.continues}, self.notes)
 
@@ -342,7 +371,7 @@ class Exchange:
         """The complete answer's entry (an unfinished one when the output limit cut it)."""
         got, settings = self.got, self.settings
         self.built.report.cached_tokens = cached_tokens(got.usage)
-        calibration = self.engine.context.calibration
+        calibration = self.context.calibration
         if calibration is not None and got.usage and got.usage.get("estimated"):
             calibration.observe_unreported(settings.model)
         elif calibration is not None and got.usage and got.usage.get("prompt_tokens"):
