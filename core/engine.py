@@ -4,6 +4,29 @@ The engine is the only code that turns a user's action into log entries, for the
 the tests alike. Every outcome is persisted before it is reported: a complete answer becomes an
 assistant entry; any failure, including the user pressing Stop, becomes a visible `kind=error`
 entry that carries the partial text streamed so far, so nothing shown on screen is ever lost.
+
+The verbs, each an iterator of events (core.turn_events) the last of which settles it:
+
+    verb               appends first       builds requests (1) from      settles with
+    send               the user's message  the log                       TurnFinished
+    continue_          -                   the log + "continue" (2)      TurnFinished
+    retry              -                   the log less its failed tail  TurnFinished
+    proceed            -                   the log (+ a nudge)           TurnFinished
+    exchange           -                   the log, once; runs no tool   TurnFinished
+    summarize          -                   no: its own prompt (3)        CompactionFinished
+    close_interrupted  "aborted" results   no                            its end (synchronous)
+
+(1) Through the one context service, `ProjectContext.build`. The "continue" instruction and the
+nudge are sent once, never stored. (2) On a log that ends in tool results or a pause (the step
+limit, the cost cap), continue_ is proceed. (3) Planned by core.context.summary; the summary is
+appended at the end, or nothing is.
+
+A turn (send, continue_, retry, proceed) answers the calls a crash left without results
+(close_interrupted), appends what the table says, then goes round: an exchange (core.exchange:
+one request, streamed; it appends the answer, or an error entry with what arrived), then the
+tools the answer calls (a result entry each), until an answer calls none, a request fails, Stop,
+the step limit or the cost cap (an error entry Continue goes on from), or the user pauses (or
+aborts) the run. Its TurnFinished is "ok", "error" or "stopped", with the entry that ended it.
 """
 
 from __future__ import annotations
@@ -136,7 +159,7 @@ class Engine:
         if not written.ok:  # nothing was sent: the message goes back to the user, untouched
             yield TurnFinished("error", written.entries[0])
             return
-        async for event in self._loop(conv_id, settings, options):
+        async for event in self._turn(conv_id, settings, options):
             yield event
 
     async def continue_(
@@ -145,9 +168,10 @@ class Engine:
         """Resume the answer the conversation ends in (a stopped, cut or interrupted one).
 
         The model sees its own partial answer and its "unfinished" marker, then a one-off
-        instruction (never stored) to carry on; the new entry records which one it continues.
-        After the agent's step limit, or tool results the model has not seen yet, it carries on
-        with the work instead. Pins, exclusions and notices after the answer do not matter.
+        instruction (never stored) to continue it; the new entry records which one it
+        continues. After a pause (the step limit, the cost cap), or tool results the model has
+        not seen yet, it is `proceed` instead. Pins, exclusions and notices after the answer do
+        not matter.
 
         Raises:
             NothingToContinue: the conversation does not end in a continuable answer.
@@ -158,14 +182,14 @@ class Engine:
         last = last_turn(self.store.load(conv_id).messages).last
         if last is not None and (last.role == "tool" or (
                 last.error is not None and last.error.type in PAUSES)):
-            async for event in self._loop(conv_id, settings, options):
+            async for event in self._turn(conv_id, settings, options):
                 yield event
             return
         if not continuable(last):
             raise NothingToContinue(_why_not_continuable(last))
         assert last is not None
         cause = last.error.type.replace("_", " ") if last.error else "output token limit"
-        async for event in self._loop(conv_id, settings, options, continues=last.id,
+        async for event in self._turn(conv_id, settings, options, continues=last.id,
                                       instruction=CONTINUE_INSTRUCTION.format(cause=cause)):
             yield event
 
@@ -182,7 +206,7 @@ class Engine:
         for event in self.close_interrupted(conv_id):
             yield event
         self.check_retry(conv_id)
-        async for event in self._loop(conv_id, settings, options, drop_failed=True):
+        async for event in self._turn(conv_id, settings, options, drop_failed=True):
             yield event
 
     def check_retry(self, conv_id: str) -> None:
@@ -196,22 +220,23 @@ class Engine:
         self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
         instruction: str | None = None,
     ) -> AsyncIterator[EngineEvent]:
-        """Carry on from the log as it stands (a run's next request): no entry is added
-        first; `instruction` is a one-off nudge, never stored."""
+        """A turn from the log as it stands (a run's next request, an answer regenerated):
+        nothing is appended first; `instruction` is a one-off nudge, never stored."""
         settings = _for_agent(settings, options)
         for event in self.close_interrupted(conv_id):
             yield event
-        async for event in self._loop(conv_id, settings, options, instruction=instruction):
+        async for event in self._turn(conv_id, settings, options, instruction=instruction):
             yield event
 
-    async def respond(
+    async def exchange(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
         drop_failed: bool = False, continues: str | None = None,
         instruction: str | None = None, later: list[RequestCopies] | None = None,
     ) -> AsyncIterator[EngineEvent]:
-        """One step: build the request from the conversation as it stands on disk and make
-        the exchange (see core.exchange). A tool loop calls it again after appending the
-        tools' results. `drop_failed`: leave out the failed answer the log ends in (Retry).
+        """One exchange, a turn's round without its tools: build the request from the
+        conversation as it stands on disk and make the exchange (see core.exchange);
+        `_rounds` calls it again after appending the tools' results. `drop_failed`: leave out
+        the failed answer the log ends in (Retry).
         `later`: where an answer that calls tools leaves its request's copies, for the loop
         to settle when the turn ends (the tools do not wait for them)."""
         if not self.store.writable:  # a read-only view never sends: it could not keep the answer
@@ -235,17 +260,16 @@ class Engine:
                 yield event
             yield TurnFinished("error", written.entries[0])
             return
-        exchange = Exchange(self, conv_id, settings, options, history, built, continues,
-                            instruction, later)
-        async for event in exchange.run():
+        async for event in Exchange(self, conv_id, settings, options, history, built,
+                                    continues, instruction, later).run():
             yield event
 
-    async def _loop(
+    async def _turn(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions, **first: Any
     ) -> AsyncIterator[EngineEvent]:
-        """Request, run the tools the answer calls, append their results, request again;
-        until an answer without tool calls, a failure, Stop, or the step limit. The copies of
-        the requests whose answers called tools are settled once, at the end."""
+        """The turn after its first appends: its rounds (`_rounds`), then the copies of the
+        requests whose answers called tools settled once, and the turn's "after" checkpoint;
+        the rounds' TurnFinished comes last."""
         later: list[RequestCopies] = []
         finished: TurnFinished | None = None
         recorder = self._recorder(conv_id, options)
@@ -288,11 +312,15 @@ class Engine:
         self, conv_id: str, settings: LLMSettings, options: TurnOptions,
         later: list[RequestCopies], first: dict[str, Any],
     ) -> AsyncIterator[EngineEvent]:
+        """Rounds, each an exchange then the tools its answer calls, until an answer calls
+        none, a request fails, Stop, the step limit or the cost cap (an error entry Continue
+        goes on from), or the user pauses or aborts the run; a TurnFinished comes last.
+        `first`: the first exchange's arguments (what the verb asked for)."""
         steps = 0
         kwargs: dict[str, Any] = {**first, "later": later}
         while True:
             finished: TurnFinished | None = None
-            async for event in self.respond(conv_id, settings, options, **kwargs):
+            async for event in self.exchange(conv_id, settings, options, **kwargs):
                 if isinstance(event, TurnFinished):
                     finished = event
                 else:

@@ -50,7 +50,7 @@ def test_meter_cli_and_the_sent_request_agree(qtbot: QtBot, qloop: asyncio.Abstr
 
     llm_server.script(Answer("fine"))
     assert controller.engine is not None
-    controller.turns._start(controller.engine.respond(conv.id, controller.llm_settings()))
+    controller.turns._start(controller.engine.exchange(conv.id, controller.llm_settings()))
     run_until(qloop, lambda: not controller.busy())
     def plain(messages: list[dict[str, Any]]  # litellm leaves out "content": null
               ) -> list[dict[str, Any]]:
