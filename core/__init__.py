@@ -14,5 +14,5 @@ above (tests/unit/test_layering.py checks it, every import counted):
                  and the project context that builds it and owns the one log writer
     7 engine     engine, exchange, summarize, request_copies, titles, interchange, factory:
                  a turn, and what works beside it
-    8 runs       runs/: the driver that carries a run through its steps
+    8 runs       runs/: the driver that drives a run through its steps
 """

@@ -83,7 +83,7 @@ def _run_turn(args: argparse.Namespace, action: str, text: str = "") -> int:
             driver = RunDriver(engine)
             run = driver.state(conv_id)
             if run is not None and run.open:
-                return print_turn(closing(driver.carry(conv_id, events, settings, options),
+                return print_turn(closing(driver.drive_after(conv_id, events, settings, options),
                                           engine), run_progress([], args.project, conv_id))
         code = print_turn(closing(events, engine))
         if code == EXIT_OK:

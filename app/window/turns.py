@@ -195,7 +195,7 @@ class TurnRunner(QObject):
         driver = self.host.run_driver() if options.mode == "run" else None
         if driver is None or self.host.current_id is None:
             return events
-        return driver.carry(self.host.current_id, events, settings, options)
+        return driver.drive_after(self.host.current_id, events, settings, options)
 
     def _options(self) -> TurnOptions:
         return TurnOptions(mode=self.host.mode(), agent=self.host.agent(), approve="ask")

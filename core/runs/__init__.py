@@ -1,2 +1,2 @@
-"""Run mode's driver (`driver`): it starts a run, carries it through its steps and applies the
+"""Run mode's driver (`driver`): it starts a run, drives it through its steps and applies the
 user's controls, over the engine. What it drives are values below the engine: core.workflows."""

@@ -1,4 +1,4 @@
-"""The run driver: starts a run, carries it through its steps turn after turn, and records
+"""The run driver: starts a run, drives it through its steps turn after turn, and records
 what the user does to it (pause, resume, skip, redo, abort).
 
 It keeps nothing of its own: each decision reads the run's state from the log (see
@@ -7,11 +7,16 @@ closed) carries on where the log says it is, in this process or the next. The en
 requests; the context service gives every run-mode request the directive and the active step's
 brief; the driver only decides what to do next:
 
-    the log ends in ...                      the driver
-    a user message, a tool result, a start   asks for the next answer
-    an error entry                           continues it (Continue), else runs it again
-    an answer without complete_step          nudges once (an instruction, never stored),
-                                             then waits for the user
+    the log ends in ...                      the driver (the engine's verb)
+    a user message, a tool result, a start   asks for the next answer (proceed)
+    an error entry                           continues it (continue_), else runs it again
+                                             (retry), else goes on from it (proceed)
+    an answer without complete_step          nudges once (proceed, with an instruction
+                                             never stored), then waits for the user
+
+`start` appends the run's start entry, then drives (`drive`: the table above, turn after turn);
+`send` (the user's message in a run) and `drive_after` (a Continue or Retry in a run) make that
+turn first, then drive when it ended well.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ class RunDriver:
         self, conv_id: str, workflow: Workflow, settings: LLMSettings,
         options: TurnOptions = DEFAULT_TURN, goal: str = "",
     ) -> AsyncIterator[EngineEvent]:
-        """Record a new run of `workflow` in the conversation and carry it on."""
+        """Record a new run of `workflow` in the conversation and drive it."""
         current = self.state(conv_id)
         if current is not None and current.open and current.status != "post_run":
             raise RunControlError(
@@ -108,15 +113,15 @@ class RunDriver:
         """The user's message during a run: it joins the active step, which then goes on."""
         options = replace(options, mode="run")
         turn = self.engine.send(conv_id, text, settings, options, attachments)
-        async for event in self.carry(conv_id, turn, settings, options):
+        async for event in self.drive_after(conv_id, turn, settings, options):
             yield event
 
-    async def carry(
+    async def drive_after(
         self, conv_id: str, turn: AsyncIterator[EngineEvent], settings: LLMSettings,
         options: TurnOptions = DEFAULT_TURN,
     ) -> AsyncIterator[EngineEvent]:
-        """One turn of the engine's in run mode (the user's message, a Continue, a Retry),
-        then the run goes on from where it leaves the log, when it ended well."""
+        """`turn`, one the user started in run mode (a message, a Continue, a Retry), then,
+        when it ended well, `drive` from where it leaves the log."""
         options = replace(options, mode="run")
         finished: TurnFinished | None = None
         async for event in self._following(conv_id, turn):
@@ -133,8 +138,9 @@ class RunDriver:
         self, conv_id: str, settings: LLMSettings, options: TurnOptions = DEFAULT_TURN,
         answered: bool = False,
     ) -> AsyncIterator[EngineEvent]:
-        """Carry the conversation's run on from where its log is, until it is complete,
-        paused, aborted, waiting for the user, or a request fails. `answered`: the turn
+        """Drive the conversation's run from where its log is, one engine turn after another
+        (as the module's table says), until it is complete, paused, aborted, waiting for the
+        user, or a request fails. `answered`: the turn
         just before already produced an answer (a nudge may follow it)."""
         options = replace(options, mode="run")
         nudged = 0
