@@ -117,8 +117,9 @@ class Engine:
         tools: what running tools needs (None: a read-only project, no tools run).
         sent: the last request sent per conversation: the next one's stable prefix is
             measured against it (and, for providers that need them, cache marks placed).
-        kept: conversation -> (its newest kept copy, the request it holds): what was last
-            sent, in memory, so nothing reads a copy of megabytes back while a turn runs.
+        saved: conversation -> (its newest saved request copy, the request it holds): what
+            was last sent, in memory, so nothing reads a copy of megabytes back while a turn
+            runs.
     """
 
     def __init__(
@@ -137,7 +138,7 @@ class Engine:
         self.retry_delays = retry_delays
         self.client = client or LLMClient()
         self.sent: dict[str, list[dict[str, Any]]] = {}
-        self.kept: dict[str, tuple[Path, BuiltRequest]] = {}
+        self.saved: dict[str, tuple[Path, BuiltRequest]] = {}
         # the project's file checkpoints around agent turns (see core.checkpoints)
         self.checkpoints = Checkpointer(tools.root, tools.state) if tools is not None else None
         self._recorders: dict[str, TurnRecorder] = {}
@@ -538,10 +539,10 @@ class Engine:
             return LEFT_UPSTREAM
         return INTERRUPTED_WAITING
 
-    def kept_request(self, conv_id: str) -> tuple[Path, BuiltRequest] | None:
-        """The newest copy this engine kept of a request of the conversation, with the request
+    def saved_request(self, conv_id: str) -> tuple[Path, BuiltRequest] | None:
+        """The newest copy this engine saved of a request of the conversation, with the request
         itself (what `read_request` of that path would give, without reading it back)."""
-        return self.kept.get(conv_id)
+        return self.saved.get(conv_id)
 
 
 def _why_not_continuable(last: ConversationMessage | None) -> str:

@@ -81,7 +81,7 @@ class ExchangeHost(Protocol):
         requests_dir: where the request's copies go (None: none are written).
         retry_delays: the backoff before each retry of a transient failure.
         sent: the last request sent per conversation (read as the previous one, then set).
-        kept: conversation -> its newest request copy and the request it holds (set).
+        saved: conversation -> its newest saved request copy and the request it holds (set).
     """
 
     context: ProjectContext
@@ -89,7 +89,7 @@ class ExchangeHost(Protocol):
     requests_dir: Path | None
     retry_delays: tuple[float, ...]
     sent: dict[str, list[dict[str, Any]]]
-    kept: dict[str, tuple[Path, BuiltRequest]]
+    saved: dict[str, tuple[Path, BuiltRequest]]
 
 
 @dataclass
@@ -130,7 +130,7 @@ class Exchange:
         self.notes: list[str] = []
         self.previous = host.sent.get(conv_id)
         self.copies = RequestCopies(host.requests_dir, conv_id, self.notes, self.previous,
-                                    self.counter, host.kept)
+                                    self.counter, host.saved)
         self.got = Received()
         self.started = time.monotonic()
         self.entry: ConversationMessage | None = None
@@ -142,7 +142,7 @@ class Exchange:
         self.context.writer.add_secrets(keys_in_use(self.request))  # never written, wherever seen
 
     def _use(self, built: BuiltRequest, tools: bool = True) -> None:
-        """Make `built` the request to send (its copy kept once it is on the wire)."""
+        """Make `built` the request to send (its copy saved once it is on the wire)."""
         self.built = built
         self.copies.add(built)
         messages = built.messages
@@ -266,7 +266,7 @@ class Exchange:
         while True:
             try:
                 async for ev in self.host.client.stream(self.request):
-                    self.copies.start()  # the request is out: now keep its copy
+                    self.copies.start()  # the request is out: now save its copy
                     if isinstance(ev, TextDelta):
                         self.got.parts.append(ev.text)
                         if time.monotonic() - last_flush >= PARTIAL_FLUSH_S:
@@ -282,7 +282,7 @@ class Exchange:
                             self.got.usage = {**self.got.usage, "estimated": True}
                     elif isinstance(ev, Finished):
                         self.got.finish = ev.reason
-                self.context.keep_profile(self.settings)  # what the server showed
+                self.context.sync_profile(self.settings)  # what the server showed
                 return
             except ContextOverflow as e:
                 if self.got.parts or overflows >= MAX_OVERFLOW_REBUILDS:

@@ -18,7 +18,7 @@ def calibration_for(settings: SettingsStore) -> Calibration:
 def build_engine(project: Project, context: ProjectContext | None = None,
                  client: LLMClient | None = None) -> Engine:
     """The turn engine for `project` over its one context (made here when not given): its
-    tools (the project folder is where they work) and request copies kept in
+    tools (the project folder is where they work) and request copies saved in
     `.workbench/requests/`, unless the project is read-only."""
     context = context or ProjectContext.for_project(project)
     return Engine(context, client,

@@ -17,16 +17,16 @@ from core.llm.tokens import TokenCounter
 from core.store.errors import describe_os_error
 from core.store.requests import latest_request, save_request
 
-REMEMBERED_CONVERSATIONS = 4  # the last requests kept in memory, for this many conversations
+REMEMBERED_CONVERSATIONS = 4  # the last requests held in memory, for this many conversations
 
 
-def remember(kept: dict[str, Any], conv_id: str, value: Any) -> None:
-    """`kept[conv_id] = value`, the least recently set conversation forgotten past a few (a
+def remember(memory: dict[str, Any], conv_id: str, value: Any) -> None:
+    """`memory[conv_id] = value`, the least recently set conversation forgotten past a few (a
     request of a long conversation holds megabytes)."""
-    kept.pop(conv_id, None)
-    kept[conv_id] = value
-    while len(kept) > REMEMBERED_CONVERSATIONS:
-        kept.pop(next(iter(kept)))
+    memory.pop(conv_id, None)
+    memory[conv_id] = value
+    while len(memory) > REMEMBERED_CONVERSATIONS:
+        memory.pop(next(iter(memory)))
 
 
 MAX_BREAKPOINTS = 4  # Anthropic's limit per request
@@ -63,9 +63,9 @@ class RequestCopies:
 
     def __init__(self, requests_dir: Path | None, conv_id: str, notes: list[str],
                  previous: list[dict[str, Any]] | None, counter: TokenCounter,
-                 kept: dict[str, tuple[Path, BuiltRequest]] | None = None) -> None:
+                 saved: dict[str, tuple[Path, BuiltRequest]] | None = None) -> None:
         self._dir, self._conv_id, self._notes = requests_dir, conv_id, notes
-        self._kept = kept  # conversation -> (its newest copy, the request it holds)
+        self._saved = saved  # conversation -> (its newest copy, the request it holds)
         self._previous, self._counter = previous, counter
         self._waiting: list[BuiltRequest] = []
         self._running: list[asyncio.Future[None]] = []
@@ -81,7 +81,7 @@ class RequestCopies:
 
     async def settle(self) -> list[str]:
         """Wait until every copy is written; returns the notes for the user (a copy that
-        could not be kept, with whatever else the turn noted on the way)."""
+        could not be saved, with whatever else the turn noted on the way)."""
         self.start()
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
@@ -89,7 +89,7 @@ class RequestCopies:
 
     def _save(self, built: BuiltRequest) -> None:
         """The request's stable prefix against the one sent before it (else the last copy
-        kept), then its copy."""
+        saved), then its copy."""
         requests_dir, conv_id = self._dir, self._conv_id
         before = self._previous
         if before is None and requests_dir is not None:
@@ -104,8 +104,8 @@ class RequestCopies:
             path = save_request(requests_dir, conv_id, {
                 "messages": built.messages, "tools": built.tools,
                 "report": built.report.to_json(compact=True, pause=give_way)})
-            if self._kept is not None:
-                remember(self._kept, conv_id, (path, built))
+            if self._saved is not None:
+                remember(self._saved, conv_id, (path, built))
         except OSError as e:
             self._notes.append(f"A copy of this request could not be kept in .workbench/"
                                f"requests ({describe_os_error(e)}); the answer is not affected.")

@@ -275,7 +275,7 @@ class InspectorFlow:
         if not newest or self.meter.context is None:
             return None
         engine = self.host.engine
-        kept = engine.kept_request(conv) if engine is not None else None
+        kept = engine.saved_request(conv) if engine is not None else None
         if kept is not None and kept[0] == newest[0]:
             # sent from this window: the request is still in memory (its copy is megabytes
             # on a long log, and one json.loads of it holds the GIL the window waits for)

@@ -1,13 +1,13 @@
 """build_request: the one function every LLM request goes through, in every mode.
 
     history (the log) --candidates--> units (messages, complete tool-call groups) --compaction
-    (kept, or made anew) and trim to budget--> normalize --> [system prefix] + messages, and a
-    BuildReport that says, for every log entry, what happened to it and why.
+    (the sticky view, or made anew) and trim to budget--> normalize --> [system prefix] +
+    messages, and a BuildReport that says, for every log entry, what happened to it and why.
 
 The request is made by a pipeline of stages, each a small object with a written contract
 (`BuildStage`, core/context/stages.py), run in this order over one `Draft`:
 
-    candidates -> kept view -> tool outputs -> key messages -> digest -> trim -> normalize
+    candidates -> sticky view -> tool outputs -> key messages -> digest -> trim -> normalize
 
 (core/context/candidates.py, pipeline.py and fit.py). A tool call is never separated from its
 results and the latest user message is never left out: when even that does not fit, the build
@@ -28,8 +28,8 @@ from core.context.instructions import Instructions
 from core.context.pipeline import (
     CandidateStage,
     DigestStage,
-    KeptViewStage,
     KeyMessageStage,
+    StickyViewStage,
     ToolOutputStage,
 )
 from core.context.projection import ACK
@@ -48,7 +48,7 @@ RECENT_ROUNDS = 2
 
 CANDIDATES: BuildStage = CandidateStage()
 # After the candidates (and any stages a caller adds there), in order.
-PIPELINE: tuple[BuildStage, ...] = (KeptViewStage(), ToolOutputStage(), KeyMessageStage(),
+PIPELINE: tuple[BuildStage, ...] = (StickyViewStage(), ToolOutputStage(), KeyMessageStage(),
                                     DigestStage(), TrimStage(), NormalizeStage())
 
 
@@ -75,8 +75,8 @@ def build_request(
     stages: list[BuildStage] | None = None,
     persona: str | None = None,
     compact: bool = True,
-    keep_view: bool = True,
-    kept: dict[str, Any] | None = None,
+    update_view: bool = True,
+    disk_view: dict[str, Any] | None = None,
     count_tools: bool = True,
     instructions: Instructions | None = None,
 ) -> BuiltRequest:
@@ -85,11 +85,11 @@ def build_request(
     Args:
         stages: further stages, run right after the candidates (a `CompressionStage` rewrites
             entries, past the trigger).
-        keep_view: False for a what-if build (another budget, nothing sent) that must not
-            replace the compaction kept in `cache` for the real requests (see
+        update_view: False for a what-if build (another budget, nothing sent) that must not
+            replace the sticky view in `cache` for the real requests (see
             core.context.view).
-        kept: the compaction kept on disk for the conversation, for a cache that has none
-            yet (a new process).
+        disk_view: the sticky view saved on disk for the conversation, for a cache that has
+            none yet (a new process).
         count_tools: False when the server leaves the tools out of the prompt (they are
             sent, and cost nothing).
         instructions: the project's instructions (AGENTS.md), a part of the system prefix
@@ -110,7 +110,7 @@ def build_request(
                              _schema_tokens(counter, t) if count_tools else 0) for t in tools]
     draft = Draft(history, budget, counter, report, cache or BuildCache(),
                   system_tokens + tools_tokens + REPLY_PRIMER, user_cap, recent_rounds,
-                  compact, keep_view, kept,
+                  compact, update_view, disk_view,
                   instructions=instructions.fingerprint if instructions else 0)
     if instructions is not None:
         report.instructions, report.instructions_sent = instructions.name, True
@@ -128,7 +128,7 @@ def build_request(
         raise BudgetError(e.needed, e.usable, minimum_parts(
             e.needed - draft.prefix_tokens, system_tokens, tools_tokens, directive,
             report.totals.get("instructions", 0), instructions)) from None
-    if keep_view:
+    if update_view:
         draft.cache.view = draft.view
     _account(draft, system_tokens, tools_tokens)
     report.elapsed_ms = ms_since(started)

@@ -1,7 +1,7 @@
 """Candidates: the log entries that take part in a request, counted, and grouped into units.
 
 The first stage of every build. Log entries are immutable values and the log only grows, so a
-`BuildCache` kept per conversation looks only at the entries after the ones its last build saw;
+`BuildCache` held per conversation looks only at the entries after the ones its last build saw;
 anything that changes the past (a pin, an exclusion, a retried answer, a summary) starts it over,
 and the build report says why.
 """
@@ -15,7 +15,7 @@ from core.context.memo import CompactionMemo
 from core.context.projection import error_projection, summary_tokens
 from core.context.summary import active_summaries
 from core.context.units import ToolRounds, Unit, group_units
-from core.context.view import KeptView
+from core.context.view import StickyView
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
@@ -38,7 +38,7 @@ class BuildCache:
         self._last_user = -1
         self.encoding = ""
         self.memo = CompactionMemo()
-        self.view: KeptView | None = None  # the last compaction, kept for later builds
+        self.view: StickyView | None = None  # the last compaction, reused by later builds
         self.reset = ""  # why the last `prepare` started over (a new compaction says it)
 
     def fork(self) -> BuildCache:

@@ -21,7 +21,7 @@ changed, only the view of it that is sent, and every change is recorded per entr
    synthetic message standing for everything selection left out.
 
 Per-entry work (previews, references, scores, facts) is memoized by entry id in a
-`CompactionMemo` (core/context/memo.py) kept with the conversation's build cache.
+`CompactionMemo` (core/context/memo.py) held with the conversation's build cache.
 """
 
 from __future__ import annotations

@@ -299,13 +299,13 @@ class Checkpoint:
     fold: Fold
 
 
-CHECK_EVERY = 256  # units between two kept folds of the left-out prefix
+CHECK_EVERY = 256  # units between two saved folds of the left-out prefix
 
 
 def fold_units(plan: Compacted, units: list[Unit], left_out: Iterable[int],
                memo: FoldMemo) -> Fold:
     """The digest's facts of the left-out units, in log order. On a long log nearly every old
-    unit is left out: folds of that all-left-out prefix are kept every CHECK_EVERY units, and
+    unit is left out: folds of that all-left-out prefix are saved every CHECK_EVERY units, and
     the next build (after an append) resumes from the latest one that still holds instead of
     folding thousands of entries again."""
     cands, logged = plan.cands, plan.logged
@@ -314,23 +314,23 @@ def fold_units(plan: Compacted, units: list[Unit], left_out: Iterable[int],
     while prefix < len(order) and order[prefix] == prefix:
         prefix += 1
     first_id = cands[0][0].id if cands else ""
-    kept = memo.checkpoints
+    saved = memo.checkpoints
     start, fold = 0, Fold()
-    for k in sorted(kept, reverse=True):
-        cp = kept[k]
+    for k in sorted(saved, reverse=True):
+        cp = saved[k]
         if k > prefix:
             continue
         if cp.first_id == first_id and cands[units[k - 1].items[-1]][0].id == cp.last_id:
             start, fold = k, cp.fold.copy()
             break
-        kept.clear()  # a different log: start over
+        saved.clear()  # a different log: start over
         break
     add, shortened = fold.add, logged or {}
     for n in order[start:prefix]:
         for i in units[n].items:
             add(cands[i][0], memo, shortened.get(i))
-        if (n + 1) % CHECK_EVERY == 0 and n + 1 not in kept:
-            kept[n + 1] = Checkpoint(n + 1, first_id, cands[units[n].items[-1]][0].id,
+        if (n + 1) % CHECK_EVERY == 0 and n + 1 not in saved:
+            saved[n + 1] = Checkpoint(n + 1, first_id, cands[units[n].items[-1]][0].id,
                                       fold.copy())
     for n in order[prefix:]:
         for i in units[n].items:

@@ -1,8 +1,9 @@
-"""The stages of a build up to the compaction: candidates, the kept view, and the three no-LLM
-compaction stages (tool outputs, key messages, digest) that make a new one when the kept view
-cannot be reused. The contract they keep is `BuildStage.run` (core/context/stages.py); what
-each stage plans is in core/context/compaction.py, core/context/fold.py and
-core/context/digest.py, what is kept between builds in core/context/view.py.
+"""The stages of a build up to the compaction: candidates, the sticky view, and the three
+no-LLM compaction stages (tool outputs, key messages, digest) that make a new one when the
+sticky view cannot be reused. The contract they keep is `BuildStage.run`
+(core/context/stages.py); what each stage plans is in core/context/compaction.py,
+core/context/fold.py and core/context/digest.py, what is reused between builds in
+core/context/view.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from core.context.projection import ack_tokens
 from core.context.report import ms_since
 from core.context.stages import TARGET, TRIGGER, BuildStage, Compacting, Draft
 from core.context.units import Unit
-from core.context.view import KeptView, reuse
+from core.context.view import StickyView, reuse
 from core.context.view import from_json as view_from_json
 from core.llm.tokens import TokenCounter
 
@@ -44,11 +45,11 @@ class CandidateStage(BuildStage):
         draft.report.stages.append({"name": self.name, "ms": ms_since(t)})
 
 
-class KeptViewStage(BuildStage):
-    """Past the trigger, the compaction kept from an earlier build, extended with what came
-    after it, when it still holds (see core/context/view.py); otherwise a new compaction is
-    started for the next three stages, and the report says why. Below the trigger the whole
-    history is sent, and no compaction is kept."""
+class StickyViewStage(BuildStage):
+    """Past the trigger, the sticky view: the compaction of an earlier build, extended with
+    what came after it, when it still holds (see core/context/view.py); otherwise a new
+    compaction is started for the next three stages, and the report says why. Below the
+    trigger the whole history is sent, and no sticky view stays."""
 
     name = "reused"
 
@@ -66,8 +67,8 @@ class KeptViewStage(BuildStage):
         key = (counter.encoding_name, draft.budget.usable, fixed, draft.recent_rounds,
                draft.instructions)
         view = draft.view
-        if view is None and draft.kept is not None and not cache.reset:
-            view = view_from_json(draft.kept, draft.cands, draft.units, counter, draft.memo())
+        if view is None and draft.disk_view is not None and not cache.reset:
+            view = view_from_json(draft.disk_view, draft.cands, draft.units, counter, draft.memo())
         reused = reuse(view, key, draft.cands, draft.units, limit - fixed, usable - fixed)
         if isinstance(reused, str) or view is None:
             report.compaction = "new compaction: " + (
@@ -76,7 +77,7 @@ class KeptViewStage(BuildStage):
             draft.compacting = Compacting(key, plan, int(TARGET * (usable - fixed)))
             return
         plan, draft.units = reused
-        view.builds += int(draft.keep_view)
+        view.builds += int(draft.update_view)
         report.compaction = f"the kept compaction, reused ({view.builds} since it was made)"
         report.stages.append({"name": self.name, "ms": ms_since(t), "builds": view.builds,
                               "left out": len(plan.left_out), "changed": len(plan.staged)})
@@ -141,9 +142,9 @@ class KeyMessageStage(BuildStage):
 
 class DigestStage(BuildStage):
     """One message standing for what selection left out (`digest.digest`), within what
-    the request has left; then the new compaction is the one in use, and is kept for the
-    builds after this one (unless even it could not get under the trigger: then it may grow to
-    the whole budget, so the request's prefix stays the same)."""
+    the request has left; then the new compaction is the one in use, and the sticky view of
+    the builds after this one (unless even it could not get under the trigger: then it may
+    grow to the whole budget, so the request's prefix stays the same)."""
 
     name = "digest"
 
@@ -178,7 +179,7 @@ class DigestStage(BuildStage):
 
 
 def _settle(draft: Draft, work: Compacting) -> None:
-    """The new compaction becomes the one in use, and the one kept for later builds."""
+    """The new compaction becomes the one in use, and the sticky view of later builds."""
     plan, prefix, usable = work.plan, draft.prefix_tokens, draft.usable
     units = [u if tokens == u.tokens else replace(u, tokens=tokens)
              for u, tokens in zip(draft.units, plan.unit_tokens, strict=True)]
@@ -188,8 +189,8 @@ def _settle(draft: Draft, work: Compacting) -> None:
     if units:
         limit = TRIGGER * usable - prefix
         below = sent + units[-1].tokens <= limit
-        draft.view = KeptView(work.key, len(units), replace(plan, cands=list(plan.cands)),
-                              units[:-1], sent, limit if below else usable - prefix)
+        draft.view = StickyView(work.key, len(units), replace(plan, cands=list(plan.cands)),
+                                units[:-1], sent, limit if below else usable - prefix)
     draft.units, draft.plan, draft.cands, draft.compacting = units, plan, plan.cands, None
 
 

@@ -1,8 +1,8 @@
 """A build's report: what happened to every log entry of a request, and why.
 
 `build_request` (core/context/builder.py) fills a BuildReport; the meter, the Inspector,
-`workbench context` and the kept copies of sent requests read it. The per-entry decisions are
-kept compact (`Decisions`) and made into rows or EntryDecisions only when asked: most builds
+`workbench context` and the saved copies of sent requests read it. The per-entry decisions are
+held compact (`Decisions`) and made into rows or EntryDecisions only when asked: most builds
 never need them, and a 10,000-entry log has 10,000 of them.
 """
 
@@ -65,7 +65,7 @@ class BuildReport:
     normalize_notes: list[str] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
     elapsed_ms: float = 0.0
-    compaction: str = ""  # why the history's compaction is what it is (kept, or new and why)
+    compaction: str = ""  # why the history's compaction is what it is (sticky, or new and why)
     # The project instructions: the project's file ("" when none), whether the request
     # carries it (its tokens are totals["instructions"]), and what the user should know
     # (turned off for this conversation, cut, unreadable).
@@ -81,7 +81,7 @@ class BuildReport:
     # what the provider said it read from its cache for this one.
     stable_prefix: dict[str, int] | None = None
     cached_tokens: int | None = None
-    # what happened to each entry, kept compact (see `Decisions`); not part of the JSON
+    # what happened to each entry, held compact (see `Decisions`); not part of the JSON
     decisions: Decisions | None = field(default=None, repr=False, compare=False)
 
     def shown(self, tokens: int) -> int:
@@ -117,7 +117,7 @@ class BuildReport:
                 pause: Callable[[], None] | None = None) -> dict[str, Any]:
         """Plain data, written field by field: `asdict` would deep-copy the decisions' whole
         history first (a second on a 10,000-entry log). `compact`: the entries as rows under
-        "entry_keys" (what kept requests store: a third of the size, no dict per entry; read
+        "entry_keys" (what saved requests store: a third of the size, no dict per entry; read
         them with `entry_dicts`)."""
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)
                                 if f.name != "decisions"}
@@ -171,7 +171,7 @@ PAUSE_EVERY = 500  # rows between two pauses of a long walk over a report's deci
 
 
 class Decisions:
-    """What happened to each log entry, kept compact until someone asks."""
+    """What happened to each log entry, held compact until someone asks."""
 
     def __init__(self, excluded: list[tuple[ConversationMessage, str]],
                  cands: list[tuple[ConversationMessage, int]], units: list[Unit],

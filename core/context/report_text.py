@@ -312,7 +312,7 @@ def since_last(before: list[Any], sent_before: set[str] | None, messages: list[d
 
 
 def sent_before(copy: dict[str, Any]) -> tuple[list[Any], set[str] | None]:
-    """A kept request's copy (its JSON) as `since_last` takes it: its messages, and the ids
+    """A saved request's copy (its JSON) as `since_last` takes it: its messages, and the ids
     of the entries it carried (None when its report has no entries)."""
     report = copy.get("report")
     messages = copy.get("messages")
@@ -323,7 +323,7 @@ def sent_before(copy: dict[str, Any]) -> tuple[list[Any], set[str] | None]:
 def saved_view(report: dict[str, Any], positions: dict[str, int]
                ) -> tuple[str, list[tuple[str, int]],
                           list[tuple[int, str, str, str, int, int, str, str]]]:
-    """A kept request's report (its JSON) as the Inspector shows it: header, bar, rows."""
+    """A saved request's report (its JSON) as the Inspector shows it: header, bar, rows."""
     def num(key: str, where: dict[str, Any] = report) -> int:
         value = where.get(key)
         return int(value) if isinstance(value, int | float) else 0

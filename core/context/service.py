@@ -1,22 +1,22 @@
 """The project context: one per open project, owning what every request depends on.
 
 The turn engine, the window's meter, the Context Inspector and `workbench context` all ask the
-same `ProjectContext`, so what they show is what is sent: its build caches (and the kept
-compaction), calibration and the limits and refusals a provider stated (`no_tools`), token
+same `ProjectContext`, so what they show is what is sent: its build caches (and their sticky
+views), calibration and the limits and refusals a provider stated (`no_tools`), token
 counters, run trackers, and the one log writer. It owns the budget policy: the window is the
 smallest of
 
     what the user set (the conversation's own context_window, else the settings': CLI,
     environment, project, global), what the model's server says (vLLM, llama.cpp, LM Studio,
-    Ollama; asked once), and a limit the provider stated when it refused a request (kept per
-    address and model; only when the user set no window: a window the user states wins)
+    Ollama; asked once), and a limit the provider stated when it refused a request (remembered
+    per address and model; only when the user set no window: a window the user states wins)
 
 and only when none of them is known, litellm's model map, else a default.
 
-and one incremental build cache per conversation (a few are kept; the least recently built
+and one incremental build cache per conversation (a few stay; the least recently built
 conversation's cache goes first, so visiting many large conversations does not pile them up).
 The window's thread and the engine's build on the same caches: a build holds its cache's lock,
-and the compaction a cache keeps for later builds (see core.context.view; kept on disk with the
+and the sticky view a cache holds for later builds (see core.context.view; saved with the
 conversation, so a new process sends the same request) is the same for the meter, the
 Inspector and what is sent, because every build has the same fixed prefix and tools.
 """
@@ -217,7 +217,7 @@ class ProjectContext:
         base, model = settings.api_base, settings.model
         if not base:
             return None
-        self.keep_profile(settings)
+        self.sync_profile(settings)
         if self.calibration is not None:
             known, tokens = self.calibration.probed(base, model)
             if known:
@@ -232,17 +232,17 @@ class ProjectContext:
             self.calibration.remember_probe(base, model, tokens, counted)
         return tokens
 
-    def keep_profile(self, settings: LLMSettings) -> None:
-        """What the server showed it needs (core.llm.compat), kept beside its window: taken
-        from the calibration file by a new process, written there once learned."""
+    def sync_profile(self, settings: LLMSettings) -> None:
+        """What the server showed it needs (core.llm.compat), remembered beside its window:
+        taken from the calibration file by a new process, written there once learned."""
         base, model = settings.api_base, settings.model
         if not base or self.calibration is None:
             return
         learned = compat.learned(base, model)
         if learned is None:
-            kept = self.calibration.profile(base, model)
-            if kept:
-                compat.seed(base, model, kept)
+            remembered = self.calibration.profile(base, model)
+            if remembered:
+                compat.seed(base, model, remembered)
         else:
             self.calibration.remember_profile(base, model, learned)
 
@@ -287,7 +287,7 @@ class ProjectContext:
         With `conv_id`, the candidates of the previous build are reused, so a build after an
         append only looks at what is new. `what_if`: a build that is never sent (the
         Inspector's budget slider, or its preview with the draft); it works on a copy of the
-        cache, so the real builds' cache and kept compaction stay as they were.
+        cache, so the real builds' cache and sticky view stay as they were.
         `ask_servers=False`: see `budget`.
 
         Raises:
@@ -306,17 +306,18 @@ class ProjectContext:
         with lock:
             if what_if and cache is not None:  # a draft, or another budget: the cache stays
                 cache = cache.fork()
-            kept = None
+            disk_view = None
             if conv_id is not None and cache is not None and not what_if and \
                     cache.view is None and not cache.history:
-                kept = self.store.read_view(conv_id)  # a new process: the compaction kept
+                disk_view = self.store.read_view(conv_id)  # a new process: the view saved
             before = cache.view if cache is not None else None
             counted = self.tools_counted(settings)
             built = build_request(history, mode, model=settings.model, budget=budget,
                                   counter=self.counter(settings.model), composer=self.composer,
                                   cache=cache, run_context=run_context, tools=tools,
-                                  persona=persona, keep_view=not what_if, kept=kept,
-                                  count_tools=counted, instructions=instructions)
+                                  persona=persona, update_view=not what_if,
+                                  disk_view=disk_view, count_tools=counted,
+                                  instructions=instructions)
             if conv_id is not None and cache is not None and not what_if and \
                     cache.view is not before:  # a new compaction, or none any more
                 self.store.write_view(conv_id, view_json(cache.view) if cache.view else None)

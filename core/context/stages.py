@@ -2,11 +2,11 @@
 
 `build_request` (core/context/builder.py) makes a `Draft` and hands it to its stages in order:
 
-    candidates -> [stages given by the caller] -> kept view (the sticky compaction, reused) ->
+    candidates -> [stages given by the caller] -> sticky view (the last compaction, reused) ->
     tool outputs -> key messages -> digest -> last-resort trim -> normalize
 
 Each stage is a small object with one method, `BuildStage.run`, whose docstring is the contract.
-The three compaction stages (tool outputs, key messages, digest) only work when the kept view
+The three compaction stages (tool outputs, key messages, digest) only work when the sticky view
 could not be reused and a new compaction is due (see core/context/compaction.py and
 core/context/view.py); the last two make whatever is left fit the budget and the protocol.
 
@@ -28,7 +28,7 @@ from core.context.memo import Compaction, CompactionMemo
 from core.context.normalize import Note
 from core.context.report import DECISIONS, BuildReport, ms_since
 from core.context.units import Unit
-from core.context.view import KeptView, Key
+from core.context.view import Key, StickyView
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
@@ -38,10 +38,10 @@ TARGET = 0.50
 
 @dataclass(eq=False)
 class Compacting:
-    """A new compaction while its stages make it (the kept one could not be reused).
+    """A new compaction while its stages make it (the sticky view could not be reused).
 
     Attributes:
-        key: what it is made for (see `KeptView.key`).
+        key: what it is made for (see `StickyView.key`).
         plan: what the stages decided so far, over a copy of the candidates.
         target: the history's tokens the compaction aims at.
         first: the oldest unit that could still be sent (see `compaction.horizon`).
@@ -80,8 +80,11 @@ class Draft:
         cands: the candidates, (entry, tokens), in the order they are sent; `units` group them.
         staged: entry id -> (decision, reason, stage, tokens before) for entries a stage
             changed.
-        plan: the compaction in use (kept or new), once decided; its digest is part of `fixed`.
-        view: the compaction to keep in the cache for the next builds (None: none is kept).
+        plan: the compaction in use (the sticky view's or new), once decided; its digest is
+            part of `fixed`.
+        view: the sticky view for the cache, for the next builds (None: none).
+        update_view, disk_view: whether `view` goes into the cache (False: a what-if build);
+            the sticky view saved on disk, for a cache that has none yet.
         compacting: the new compaction while its stages make it.
         keep, reasons, left_out: per unit, whether it is sent, why not, and what the digest
             stands for.
@@ -98,14 +101,14 @@ class Draft:
     user_cap: int
     recent_rounds: int
     compact: bool = True
-    keep_view: bool = True
-    kept: dict[str, Any] | None = None
-    instructions: int = 0  # the project instructions' fingerprint (0: none), for the kept view
+    update_view: bool = True
+    disk_view: dict[str, Any] | None = None
+    instructions: int = 0  # the project instructions' fingerprint (0: none), for the sticky view
     cands: list[tuple[ConversationMessage, int]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
     staged: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)
     plan: Compaction | None = None
-    view: KeptView | None = None
+    view: StickyView | None = None
     compacting: Compacting | None = None
     keep: list[bool] = field(default_factory=list)
     reasons: dict[int, str] = field(default_factory=dict)

@@ -1,6 +1,6 @@
-"""The kept compaction ("sticky" view): what a compaction decided, reused by the builds after
-it until they pass the trigger, and kept with the conversation so a new process sends the
-same request too.
+"""The sticky view (the report and the user's docs call it "the kept compaction"): what a
+compaction decided, reused by the builds after it until they pass the trigger, and saved with
+the conversation so a new process sends the same request too.
 
 Providers cache a request's prefix (OpenAI and Anthropic prompt caching, a local server's KV
 cache) only when the next request starts with exactly the same bytes. A compaction changes the
@@ -31,7 +31,7 @@ Key = tuple[str, int, int, int, int]
 
 
 @dataclass
-class KeptView:
+class StickyView:
     """Attributes:
         key: what it was made for; any change (model, budget, the mode's prompt or tools,
             recent rounds) makes a new compaction. The usable budget is the nominal one:
@@ -57,7 +57,7 @@ class KeptView:
     builds: int = 0
 
 
-def reuse(view: KeptView | None, key: Key, cands: list[tuple[ConversationMessage, int]],
+def reuse(view: StickyView | None, key: Key, cands: list[tuple[ConversationMessage, int]],
           units: list[Unit], trigger: float, usable: int
           ) -> tuple[Compaction, list[Unit]] | str:
     """The view extended with what came after it, when it is still for this build and the
@@ -99,8 +99,8 @@ def why_key_changed(old: Key, new: Key) -> str:
     return "the recent rounds kept verbatim changed"
 
 
-def to_json(view: KeptView) -> dict[str, Any]:
-    """What is kept on disk: enough to make the same view again from the log."""
+def to_json(view: StickyView) -> dict[str, Any]:
+    """What is saved on disk: enough to make the same view again from the log."""
     plan = view.plan
     cands = plan.cands  # shortened copies keep their entry's id
     k = view.decided - 1
@@ -119,9 +119,9 @@ def to_json(view: KeptView) -> dict[str, Any]:
 
 def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
               units: list[Unit], counter: TokenCounter, memo: CompactionMemo
-              ) -> KeptView | None:
-    """The view `to_json` kept, made again over this build's candidates and units; None when
-    it does not match them (then a new compaction is made, and kept in its place)."""
+              ) -> StickyView | None:
+    """The view `to_json` saved, made again over this build's candidates and units; None when
+    it does not match them (then a new compaction is made, and saved in its place)."""
     try:
         decided = _decided(data, cands, units)
         if decided is None:
@@ -135,23 +135,23 @@ def from_json(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]]
         if plan.digest and counter.openai_message({"role": "user", "content": plan.digest}) \
                 != plan.digest_tokens:
             return None  # not the digest that was counted (or counted otherwise now)
-        kept_units = [u if t == u.tokens else replace(u, tokens=t)
+        planned_units = [u if t == u.tokens else replace(u, tokens=t)
                       for u, t in zip(units[:k], plan.unit_tokens, strict=False)]
-        sent = plan.digest_tokens + sum(u.tokens for n, u in enumerate(kept_units)
+        sent = plan.digest_tokens + sum(u.tokens for n, u in enumerate(planned_units)
                                         if n not in plan.left_out)
         if sent != int(data["sent"]):
             return None  # counted otherwise now: not the request that was sent
-        key = tuple(data["key"])  # kept before project instructions: four parts, none
-        return KeptView((str(key[0]), int(key[1]), int(key[2]), int(key[3]),
-                         int(key[4]) if len(key) > 4 else 0), decided, plan,
-                        kept_units, sent, float(data["room"]), int(data.get("builds", 0)))
+        key = tuple(data["key"])  # saved before project instructions: four parts, none
+        return StickyView((str(key[0]), int(key[1]), int(key[2]), int(key[3]),
+                           int(key[4]) if len(key) > 4 else 0), decided, plan,
+                          planned_units, sent, float(data["room"]), int(data.get("builds", 0)))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
 
 
 def _decided(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
              units: list[Unit]) -> int | None:
-    """How many units the kept view decided, when its description is whole and its anchors
+    """How many units the sticky view decided, when its description is whole and its anchors
     (the first entries of its first and last units) are still where they were."""
     if data.get("version") != VERSION:
         return None
@@ -169,7 +169,7 @@ def _decided(data: dict[str, Any], cands: list[tuple[ConversationMessage, int]],
 
 def _restage(plan: Compaction, staged: dict[str, Any], units: list[Unit],
              counter: TokenCounter, memo: CompactionMemo) -> bool:
-    """Make the kept previews and references again from the logged entries (the same bytes);
+    """Make the view's previews and references again from the logged entries (the same bytes);
     False when one cannot be (the entry was pinned since, or is no longer long)."""
     cands = plan.cands
     where = {cands[i][0].id: (n, i) for n, u in enumerate(units) for i in u.items}
@@ -190,8 +190,8 @@ def _restage(plan: Compaction, staged: dict[str, Any], units: list[Unit],
 
 
 def _leave_out(plan: Compaction, left_out: list[Any], units: list[Unit]) -> bool:
-    """Leave out the kept units again; False when one of them no longer starts with the same
-    entry or holds a pinned one."""
+    """Leave out again the units the view left out; False when one of them no longer starts
+    with the same entry or holds a pinned one."""
     cands = plan.cands  # a shortened copy keeps its entry's id and pin
     for n, first, why in left_out:
         if not 0 <= n < len(units) or cands[units[n].items[0]][0].id != first or \

@@ -186,15 +186,15 @@ def test_the_log_is_untouched_and_a_cached_rebuild_agrees() -> None:
     assert again.messages == first.messages
     fresh = build(history, budget)
     assert fresh.messages == first.messages
-    kept = view_json(cache.view) if cache.view is not None else None
+    saved = view_json(cache.view) if cache.view is not None else None
     more = history + [COUNTER.with_count(ConversationMessage(role="user", content="one more"))]
     grown = build(more, budget, cache)
-    # after an append the kept compaction is extended, not made again (a provider's prompt
+    # after an append the sticky view is extended, not made again (a provider's prompt
     # cache reads the same prefix): a new process that reads it from disk sends the same
     again = build_request(more, "agent", model="gpt-4o", budget=Budget(budget, 0, 0, "override"),
                           counter=COUNTER, composer=PromptComposer(), cache=BuildCache(),
-                          kept=kept)
-    assert kept is not None and grown.messages == again.messages
+                          disk_view=saved)
+    assert saved is not None and grown.messages == again.messages
 
 
 def test_compaction_keeps_more_of_the_conversation_than_trimming_alone() -> None:
@@ -345,7 +345,7 @@ def test_a_what_if_build_and_a_budget_change_leave_or_renew_the_kept_compaction(
     more = history + [COUNTER.with_count(ConversationMessage(role="user", content="and then?"))]
     what_if = build_request(more, "agent", model="gpt-4o",
                             budget=Budget(budget // 2, 0, 0, "override"), counter=COUNTER,
-                            composer=PromptComposer(), cache=cache, keep_view=False)
+                            composer=PromptComposer(), cache=cache, update_view=False)
     assert "reused" not in stage_names(what_if) and what_if.report.used <= budget // 2
     after = build(more, budget, cache)
     assert "reused" in stage_names(after)
@@ -441,7 +441,7 @@ def test_a_what_if_build_on_a_fork_leaves_the_cache_as_it_was() -> None:
     assert after.messages == build(more, budget, BuildCache.fork(cache)).messages
 
 
-def test_a_kept_request_stores_its_entries_as_rows_and_both_forms_read_back() -> None:
+def test_a_saved_request_stores_its_entries_as_rows_and_both_forms_read_back() -> None:
     from core.context.report import entry_dicts
 
     report = build(session(10), 4000).report

@@ -195,7 +195,7 @@ def test_each_built_request_is_saved_with_its_report(project: Project,
     # the last request" line reads the same from it as from the copy, without reading it back
     from core.context.report_text import sent_before, since_last
 
-    path, built = engine_of[0].kept_request(conv.id) or (None, None)
+    path, built = engine_of[0].saved_request(conv.id) or (None, None)
     assert path == saved[0] and built is not None
     assert built.messages == data["messages"]
     assert built.report.sent_ids() == sent_before(data)[1]

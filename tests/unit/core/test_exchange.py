@@ -28,7 +28,7 @@ class Host:
     requests_dir: Path | None = None
     retry_delays: tuple[float, ...] = ()
     sent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    kept: dict[str, tuple[Path, BuiltRequest]] = field(default_factory=dict)
+    saved: dict[str, tuple[Path, BuiltRequest]] = field(default_factory=dict)
 
 
 def test_an_exchange_needs_only_its_host(project: Project, llm_server: FakeLLMServer) -> None:
@@ -54,5 +54,5 @@ def test_an_exchange_needs_only_its_host(project: Project, llm_server: FakeLLMSe
     assert project.conversations.load(conv).messages[-1].text() == "Paris."
     # what the host holds for the next request: what was sent, and the copy saved
     assert host.sent[conv][-1] == {"role": "user", "content": "Capital of France?"}
-    path, request = host.kept[conv]
+    path, request = host.saved[conv]
     assert path.parent == project.state / "requests" / conv and request.messages == host.sent[conv]

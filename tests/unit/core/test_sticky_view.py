@@ -1,6 +1,6 @@
-"""The kept compaction: later requests keep the earlier ones as their exact prefix, in this
-process and in the next, until the history passes the trigger again; what invalidates it is
-said in the report."""
+"""The sticky view ("the kept compaction", as the report says): later requests keep the earlier
+ones as their exact prefix, in this process and in the next, until the history passes the
+trigger again; what invalidates it is said in the report."""
 
 from __future__ import annotations
 
