@@ -388,7 +388,7 @@ class Engine:
         self, conv_id: str, settings: LLMSettings, focus: str | None = None,
         automatic: bool = False,
     ) -> AsyncIterator[EngineEvent]:
-        """Compaction's LLM stage (see `core.summarize`): fold the entries no summary covers
+        """Compaction's LLM stage (see `core.summarize`): merge the entries no summary covers
         yet into the running summary and append it; a failed, empty or oversized summary
         leaves the log as it was and says why."""
         async for event in summarize(self.context, self.client, conv_id, settings, focus,

@@ -67,7 +67,7 @@ class LogWriter:
                  run_state: Callable[[str], RunState | None] | None = None,
                  sync_run_file: Callable[[str, RunState], str | None] | None = None,
                  seal: ApprovalSeal | None = None) -> None:
-        """`run_state(conv_id)`: the conversation's latest run (the project context's fold);
+        """`run_state(conv_id)`: the conversation's latest run (the project context's replay);
         `sync_run_file(conv_id, run)`: brings the run's cache file up to date, a sentence when
         it said something else (core.workflows.run_files; None: no run files are kept);
         `seal`: marks an allowance "for this conversation" as the app's own (without one, none

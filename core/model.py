@@ -31,7 +31,7 @@ from core.redact import redact_optional
 
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal["message", "summary", "error", "notice", "annotation"]
-# What an annotation entry does to its target (see `fold_annotations`).
+# What an annotation entry does to its target (see `apply_annotations`).
 ANNOTATIONS = {"pin": ("pinned", True), "unpin": ("pinned", False),
                "exclude": ("include_in_context", False), "include": ("include_in_context", True)}
 Mode = Literal["chat", "agent", "run"]
@@ -377,7 +377,7 @@ def annotation(target: str, action: str) -> ConversationMessage:
     return ConversationMessage(role="system", kind="annotation", content=action, target=target)
 
 
-def fold_annotations(messages: list[ConversationMessage]) -> list[ConversationMessage]:
+def apply_annotations(messages: list[ConversationMessage]) -> list[ConversationMessage]:
     """The log as it stands after its annotations: each target carries the latest pin and
     exclusion said of it. The annotation entries stay in the list (exports keep them; the
     context and the transcript leave them out). Returns `messages` itself when it has none."""

@@ -1,6 +1,6 @@
 """Compaction's LLM stage as an engine step: the running summary of a conversation.
 
-Folds the entries no summary covers yet (outside the recent rounds) into the running summary
+Merges the entries no summary covers yet (outside the recent rounds) into the running summary
 (`core.context.summary` plans it and writes the prompt) and appends it as a `kind=summary` entry.
 Only appends: a failed, empty, cut or oversized summary leaves the log as it was and says why.
 """

@@ -1,5 +1,5 @@
 """The names of the built-in tools, as data: what a workflow's step may list and what a run's
-fold recognizes, checked below the tools themselves (`core.tools` defines the tools under these
+replay recognizes, checked below the tools themselves (`core.tools` defines the tools under these
 names; a test keeps the two in step)."""
 
 from __future__ import annotations

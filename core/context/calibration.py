@@ -157,7 +157,7 @@ class Calibration:
         self._flush()
 
     def observe(self, model: str, ours: int, theirs: int) -> float:
-        """Fold one count the provider reported for a request of ours in; returns the factor.
+        """Take in one count the provider reported for a request of ours; returns the factor.
         A ratio outside LIMITS is a counting bug on one side (or a count that was not the
         provider's), not a calibration: it is set aside and counted, never clamped in."""
         if ours < MIN_TOKENS or theirs <= 0:

@@ -51,7 +51,7 @@ def rule_key(sentence: str) -> str:
 
 
 def rules_in(text: str) -> tuple[str, ...]:
-    """The constraint sentences of a user message, in order, whitespace folded."""
+    """The constraint sentences of a user message, in order, whitespace collapsed."""
     text = text[:READ_CHARS]
     if not may_hold_rule(text.lower()):
         return ()
@@ -59,7 +59,7 @@ def rules_in(text: str) -> tuple[str, ...]:
         text = _FENCE.sub("\n", text)
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
-        folded = " ".join(sentence.split())
-        if MIN_RULE_CHARS <= len(folded) <= MAX_RULE_CHARS and RULE_WORDS.search(folded):
-            out.append(folded)
+        collapsed = " ".join(sentence.split())
+        if MIN_RULE_CHARS <= len(collapsed) <= MAX_RULE_CHARS and RULE_WORDS.search(collapsed):
+            out.append(collapsed)
     return tuple(out)

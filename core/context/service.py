@@ -62,7 +62,7 @@ from core.tool_names import COMPLETE_STEP
 from core.tools import Tool, tool_schemas, tools_for
 from core.tools.mcp_tools import McpTool, McpToolset
 from core.workflows.run_files import RunFiles
-from core.workflows.state import RunContext, RunState, RunTracker, fold
+from core.workflows.state import RunContext, RunState, RunTracker, replay
 
 CACHED_CONVERSATIONS = 2
 
@@ -386,13 +386,13 @@ class ProjectContext:
     def run_state(self, conv_id: str | None,
                   history: list[ConversationMessage] | None = None,
                   remember: bool = True) -> RunState | None:
-        """The state of the conversation's latest run, as its log says (folded only over what
-        is new since the last call for `conv_id`): a snapshot, which the engine's thread and
-        the window's may each read while the other folds. `history`: the log (read from the
+        """The state of the conversation's latest run, as its log says (replayed only over
+        what is new since the last call for `conv_id`): a snapshot, which the engine's thread
+        and the window's may each read while the other replays. `history`: the log (read from the
         store when not given). `remember=False`: `history` is not the log (a what-if build
         with a draft)."""
         if conv_id is None:
-            return fold(history or [])
+            return replay(history or [])
         if history is None:
             history = self.store.load(conv_id).messages
         with self._runs_lock:

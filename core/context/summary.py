@@ -6,7 +6,7 @@ is a `kind=summary` entry whose `covers` lists the entries it stands for; the bu
 those out and puts the summary where the first of them was (see `BuildCache.prepare`), so
 excluding the summary entry brings them all back. The log itself is never rewritten.
 
-Incremental: a new summary folds only the entries no summary covers yet into the running one.
+Incremental: a new summary merges only the entries no summary covers yet into the running one.
 The previous summary is the summarizer's preamble (never re-summarized from its sources), and
 the new entry's `covers` holds the previous summary's id and everything that one covered, so
 undoing the new summary restores the previous one.
@@ -83,8 +83,8 @@ class SummaryPlan:
     """What a new summary covers.
 
     Attributes:
-        previous: the summary in force, folded in as the preamble (None for the first one).
-        entries: the entries no summary covers yet, to fold in (log order, tool groups whole).
+        previous: the summary in force, merged in as the preamble (None for the first one).
+        entries: the entries no summary covers yet, to merge in (log order, tool groups whole).
         covers: the new summary's `covers`: the previous summary, what it covered, the entries.
         covered_tokens: what the covered part costs in a request today (previous summary
             included): a summary must be smaller to be kept.
@@ -124,7 +124,7 @@ def _paused(items: Iterable[T], pause: Callable[[], None] | None) -> Iterator[T]
 def plan_summary(history: list[ConversationMessage], counter: TokenCounter,
                  keep_rounds: int = KEEP_ROUNDS,
                  pause: Callable[[], None] | None = None) -> SummaryPlan:
-    """Choose the entries a new summary folds in: everything that takes part in the context,
+    """Choose the entries a new summary merges in: everything that takes part in the context,
     is not yet covered, and lies before the recent tail; pinned entries (with their whole tool
     round) and the latest user message stay verbatim.
 
@@ -231,7 +231,7 @@ def _clip(text: str, limit: int) -> str:
 def chunks(entries: list[ConversationMessage], room: int, counter: TokenCounter,
            pause: Callable[[], None] | None = None) -> list[str]:
     """The rendered entries in pieces of at most `room` tokens each (a huge conversation is
-    folded in several calls, each one's summary the next one's preamble). `pause`: as in
+    merged in several calls, each one's summary the next one's preamble). `pause`: as in
     `plan_summary`."""
     out: list[str] = []
     part: list[str] = []

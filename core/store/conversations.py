@@ -32,7 +32,7 @@ from core.model import (
     ConversationMessage,
     Mode,
     app_closed_entry,
-    fold_annotations,
+    apply_annotations,
     new_id,
 )
 from core.redact import redact
@@ -266,7 +266,7 @@ class ConversationStore:
                     f"({path.name}: {describe_os_error(e)}).") from e
             if self.writable:
                 self._clean_tails.add(conv_id)
-            result.messages = fold_annotations(result.messages)
+            result.messages = apply_annotations(result.messages)
             self._remember(conv_id, result.messages)
             self._note(conv_id, *result.problems)
             problems = list(result.problems) + problems
@@ -663,7 +663,7 @@ class ConversationStore:
         if fresh and cached is not None:
             cached[1].extend(msgs)
             if any(m.kind == "annotation" for m in msgs):  # the targets change, not the lines
-                cached[1][:] = fold_annotations(cached[1])
+                cached[1][:] = apply_annotations(cached[1])
             self._loaded[conv_id] = (_file_stamp(path), cached[1])
         else:
             self._loaded.pop(conv_id, None)

@@ -103,7 +103,7 @@ class ToolContext:
     env: dict[str, str] | None = None
     todo: TodoBoard | None = None  # the todo list shared by one batch of calls
     shared: dict[str, object] = field(default_factory=dict)  # what one batch's calls share
-    run: RunState | None = None  # in run mode: the run as the log left it (the project's fold)
+    run: RunState | None = None  # in run mode: the run as the log left it (the project's replay)
     # a write's change as it was approved: (path, its text then or None when new, text after)
     change: tuple[Path, str | None, str] | None = None
 

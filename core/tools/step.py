@@ -4,8 +4,8 @@ The call is checked against the run as the log leaves it: there must be an activ
 result, and one completion per step in one answer (a second call in the same answer would
 complete a step whose brief the model has not read yet). A successful result is what marks the
 step done: core.workflows.state replays these results, so the log alone says where a run is.
-The run it checks against is the project context's fold (`ToolContext.run`), not a fold of its
-own.
+The run it checks against is the one the project context replays (`ToolContext.run`), not a
+replay of its own.
 """
 
 from __future__ import annotations

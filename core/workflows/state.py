@@ -3,8 +3,8 @@
 The log is the run's only source of truth: the start entry carries the workflow as started,
 control entries (pause, resume, skip, redo, abort) say what the user did, and the model's
 successful complete_step results say which steps are done and with what result. Every entry a
-run produces is tagged with its `run_id` and `step_id`. `fold` replays them; the run file in
-`.workbench/runs/` is only a cache of the result (see core.workflows.run_files).
+run produces is tagged with its `run_id` and `step_id`. `replay` reads them in order; the run
+file in `.workbench/runs/` is only a cache of the result (see core.workflows.run_files).
 
 Statuses of a run:
     running    a step is active and nothing stands in its way
@@ -111,7 +111,7 @@ class RunState:
         return self.status in OPEN
 
     def snapshot(self) -> RunState:
-        """A copy that later folds of this state do not change (the workflow is immutable,
+        """A copy that later replays of this state do not change (the workflow is immutable,
         shared)."""
         return replace(self, steps=[replace(s) for s in self.steps], _calls=dict(self._calls),
                        problems=list(self.problems))
@@ -169,7 +169,7 @@ class RunState:
                       for s in self.steps]}
 
 
-def fold(history: Sequence[ConversationMessage], run_id: str | None = None) -> RunState | None:
+def replay(history: Sequence[ConversationMessage], run_id: str | None = None) -> RunState | None:
     """The state of the conversation's latest run (or of `run_id`), None when it has none."""
     state: RunState | None = None
     for m in history:
@@ -179,7 +179,8 @@ def fold(history: Sequence[ConversationMessage], run_id: str | None = None) -> R
 
 def apply(state: RunState | None, m: ConversationMessage,
           run_id: str | None = None) -> RunState | None:
-    """The state after entry `m` (a left fold, so a tracker can fold only what is new)."""
+    """The state after entry `m` (one step of `replay`, so a tracker can replay only what is
+    new)."""
     event = m.run_event
     if event is not None and event.action == "start" and m.run_id and (
             run_id is None or m.run_id == run_id):
@@ -344,18 +345,18 @@ def _result_argument(arguments: str) -> str:
 
 
 class RunTracker:
-    """The latest run's state of one log, folded only over what was appended since the last
+    """The latest run's state of one log, replayed only over what was appended since the last
     call (the meter, the engine and the progress panel ask after every entry)."""
 
     def __init__(self) -> None:
-        self._seen = 0  # entries folded so far ...
+        self._seen = 0  # entries replayed so far ...
         self._last_id = ""  # ... the last of them
         self._state: RunState | None = None
 
     def state(self, history: Sequence[ConversationMessage],
               remember: bool = True) -> RunState | None:
         """The state after `history`. `remember=False`: a history that is not the log (a
-        draft appended for a preview) is folded on a copy and forgotten, so the next call
+        draft appended for a preview) is replayed on a copy and forgotten, so the next call
         with the log goes on from where the log's last one stopped."""
         n = self._seen
         same = len(history) >= n and (n == 0 or history[n - 1].id == self._last_id)

@@ -1,5 +1,5 @@
 """Run mode: what a run-mode request costs over a chat-mode one on a 10,000-message log (the
-run's state folded from the log, the directive and brief composed, the step's tools)."""
+run's state replayed from the log, the directive and brief composed, the step's tools)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from core.context.service import ProjectContext
 from core.model import ConversationMessage, RunEvent, new_id
 from core.settings import LLMSettings
 from core.store.project import Project
-from core.workflows.state import fold
+from core.workflows.state import replay
 from core.workflows.workflow import Workflow
 from tests.bench.common import big_messages, median, project_with, report
 
@@ -35,8 +35,8 @@ def run() -> None:
     print("run mode")
     history = run_log()
     t = time.perf_counter()
-    state = fold(history)
-    report("fold a run's state from 10,000 entries (cold)", (time.perf_counter() - t) * 1000,
+    state = replay(history)
+    report("replay a run's state from 10,000 entries (cold)", (time.perf_counter() - t) * 1000,
            "ms")
     assert state is not None and state.active is not None
     settings = LLMSettings(model="gpt-4o", max_output_tokens=4096, context_window=128_000)

@@ -1,4 +1,4 @@
-"""Pin, unpin, exclude, include: annotations appended to the log (no line rewritten), folded in
+"""Pin, unpin, exclude, include: annotations appended to the log (no line rewritten), applied
 when it loads, honoured by every request, shown in the window, undoing a summary."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.llm.tokens import TokenCounter
-from core.model import ConversationMessage, annotation, fold_annotations
+from core.model import ConversationMessage, annotation, apply_annotations
 from core.store.project import Project
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, summary_text
@@ -46,9 +46,9 @@ def test_the_latest_annotation_of_an_entry_wins_and_the_annotations_stay_in_the_
     b = ConversationMessage(role="assistant", content="b")
     log = [a, b, annotation(a.id, "pin"), annotation(b.id, "exclude"),
            annotation(a.id, "unpin"), annotation(a.id, "pin")]
-    folded = fold_annotations(log)
-    assert folded[0].pinned and not folded[1].include_in_context
-    assert len(folded) == len(log) and folded[2].kind == "annotation"
+    applied = apply_annotations(log)
+    assert applied[0].pinned and not applied[1].include_in_context
+    assert len(applied) == len(log) and applied[2].kind == "annotation"
     assert not a.pinned  # the entries themselves are never changed
     with pytest.raises(ValueError, match="annotation needs"):
         ConversationMessage(role="system", kind="annotation", content="delete", target=a.id)

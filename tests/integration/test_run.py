@@ -289,13 +289,13 @@ def test_a_bad_workflow_is_refused_with_where_and_why(text: str, expected: str) 
 
 
 def test_the_log_alone_gives_the_state(project: Project, llm_server: FakeLLMServer) -> None:
-    from core.workflows.state import fold
+    from core.workflows.state import replay
 
     llm_server.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting"))
     conv_id, driver, _ = start(project, llm_server)
     lines = (project.state / "conversations" / conv_id / "messages.jsonl").read_text().splitlines()
     history = [ConversationMessage.model_validate_json(line) for line in lines]
-    run = fold(history)
+    run = replay(history)
     assert run is not None and [s.status for s in run.steps] == ["done", "active", "pending"]
     assert run.steps[0].result == "listed" and run.status == "waiting"
 

@@ -24,7 +24,7 @@ from core.context.normalize import ABORTED_RESULT, protocol_errors
 from core.context.prompts import PromptComposer
 from core.context.summary import NothingToSummarize, plan_summary
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
-from core.model import ConversationMessage, ErrorInfo, ToolCall, annotation, fold_annotations
+from core.model import ConversationMessage, ErrorInfo, ToolCall, annotation, apply_annotations
 
 COUNTER = TokenCounter("o200k_base")
 COMPOSER = PromptComposer()
@@ -92,7 +92,7 @@ def _apply(log: Log, op: tuple[Any, ...]) -> None:
         if targets:
             log.raw.append(annotation(targets[op[1] % len(targets)].id, kind))
     elif kind == "summarize":
-        history = fold_annotations(log.raw)
+        history = apply_annotations(log.raw)
         try:
             plan = plan_summary(history, COUNTER, keep_rounds=1)
         except NothingToSummarize:
@@ -159,7 +159,7 @@ def test_every_request_is_valid_complete_honest_and_counted_as_shown(
     cache = BuildCache()
     for op in ops:
         _apply(log, op)
-        history = fold_annotations(log.raw)
+        history = apply_annotations(log.raw)
         if not history or history[-1].role != "user" and not log.dialogue():
             continue
         try:
