@@ -1,0 +1,79 @@
+"""Figures the user reads stay what they said (issue 51, finding 13): a summary's size and
+AGENTS.md's size do not move when the calibration against the provider's counts does (a
+calibrated figure says it is one)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.window.controller import Controller
+from core.engine import CompactionFinished
+from core.llm.runtime import load_litellm
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, summary_text
+from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.trajectories import agent_session_project
+from ui.main_window import MainWindow
+
+pytestmark = pytest.mark.gui
+SUMMARY = summary_text("Parsers keep line numbers.")
+
+
+@pytest.fixture(autouse=True)
+def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+    load_litellm()
+    use_fake_provider(monkeypatch, llm_server, context_window="16000",
+                      max_output_tokens="800", auto_summary="0",
+                      summary_model="openai/summary-model")
+    # the summary model's window (the server says so) reads the whole log in one call
+    llm_server.info["/v1/models"] = {"data": [{"id": "summary-model", "max_model_len": 128_000}]}
+    return llm_server
+
+
+def recalibrated(qloop, controller: Controller, ours: int, theirs: int) -> float:
+    """The provider's count of a request moves the calibration; the meter follows."""
+    factor = controller.calibration.observe(MODEL, ours, theirs)
+    controller.refresh_usage()
+    run_until(qloop, lambda: controller.meter.report is not None
+              and controller.meter.report.calibration == factor)
+    return factor
+
+
+def summaries(window: MainWindow) -> list[tuple[str, str]]:
+    history = window.inspector.history
+    return [(history.item(n).text(), history.item(n).toolTip()) for n in range(history.count())]
+
+
+def test_a_summary_s_size_and_agents_md_s_read_the_same_after_calibration_moves(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    conv = agent_session_project(project_dir, 12, 4, "long session")
+    (project_dir / "AGENTS.md").write_text("Always answer in French. " * 20, encoding="utf-8")
+    window, controller = open_window(qtbot, project_dir)
+    controller.show_conversation(conv)
+    window.inspector_action.trigger()
+    factor = recalibrated(qloop, controller, 10_000, 11_000)  # calibrated before it is written
+    done: list[CompactionFinished] = []
+    controller.compaction.finished.connect(done.append)
+    llm_server.script(Answer(SUMMARY))
+    type_and_send(qtbot, window, "/compact")
+    run_until(qloop, lambda: bool(done) and not controller.compaction.running())
+    assert done[0].status == "ok", done[0].message
+    size = done[0].tokens_after
+    notice = window.notice_label.text()
+    assert f"{size:,}-token summary" in notice
+    assert f"×{factor:.3f}" in notice  # the notice says its figures are calibrated
+    panel = window.inspector
+    qtbot.waitUntil(lambda: len(summaries(window)) == 1 and "entries" in summaries(window)[0][0])
+    line, tip = summaries(window)[0]
+    assert line.endswith(f" · {size:,} tokens")
+    assert "when it was written" in tip and f"×{factor:.3f}" in tip
+    switch, switch_tip = panel.instructions.text(), panel.instructions.toolTip()
+    assert re.fullmatch(r"AGENTS\.md · [\d,]+ tokens", switch)
+    assert "calibrated" in switch_tip
+    share = dict(panel.bar.parts)["instructions"]  # the request's share: calibrated, it moves
+
+    recalibrated(qloop, controller, 10_000, 6_000)  # the provider counts much less now
+    qtbot.waitUntil(lambda: dict(panel.bar.parts)["instructions"] < share)
+    assert summaries(window)[0] == (line, tip)  # as it was measured
+    assert panel.instructions.text() == switch  # the file's size, not the request's share
