@@ -15,7 +15,6 @@ from app.window.inspector_rows import KeptRows, Rows, holds, label, left_out, sa
 from app.window.meter import UsageMeter
 from app.window.notices import Notices
 from app.window.tools_flow import ToolsFlow, ToolsHost
-from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
 from core.context.report import BuildReport
@@ -176,8 +175,8 @@ class InspectorFlow:
             # Another budget, or the request as it would go if the draft were sent now
             # (debounced as it is typed): a what-if build, nothing sent.
             usable = max(1, report.usable * percent // 100) if percent != 100 else None
-            what_if = [*messages, user_message(draft, attached)] if draft or attached \
-                else messages
+            what_if = [*messages, self.meter.draft_message(draft, attached)] \
+                if draft or attached else messages
             try:
                 built = self.meter.preview(conv, what_if, usable)
             except BudgetError as e:

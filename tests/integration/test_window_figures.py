@@ -1,6 +1,7 @@
 """Figures the user reads stay what they said (issue 51, finding 13): a summary's size and
 AGENTS.md's size do not move when the calibration against the provider's counts does (a
-calibrated figure says it is one)."""
+calibrated figure says it is one), and one draft has one count wherever the window shows it:
+the meter, the held paste's line, a refusal and the Inspector."""
 
 from __future__ import annotations
 
@@ -77,3 +78,34 @@ def test_a_summary_s_size_and_agents_md_s_read_the_same_after_calibration_moves(
     qtbot.waitUntil(lambda: dict(panel.bar.parts)["instructions"] < share)
     assert summaries(window)[0] == (line, tip)  # as it was measured
     assert panel.instructions.text() == switch  # the file's size, not the request's share
+
+
+def count_in(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found is not None, f"{pattern!r} not in {text!r}"
+    return int(found.group(1).replace(",", ""))
+
+
+def test_one_pasted_draft_has_one_count_in_the_meter_the_paste_s_line_a_refusal_and_the_inspector(
+        qtbot, qloop, project_dir, llm_server) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    recalibrated(qloop, controller, 10_000, 12_000)
+    window.inspector_action.trigger()
+    window.composer._hold(("word " * 5 + "\n") * 70_000)  # 1.8 MB: held aside as a paste
+    qtbot.keyClicks(window.composer.editor, "see below")  # typed while the paste is counted
+    qtbot.waitUntil(lambda: not controller.meter.draft_estimated(), timeout=20_000)
+    controller.refresh_usage()
+    run_until(qloop, lambda: "your draft" in window.usage.toolTip())
+    meter = count_in(r"your draft</td><td align='right'>&nbsp;&nbsp;([\d,]+)",
+                     window.usage.toolTip())
+    held = count_in(r"comes to ([\d,]+) tokens", window.composer.held_label.text())
+    qtbot.waitUntil(lambda: "your latest message" in window.inspector.header.text(),
+                    timeout=10_000)
+    inspector = count_in(r"your latest message ([\d,]+)", window.inspector.header.text())
+    report = controller.meter.report
+    assert report is not None  # the Inspector counts against the meter's budget, calibrated too
+    assert f"only {report.usable:,} are available" in window.inspector.header.text()
+    controller.send(window.composer.text())
+    refusal = count_in(r"this message alone is ([\d,]+) tokens", window.composer.hint.text())
+    assert meter == held == inspector == refusal
+    assert not llm_server.requests
