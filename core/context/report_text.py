@@ -44,7 +44,7 @@ def calibrated(factor: float, before: str = "", after: str = "") -> str:
     `after` ("" for our own count: nothing to say)."""
     if factor == 1.0:
         return ""
-    return f"{before}calibrated to the provider's counts: ours ×{factor:.3f}{after}"
+    return f"{before}calibrated against the provider's counts: x{factor:.3f}{after}"
 
 
 def summary_size(m: ConversationMessage, counter: TokenCounter, r: BuildReport
