@@ -235,13 +235,14 @@ class Composer(QWidget):
 
     def _show_held(self) -> None:
         size = len(self._held.encode("utf-8", "replace")) if self._held else 0
-        text = (f"Pasted text · {size / 2**20:.1f} MB · {len(self._held):,} characters, kept "
-                "as is and sent with your message")
+        text = f"Pasted text · {size / 2**20:.1f} MB, kept as is and sent with your message"
         if self._held_tokens is not None:  # the draft's one count, as the meter shows it
             tokens, estimated = self._held_tokens
             text += (f", which comes to {'about ' if estimated else ''}{tokens:,} tokens"
                      f"{' (counting…)' if estimated else ''}")
         self.held_label.setText(text)
+        self.held_label.setToolTip(f"{len(self._held):,} characters, not laid out in the box "
+                                   "(so many would slow the window down)")
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
 
