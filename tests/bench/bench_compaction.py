@@ -13,6 +13,7 @@ import gc
 import json
 import time
 from collections import defaultdict
+from typing import Any
 
 from core.context.budget import Budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
@@ -41,7 +42,7 @@ Sums = dict[tuple[float, str], dict[str, float]]  # (fraction, variant) -> figur
 
 def session_sets() -> dict[str, list[tuple[list[ConversationMessage], list[str]]]]:
     """Named sets of sessions: (history, paths it modified) each."""
-    def counted(raw: list[dict]) -> list[ConversationMessage]:
+    def counted(raw: list[dict[str, Any]]) -> list[ConversationMessage]:
         return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
     sets = {}

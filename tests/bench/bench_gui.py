@@ -185,8 +185,8 @@ def run() -> None:
 
                 async def stop_once() -> None:
                     controller.send("talk")
-                    while not (window.transcript_model.streaming_row() is not None
-                               and window.transcript_model.streaming_row().text):
+                    while not ((row := window.transcript_model.streaming_row()) is not None
+                               and row.text):
                         await asyncio.sleep(0.01)
                     t = time.perf_counter()
                     controller.stop()

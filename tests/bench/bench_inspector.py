@@ -61,7 +61,8 @@ def run() -> None:
         counter = TokenCounter("o200k_base")
         store = controller.project.conversations if controller.project else None
         assert store is not None
-        opens, reopens = [], []
+        opens: list[float] = []
+        reopens: list[float] = []
 
         def settle(start: object) -> None:
             """Run `start` and the window until the meter shows the build it asked for (a

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -36,7 +37,7 @@ settings.register_profile("explore", max_examples=int(os.environ.get("WORKBENCH_
                           suppress_health_check=SLOW, phases=[Phase.generate])
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests.fuzz.known_bugs import HITS
     from tests.fuzz.machine import STEPS
 

@@ -14,7 +14,7 @@ import struct
 import sys
 import tempfile
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,7 @@ class Workbench(RuleBasedStateMachine):
 
         async def consume() -> None:
             gen = make()
+            assert isinstance(gen, AsyncGenerator)  # the engine's turns are; closed below
             try:
                 async for ev in gen:
                     turn.events.append(ev)

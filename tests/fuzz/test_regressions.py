@@ -107,7 +107,7 @@ def test_excluding_the_only_user_message_then_retry_sends_only_the_system_prompt
 def send(m: Workbench, text: str = "hi", mode: str = "chat", attach: list[str] | None = None,
          script: tuple[list[tuple[list[int], bool]], int] = ([], 0),
          stop_at: int | None = None) -> None:
-    m.send(which=0, mode=mode, text=text, attach=attach or [], script=script,  # type: ignore[arg-type]
+    m.send(which=0, mode=mode, text=text, attach=attach or [], script=script,
            stop_at=stop_at, approve="always", choice=ALLOW_ONCE, via_preview=False)
     check(m)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.window.controller import Controller
 from core.settings import SettingsStore
@@ -17,7 +19,7 @@ from ui.main_window import MainWindow
 
 
 @pytest.fixture
-def qloop(qapp) -> Iterator[asyncio.AbstractEventLoop]:
+def qloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
     import qasync
 
     loop = qasync.QEventLoop(qapp, already_running=False)
@@ -46,7 +48,8 @@ def run_until(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool],
     loop.run_until_complete(wait())
 
 
-def open_window(qtbot, project: Path, config: Path | None = None) -> tuple[MainWindow, Controller]:
+def open_window(qtbot: QtBot, project: Path,
+                config: Path | None = None) -> tuple[MainWindow, Controller]:
     window = MainWindow()
     qtbot.addWidget(window)
     store = SettingsStore(config) if config else SettingsStore()
@@ -67,7 +70,7 @@ def use_fake_provider(monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer,
     return server
 
 
-def type_and_send(qtbot, window: MainWindow, text: str) -> None:
+def type_and_send(qtbot: QtBot, window: MainWindow, text: str) -> None:
     """Type into the message box and press Ctrl+Enter, as a user does."""
     window.composer.editor.setFocus()
     qtbot.keyClicks(window.composer.editor, text)

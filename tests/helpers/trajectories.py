@@ -37,13 +37,14 @@ def make_agent_session(rounds: int, seed: int = 0, output_chars: int = 3000) -> 
     files read (long outputs), written and edited, commands with exit codes, a failing command
     and what followed, and a todo list. Tool metadata is set as the engine sets it."""
     from core.model import ConversationMessage as M
+    from core.model import ToolCall
 
     rng = random.Random(seed)
     out: list[Any] = []
 
-    def call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return {"id": cid, "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)}}
+    def call(cid: str, name: str, args: dict[str, Any]) -> ToolCall:
+        return ToolCall.model_validate({"id": cid, "type": "function",
+                                        "function": {"name": name, "arguments": json.dumps(args)}})
 
     for r in range(rounds):
         out.append(M(role="user", content=f"Task {r}: the parser in pkg/mod_{r}.py must keep "
@@ -72,7 +73,8 @@ def make_agent_session(rounds: int, seed: int = 0, output_chars: int = 3000) -> 
             out.append(M(role="assistant", content=None,
                          tool_calls=[call(f"c{r}t", "manage_todo_list", plan)]))
             out.append(M(role="tool", tool_call_id=f"c{r}t", tool_name="manage_todo_list",
-                         status="ok", content=todo_render(todo_apply([], TodoArgs(**plan)))))
+                         status="ok",
+                         content=todo_render(todo_apply([], TodoArgs.model_validate(plan)))))
         out.append(M(role="assistant", content=f"Task {r} done: {path} keeps line numbers "
                                               f"({rng.randint(1, 99)} tests pass)."))
     return out

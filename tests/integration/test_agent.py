@@ -50,14 +50,14 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def agent_send(capsys, project: Path, server: FakeLLMServer, *extra: object,
-               text: str = "fix the add function") -> tuple[int, str, str]:
+def agent_send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer,
+               *extra: object, text: str = "fix the add function") -> tuple[int, str, str]:
     return cli(capsys, "send", project, "--new", "--mode", "agent", "--model", MODEL,
                "--api-base", server.url, *extra, text)
 
 
-def test_agent_reads_lists_searches_edits_and_runs_in_the_project(capsys, project: Path,
-                                                                  llm_server) -> None:
+def test_agent_reads_lists_searches_edits_and_runs_in_the_project(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(
         ToolCalls([("c1", "list_dir", '{"path": "."}'),
                    ("c2", "search_files", '{"pattern": "def add"}'),
@@ -89,7 +89,8 @@ def test_agent_reads_lists_searches_edits_and_runs_in_the_project(capsys, projec
     assert not list((project / ".workbench").rglob(".started-*"))
 
 
-def test_escapes_are_refused_and_the_model_is_told(capsys, project: Path, llm_server,
+def test_escapes_are_refused_and_the_model_is_told(capsys: pytest.CaptureFixture[str],
+                                                   project: Path, llm_server: FakeLLMServer,
                                                    tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("secret")
@@ -107,8 +108,8 @@ def test_escapes_are_refused_and_the_model_is_told(capsys, project: Path, llm_se
     assert outside.read_text() == "secret"
 
 
-def test_a_megabyte_of_output_is_offloaded_with_a_head_tail_preview(capsys, project: Path,
-                                                                    llm_server) -> None:
+def test_a_megabyte_of_output_is_offloaded_with_a_head_tail_preview(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 170000"}')]),
                       ToolCalls([("more", "read_tool_result",
                                   '{"ref": "big", "offset": 75000, "limit": 1}')]),
@@ -127,8 +128,9 @@ def test_a_megabyte_of_output_is_offloaded_with_a_head_tail_preview(capsys, proj
     assert more[0].strip() == "75000\t74999" and "offset=75001" in more[-1]
 
 
-def test_approve_never_writes_nothing_and_tells_the_model(capsys, project: Path,
-                                                          llm_server) -> None:
+def test_approve_never_writes_nothing_and_tells_the_model(capsys: pytest.CaptureFixture[str],
+                                                          project: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     llm_server.script(
         ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}'),
                    ("s", "run_shell", '{"command": "touch ran.txt"}'),
@@ -143,7 +145,8 @@ def test_approve_never_writes_nothing_and_tells_the_model(capsys, project: Path,
     assert "Adds numbers." in sent_results(llm_server, 1)["r"]
 
 
-def test_without_a_terminal_the_default_is_never(capsys, project: Path, llm_server) -> None:
+def test_without_a_terminal_the_default_is_never(capsys: pytest.CaptureFixture[str], project: Path,
+                                                 llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}')]),
                       Answer("ok"))
     code, _, err = agent_send(capsys, project, llm_server)
@@ -151,8 +154,9 @@ def test_without_a_terminal_the_default_is_never(capsys, project: Path, llm_serv
     assert not (project / "new.txt").exists() and results(project)["w"].approval == "never"
 
 
-def test_chat_mode_cannot_write_even_when_the_model_tries(capsys, project: Path,
-                                                          llm_server) -> None:
+def test_chat_mode_cannot_write_even_when_the_model_tries(capsys: pytest.CaptureFixture[str],
+                                                          project: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("w", "write_file", '{"path": "new.txt", "content": "x"}')]),
                       Answer("ok"))
     code, _, err = cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base",
@@ -164,8 +168,9 @@ def test_chat_mode_cannot_write_even_when_the_model_tries(capsys, project: Path,
         "read_file", "list_dir", "search_files", "read_tool_result"}
 
 
-def test_the_step_limit_pauses_visibly_and_continue_goes_on(capsys, project: Path,
-                                                            llm_server) -> None:
+def test_the_step_limit_pauses_visibly_and_continue_goes_on(capsys: pytest.CaptureFixture[str],
+                                                            project: Path,
+                                                            llm_server: FakeLLMServer) -> None:
     llm_server.script(*[ToolCalls([(f"c{n}", "read_file", '{"path": "README.md"}')])
                         for n in range(2)])
     code, _, err = agent_send(capsys, project, llm_server, "--step-limit", "2")
@@ -218,7 +223,7 @@ def engine_turn(project: Path, server: FakeLLMServer, text: str, answers: list[t
 
 
 def test_a_denied_write_carries_the_users_reason_and_allow_for_conversation_sticks(
-        project: Path, llm_server) -> None:
+        project: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(
         ToolCalls([("w1", "write_file", '{"path": "a.txt", "content": "a"}')]),
         ToolCalls([("w2", "write_file", '{"path": "b.txt", "content": "b"}')]),
@@ -238,14 +243,16 @@ def test_a_denied_write_carries_the_users_reason_and_allow_for_conversation_stic
     assert "use b.txt instead" in sent_results(llm_server, 1)["w1"]
 
 
-def test_the_approval_prompt_names_the_sandbox_for_a_command(project: Path, llm_server) -> None:
+def test_the_approval_prompt_names_the_sandbox_for_a_command(project: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("s", "run_shell", '{"command": "ls"}')]), Answer("ok"))
     events, _ = engine_turn(project, llm_server, "list", [(DENY, "")])
     detail = next(e.question.detail for e in events if isinstance(e, QuestionAsked))
     assert "$ ls" in detail and "Protection:" in detail
 
 
-def test_stop_during_a_command_kills_it_and_records_aborted(project: Path, llm_server) -> None:
+def test_stop_during_a_command_kills_it_and_records_aborted(project: Path,
+                                                            llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([
         # had Stop not killed it, the command would write late.txt two seconds in
         ("s", "run_shell", '{"command": "sleep 2; touch late.txt", "timeout": 60}'),
@@ -263,8 +270,8 @@ def test_stop_during_a_command_kills_it_and_records_aborted(project: Path, llm_s
     assert len(llm_server.requests) == 1  # nothing more was sent after Stop
 
 
-def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Path,
-                                                                    llm_server) -> None:
+def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(
+        project: Path, llm_server: FakeLLMServer) -> None:
     with Project.open(project) as p:
         conv = p.conversations.create("t").id
         p.conversations.append(conv, ConversationMessage(role="user", content="go"))
@@ -293,7 +300,8 @@ def test_a_crash_mid_tool_reopens_with_the_call_answered_as_aborted(project: Pat
 
 
 def test_bad_input_from_the_model_gives_clear_results_and_the_turn_goes_on(
-        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("core.tools.shell.MAX_OUTPUT_BYTES", 1 * 2**20)
     (project / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     with open(project / "huge.log", "wb") as f:
@@ -321,7 +329,8 @@ def test_bad_input_from_the_model_gives_clear_results_and_the_turn_goes_on(
                         "args": "error", "ok": "ok", "never": "error", "endless": "error"}
 
 
-def test_approve_ask_reads_the_answer_from_the_terminal(project: Path, llm_server) -> None:
+def test_approve_ask_reads_the_answer_from_the_terminal(project: Path,
+                                                        llm_server: FakeLLMServer) -> None:
     import os
     import subprocess
     import sys
@@ -342,7 +351,8 @@ def test_approve_ask_reads_the_answer_from_the_terminal(project: Path, llm_serve
 
 
 def test_the_offload_threshold_and_step_limit_come_from_the_settings(
-        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "100")
     (project / ".workbench").mkdir(exist_ok=True)
     (project / ".workbench" / "project.json").write_text(json.dumps(
@@ -356,7 +366,8 @@ def test_the_offload_threshold_and_step_limit_come_from_the_settings(
     assert code == 1 and "the tool output limit from the environment" in err
 
 
-def test_an_edit_that_cannot_apply_is_answered_without_asking(project: Path, llm_server) -> None:
+def test_an_edit_that_cannot_apply_is_answered_without_asking(project: Path,
+                                                              llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("e", "edit_file", json.dumps(
         {"path": "calc.py", "old": "return a * b", "new": "return a + b"}))]), Answer("ok"))
     events, history = engine_turn(project, llm_server, "edit", [])
@@ -366,7 +377,8 @@ def test_an_edit_that_cannot_apply_is_answered_without_asking(project: Path, llm
 
 
 def test_a_page_of_an_offloaded_output_is_never_offloaded_again(
-        capsys, project: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_TOOL_OUTPUT_TOKENS", "100")
     llm_server.script(ToolCalls([("seq", "run_shell", '{"command": "seq 1 300"}')]),
                       ToolCalls([("page", "read_tool_result", '{"ref": "seq", "limit": 300}')]),
@@ -378,7 +390,8 @@ def test_a_page_of_an_offloaded_output_is_never_offloaded_again(
     assert "300\t299" in sent_results(llm_server, 2)["page"]
 
 
-def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys, project: Path) -> None:
+def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys: pytest.CaptureFixture[str],
+                                                            project: Path) -> None:
     agents = project / ".workbench" / "agents"
     agents.mkdir(parents=True)
     (agents / "reviewer.json").write_text(json.dumps({
@@ -399,7 +412,8 @@ def test_workbench_agents_lists_them_and_says_what_is_wrong(capsys, project: Pat
     assert "commands run with:" in err
 
 
-def test_a_model_without_tool_support_still_chats(capsys, project: Path, llm_server) -> None:
+def test_a_model_without_tool_support_still_chats(capsys: pytest.CaptureFixture[str], project: Path,
+                                                  llm_server: FakeLLMServer) -> None:
     from tests.helpers.fake_llm import HttpError
 
     llm_server.script(HttpError(400, "registry.ollama.ai/library/gemma:2b does not support "

@@ -22,6 +22,7 @@ def test_sigterm_closes_the_window_cleanly_and_keeps_its_state(tmp_path: Path) -
     project = tmp_path / "project"
     proc = subprocess.Popen([sys.executable, "-m", "app", str(project)], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
     ui_state = project / ".workbench" / "ui-state.json"
     deadline = time.monotonic() + 60
     while not ui_state.exists() and time.monotonic() < deadline and proc.poll() is None:

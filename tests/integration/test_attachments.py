@@ -40,15 +40,16 @@ def project_dir(project_dir: Path) -> Path:
     return project_dir
 
 
-def send(capsys, project: Path, server: FakeLLMServer, *args: object,
+def send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer, *args: object,
          text: str = "please look") -> tuple[int, str, str]:
     server.script(Answer("seen"))
     return cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base", server.url,
                *args, text)
 
 
-def test_a_text_file_is_a_headed_text_part_of_the_message(capsys, project_dir,
-                                                          llm_server) -> None:
+def test_a_text_file_is_a_headed_text_part_of_the_message(capsys: pytest.CaptureFixture[str],
+                                                          project_dir: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     (project_dir / "src").mkdir()
     source = "def add(a, b):\n    return a + b\n"
     (project_dir / "src" / "calc.py").write_text(source, encoding="utf-8")
@@ -63,9 +64,9 @@ def test_a_text_file_is_a_headed_text_part_of_the_message(capsys, project_dir,
     assert source in attached
 
 
-def test_an_image_goes_to_a_vision_model_inline_and_is_kept_once(capsys, project_dir,
-                                                                 llm_server,
-                                                                 monkeypatch) -> None:
+def test_an_image_goes_to_a_vision_model_inline_and_is_kept_once(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_IMAGES", "1")  # this (local) model reads images
     image = png(1024, 1024)
     (project_dir / "shot.png").write_bytes(image)
@@ -87,8 +88,8 @@ def test_an_image_goes_to_a_vision_model_inline_and_is_kept_once(capsys, project
     assert len(list((project_dir / ".workbench" / "attachments").iterdir())) == 1
 
 
-def test_an_image_for_a_model_without_vision_is_refused_before_sending(capsys, project_dir,
-                                                                       llm_server) -> None:
+def test_an_image_for_a_model_without_vision_is_refused_before_sending(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     (project_dir / "shot.png").write_bytes(png(8, 8))
     code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shot.png")
     assert code != 0 and "does not take images" in err and "WORKBENCH_IMAGES=1" in err
@@ -96,7 +97,8 @@ def test_an_image_for_a_model_without_vision_is_refused_before_sending(capsys, p
 
 
 def test_an_image_in_the_history_is_a_note_for_a_model_that_takes_none(
-        capsys, project_dir, llm_server, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_IMAGES", "1")
     (project_dir / "shot.png").write_bytes(png(8, 8))
     code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / "shot.png")
@@ -121,16 +123,18 @@ def test_an_image_in_the_history_is_a_note_for_a_model_that_takes_none(
     ("paper.pdf", b"%PDF-1.7\n...", "is a PDF"),
     ("latin1.txt", "café".encode("latin-1"), "not UTF-8 text"),
 ])
-def test_a_file_that_cannot_be_read_as_text_is_refused_with_why(capsys, project_dir,
-                                                                llm_server, name, data,
-                                                                why) -> None:
+def test_a_file_that_cannot_be_read_as_text_is_refused_with_why(capsys: pytest.CaptureFixture[str],
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer,
+                                                                name: str, data: bytes,
+                                                                why: str) -> None:
     (project_dir / name).write_bytes(data)
     code, _, err = send(capsys, project_dir, llm_server, "--attach", project_dir / name)
     assert code != 0 and why in err and name in err and not llm_server.requests
 
 
-def test_a_file_larger_than_the_room_left_is_refused_with_both_numbers(capsys, project_dir,
-                                                                       llm_server) -> None:
+def test_a_file_larger_than_the_room_left_is_refused_with_both_numbers(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     (project_dir / "big.txt").write_text("word " * 20_000, encoding="utf-8")
     code, _, err = send(capsys, project_dir, llm_server, "--context-window", "8000",
                         "--attach", project_dir / "big.txt")
@@ -138,7 +142,7 @@ def test_a_file_larger_than_the_room_left_is_refused_with_both_numbers(capsys, p
     assert "the attachments take 20,0" in err and "room for" in err and "big.txt" in err
 
 
-def test_the_count_before_sending_is_the_count_of_the_request(project_dir) -> None:
+def test_the_count_before_sending_is_the_count_of_the_request(project_dir: Path) -> None:
     store = AttachmentStore.of(project_dir / ".workbench")
     text = attach_bytes(b"print('hello')\n" * 40, "hello.py", store, COUNTER)
     image = attach_bytes(png(1600, 900), "wide.png", store, COUNTER)
@@ -150,8 +154,10 @@ def test_the_count_before_sending_is_the_count_of_the_request(project_dir) -> No
     assert both - alone == text.tokens + image.tokens
 
 
-def test_export_then_import_gives_the_same_image_bytes(capsys, project_dir, llm_server,
-                                                       monkeypatch, tmp_path) -> None:
+def test_export_then_import_gives_the_same_image_bytes(capsys: pytest.CaptureFixture[str],
+                                                       project_dir: Path, llm_server: FakeLLMServer,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
     monkeypatch.setenv("WORKBENCH_IMAGES", "1")
     image = png(64, 48, shade=200)
     (project_dir / "pic.png").write_bytes(image)
@@ -176,7 +182,8 @@ def test_export_then_import_gives_the_same_image_bytes(capsys, project_dir, llm_
 
 
 def test_deleting_a_conversation_takes_only_the_images_no_other_one_uses(
-        capsys, project_dir, llm_server, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_IMAGES", "1")
     shared, own = png(16, 16, shade=1), png(16, 16, shade=2)
     (project_dir / "shared.png").write_bytes(shared)
@@ -193,7 +200,7 @@ def test_deleting_a_conversation_takes_only_the_images_no_other_one_uses(
     assert [x.read_bytes() for x in (trashed / "attachments").iterdir()] == [own]  # with it
 
 
-def test_a_title_is_made_from_what_was_typed_not_the_files(project_dir) -> None:
+def test_a_title_is_made_from_what_was_typed_not_the_files(project_dir: Path) -> None:
     from core.attachments import user_message
     from core.titles import opening_title, typed
 

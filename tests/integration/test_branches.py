@@ -44,7 +44,7 @@ def session(project: Path) -> tuple[str, list[ConversationMessage]]:
 
 
 def test_the_forks_first_request_is_the_originals_byte_for_byte(
-        capsys, project_dir: Path, llm_server: FakeLLMServer) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("Paris."), Answer("About 2.1 million."), Answer("About 2.2 million."))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
                        llm_server.url, "Capital of France?")

@@ -53,7 +53,9 @@ def agent_turn(capsys: pytest.CaptureFixture[str], repo: Path, server: FakeLLMSe
     assert code == 0, err
 
 
-def test_a_turn_is_listed_diffed_and_restored_exactly(capsys, repo: Path, llm_server) -> None:
+def test_a_turn_is_listed_diffed_and_restored_exactly(capsys: pytest.CaptureFixture[str],
+                                                      repo: Path,
+                                                      llm_server: FakeLLMServer) -> None:
     before, git_before = files(repo), repo_state(repo)
     agent_turn(capsys, repo, llm_server)
     after = files(repo)
@@ -87,8 +89,9 @@ def test_a_turn_is_listed_diffed_and_restored_exactly(capsys, repo: Path, llm_se
     assert json.loads(out)[0]["undone"] is True
 
 
-def test_a_file_the_user_changed_since_the_turn_is_protected(capsys, repo: Path,
-                                                             llm_server) -> None:
+def test_a_file_the_user_changed_since_the_turn_is_protected(capsys: pytest.CaptureFixture[str],
+                                                             repo: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     before = files(repo)
     agent_turn(capsys, repo, llm_server)
     conv, entry = conversation(repo)
@@ -104,7 +107,7 @@ def test_a_file_the_user_changed_since_the_turn_is_protected(capsys, repo: Path,
 
 
 def test_undo_is_undoable_and_a_later_turn_is_undone_with_an_earlier_one(
-        capsys, repo: Path, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], repo: Path, llm_server: FakeLLMServer) -> None:
     before = files(repo)
     agent_turn(capsys, repo, llm_server)
     conv, first = conversation(repo)
@@ -133,8 +136,9 @@ def test_undo_is_undoable_and_a_later_turn_is_undone_with_an_earlier_one(
     assert files(repo) == after_second
 
 
-def test_a_chat_turn_and_a_read_only_turn_take_no_checkpoint(capsys, repo: Path,
-                                                            llm_server) -> None:
+def test_a_chat_turn_and_a_read_only_turn_take_no_checkpoint(capsys: pytest.CaptureFixture[str],
+                                                             repo: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("r1", "read_file", '{"path": "calc.py"}')]), Answer("Read."))
     code, _, err = cli(capsys, "send", repo, "--new", "--mode", "agent", "--model", MODEL,
                        "--api-base", llm_server.url, "--approve", "always", "look")
@@ -146,7 +150,8 @@ def test_a_chat_turn_and_a_read_only_turn_take_no_checkpoint(capsys, repo: Path,
     assert not (repo / ".workbench" / "checkpoints.git").exists()  # reading made nothing
 
 
-def test_a_stopped_turn_still_takes_its_after_checkpoint(repo: Path, llm_server) -> None:
+def test_a_stopped_turn_still_takes_its_after_checkpoint(repo: Path,
+                                                         llm_server: FakeLLMServer) -> None:
     import asyncio
     import time
 

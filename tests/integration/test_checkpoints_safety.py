@@ -20,7 +20,7 @@ from core.checkpoints.turn import Checkpointer
 from core.checkpoints.views import turns
 from tests.helpers.checkpoints import files, git, make_repo, repo_state
 from tests.helpers.cli import cli
-from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,8 @@ def test_a_shipped_checkpoint_repository_runs_nothing(repo: Path, tmp_path: Path
     assert "checkpoints" not in git(repo, "for-each-ref")
 
 
-def test_without_git_a_turn_says_so_once_and_works(capsys, project_dir: Path, llm_server,
+def test_without_git_a_turn_says_so_once_and_works(capsys: pytest.CaptureFixture[str],
+                                                   project_dir: Path, llm_server: FakeLLMServer,
                                                    tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     project_dir.mkdir()
@@ -170,8 +171,9 @@ def test_a_restore_killed_half_way_is_finished_by_the_next_use(repo: Path,
     assert not (repo / ".workbench" / "checkpoints.journal").exists()
 
 
-def test_a_snapshot_that_fails_is_a_notice_and_the_turn_goes_on(capsys, project_dir: Path,
-                                                                llm_server) -> None:
+def test_a_snapshot_that_fails_is_a_notice_and_the_turn_goes_on(capsys: pytest.CaptureFixture[str],
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / ".workbench").mkdir()
     (project_dir / ".workbench" / "checkpoints.git").write_text("not a repository\n")

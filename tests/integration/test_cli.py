@@ -20,20 +20,23 @@ from tests.helpers.trajectories import make_conversation
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def new_conversation(capsys, project: Path, server: FakeLLMServer, text: str = "hi") -> str:
+def new_conversation(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer,
+                     text: str = "hi") -> str:
     server.script(Answer("hello"))
     code, _, err = cli(capsys, "send", project, "--new", "--model", MODEL, "--api-base", server.url, text)
     assert code == 0, err
     return err.split()[1]
 
 
-def test_send_prints_the_stream_and_list_shows_the_conversation(capsys, project_dir, llm_server) -> None:
+def test_send_prints_the_stream_and_list_shows_the_conversation(capsys: pytest.CaptureFixture[str],
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("Four, of course."))
     code, out, err = cli(capsys, "send", project_dir, "--new", "--title", "Maths",
                          "--model", MODEL, "--api-base", llm_server.url, "2+2?")
@@ -42,7 +45,9 @@ def test_send_prints_the_stream_and_list_shows_the_conversation(capsys, project_
     assert code == 0 and "Maths" in out and "2 msgs" in out
 
 
-def test_send_continues_an_existing_conversation_by_id_prefix(capsys, project_dir, llm_server) -> None:
+def test_send_continues_an_existing_conversation_by_id_prefix(capsys: pytest.CaptureFixture[str],
+                                                              project_dir: Path,
+                                                              llm_server: FakeLLMServer) -> None:
     conv = new_conversation(capsys, project_dir, llm_server, "first")
     llm_server.script(Answer("second answer"))
     code, out, _ = cli(capsys, "send", project_dir, "-c", conv[:12], "--model", MODEL,
@@ -51,7 +56,9 @@ def test_send_continues_an_existing_conversation_by_id_prefix(capsys, project_di
     assert len(llm_server.requests[-1].body["messages"]) == 4  # system prompt + 3
 
 
-def test_failed_turn_exits_2_and_keeps_the_partial_text(capsys, project_dir, llm_server) -> None:
+def test_failed_turn_exits_2_and_keeps_the_partial_text(capsys: pytest.CaptureFixture[str],
+                                                        project_dir: Path,
+                                                        llm_server: FakeLLMServer) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     llm_server.script(Cut("Half an ans"))
     code, out, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL,
@@ -62,14 +69,17 @@ def test_failed_turn_exits_2_and_keeps_the_partial_text(capsys, project_dir, llm
     assert last["kind"] == "error" and last["content"] == "Half an ans"
 
 
-def test_provider_500_exits_2_with_plain_words(capsys, project_dir, llm_server) -> None:
+def test_provider_500_exits_2_with_plain_words(capsys: pytest.CaptureFixture[str],
+                                               project_dir: Path,
+                                               llm_server: FakeLLMServer) -> None:
     llm_server.script(HttpError(500))
     code, out, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
                          "--api-base", llm_server.url, "hi")
     assert code == 2 and "Traceback" not in err and "HTTP 500" in err
 
 
-def test_no_api_key_and_unknown_model_are_error_entries_with_advice(capsys, project_dir) -> None:
+def test_no_api_key_and_unknown_model_are_error_entries_with_advice(
+        capsys: pytest.CaptureFixture[str], project_dir: Path) -> None:
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "hi")
     assert code == 2 and "OPENAI_API_KEY" in err
     assert "no system keyring works here" in err and "save a key in Settings" not in err
@@ -77,7 +87,8 @@ def test_no_api_key_and_unknown_model_are_error_entries_with_advice(capsys, proj
     assert code == 2 and "Unknown model 'mystery-llm'" in err
 
 
-def test_import_then_export_round_trips_tool_calls(capsys, tmp_path, project_dir) -> None:
+def test_import_then_export_round_trips_tool_calls(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path, project_dir: Path) -> None:
     raw = make_conversation(30, seed=7)
     src = tmp_path / "in.json"
     src.write_text(json.dumps({"messages": raw}))
@@ -88,7 +99,8 @@ def test_import_then_export_round_trips_tool_calls(capsys, tmp_path, project_dir
     assert code == 0 and json.loads(out)["messages"] == raw
 
 
-def test_bad_import_creates_nothing_and_says_why(capsys, tmp_path, project_dir) -> None:
+def test_bad_import_creates_nothing_and_says_why(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 project_dir: Path) -> None:
     src = tmp_path / "bad.json"
     src.write_text(json.dumps([{"role": "tool", "tool_call_id": "x", "content": "?"}]))
     code, _, err = cli(capsys, "import", project_dir, src)
@@ -100,7 +112,8 @@ def test_bad_import_creates_nothing_and_says_why(capsys, tmp_path, project_dir) 
 
 
 def test_an_imported_part_no_provider_takes_is_left_out_and_the_rest_is_sent(
-        capsys, tmp_path, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     src = tmp_path / "clip.json"
     src.write_text(json.dumps({"messages": [
         {"role": "user", "content": [{"type": "text", "text": "see the clip"},
@@ -121,7 +134,8 @@ def test_an_imported_part_no_provider_takes_is_left_out_and_the_rest_is_sent(
         "conversations", conv, "messages.jsonl").read_text()  # nothing lost from the log
 
 
-def test_fifty_megabyte_import_loads_completely(capsys, tmp_path, project_dir) -> None:
+def test_fifty_megabyte_import_loads_completely(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                project_dir: Path) -> None:
     raw = make_conversation(1500, seed=2, tool_output_chars=25_000)
     src = tmp_path / "big.json"
     src.write_text(json.dumps({"messages": raw}))
@@ -133,27 +147,28 @@ def test_fifty_megabyte_import_loads_completely(capsys, tmp_path, project_dir) -
         assert len(p.conversations.load(conv).messages) == len(raw)
 
 
-def test_project_path_that_is_a_file(capsys, tmp_path) -> None:
+def test_project_path_that_is_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     f = tmp_path / "file.txt"
     f.write_text("x")
     code, _, err = cli(capsys, "list", f)
     assert code == 1 and "is a file" in err
 
 
-def test_usage_mistakes_exit_64(capsys, project_dir) -> None:
+def test_usage_mistakes_exit_64(capsys: pytest.CaptureFixture[str], project_dir: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["send", str(project_dir), "hi"])  # neither --conversation nor --new
     assert e.value.code == 64
 
 
-def test_export_of_unknown_conversation(capsys, project_dir, llm_server) -> None:
+def test_export_of_unknown_conversation(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                        llm_server: FakeLLMServer) -> None:
     new_conversation(capsys, project_dir, llm_server)
     code, _, err = cli(capsys, "export", project_dir, "-c", "nope-nope")
     assert code == 1 and "no conversation with id" in err
 
 
 def test_second_process_cannot_write_while_the_first_holds_the_project(
-    capsys, project_dir, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     holder = Project.open(project_dir)  # as if a window had it open
@@ -167,8 +182,8 @@ def test_second_process_cannot_write_while_the_first_holds_the_project(
         holder.close()
 
 
-def test_send_as_a_real_process_runs_a_tool_call_and_sends_its_result(project_dir,
-                                                                      llm_server) -> None:
+def test_send_as_a_real_process_runs_a_tool_call_and_sends_its_result(
+        project_dir: Path, llm_server: FakeLLMServer) -> None:
     project_dir.mkdir(parents=True, exist_ok=True)
     (project_dir / "README.md").write_text("# Widget\nThe widget frobs.\n")
     llm_server.script(ToolCalls([("call_1", "read_file", '{"path": "README.md"}')]),
@@ -195,7 +210,8 @@ def test_send_as_a_real_process_runs_a_tool_call_and_sends_its_result(project_di
                                                                                   "tool"]
 
 
-def test_a_failed_send_as_a_real_process_says_so_and_exits_2(project_dir, llm_server) -> None:
+def test_a_failed_send_as_a_real_process_says_so_and_exits_2(project_dir: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     llm_server.script(HttpError(500, "the server broke"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_AUTO_RETRIES": "0"}
     proc = subprocess.run(
@@ -207,7 +223,7 @@ def test_a_failed_send_as_a_real_process_says_so_and_exits_2(project_dir, llm_se
     assert "500" in proc.stderr or "server" in proc.stderr.lower()
 
 
-def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project_dir) -> None:
+def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create("burst").id
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -233,7 +249,9 @@ def test_sigkill_during_a_burst_of_appends_loses_no_acknowledged_message(project
         assert set(acked) <= ids, f"round {round_no}: lost {len(set(acked) - ids)} acknowledged"
 
 
-def test_provider_key_is_never_sent_to_a_custom_server(capsys, project_dir, llm_server, monkeypatch) -> None:
+def test_provider_key_is_never_sent_to_a_custom_server(capsys: pytest.CaptureFixture[str],
+                                                       project_dir: Path, llm_server: FakeLLMServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
     llm_server.script(Answer("fine"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
@@ -242,7 +260,9 @@ def test_provider_key_is_never_sent_to_a_custom_server(capsys, project_dir, llm_
     assert "sk-real-openai-key" not in llm_server.requests[0].headers.get("authorization", "")
 
 
-def test_api_key_is_used_but_never_written_anywhere(capsys, project_dir, llm_server, monkeypatch) -> None:
+def test_api_key_is_used_but_never_written_anywhere(capsys: pytest.CaptureFixture[str],
+                                                    project_dir: Path, llm_server: FakeLLMServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-SECRET-do-not-store-123"
     monkeypatch.setenv("WORKBENCH_API_KEY", secret)
     llm_server.script(Answer("fine"))
@@ -259,7 +279,8 @@ def test_api_key_is_used_but_never_written_anywhere(capsys, project_dir, llm_ser
             assert secret.encode() not in path.read_bytes(), path
 
 
-def test_context_shows_what_would_be_sent_and_why(capsys, tmp_path, project_dir) -> None:
+def test_context_shows_what_would_be_sent_and_why(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path, project_dir: Path) -> None:
     raw = make_conversation(30, seed=9, tool_output_chars=600)
     src = tmp_path / "c.json"
     src.write_text(json.dumps({"messages": raw}))
@@ -283,7 +304,7 @@ def test_context_shows_what_would_be_sent_and_why(capsys, tmp_path, project_dir)
 
 
 def test_context_with_an_impossible_budget_says_how_many_tokens_are_needed(
-    capsys, project_dir, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     conv = new_conversation(capsys, project_dir, llm_server, "a question of some length " * 20)
     code, _, err = cli(capsys, "context", project_dir, "-c", conv, "--budget", "50")
@@ -291,7 +312,7 @@ def test_context_with_an_impossible_budget_says_how_many_tokens_are_needed(
 
 
 def test_send_in_agent_mode_uses_the_agent_prefix_and_remembers_the_mode(
-    capsys, project_dir, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     llm_server.script(Answer("on it"))
@@ -305,7 +326,9 @@ def test_send_in_agent_mode_uses_the_agent_prefix_and_remembers_the_mode(
         assert p.conversations.load(conv).messages[-1].mode == "agent"
 
 
-def test_continue_resumes_a_cut_answer_and_links_it(capsys, project_dir, llm_server) -> None:
+def test_continue_resumes_a_cut_answer_and_links_it(capsys: pytest.CaptureFixture[str],
+                                                    project_dir: Path,
+                                                    llm_server: FakeLLMServer) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     llm_server.script(Cut("The three steps are: one, tw"))
     assert cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
@@ -332,14 +355,17 @@ def test_continue_resumes_a_cut_answer_and_links_it(capsys, project_dir, llm_ser
     assert not any("unfinished" in str(m.get("content")) for m in sent)
 
 
-def test_continue_refuses_when_there_is_nothing_to_continue(capsys, project_dir, llm_server) -> None:
+def test_continue_refuses_when_there_is_nothing_to_continue(capsys: pytest.CaptureFixture[str],
+                                                            project_dir: Path,
+                                                            llm_server: FakeLLMServer) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     code, _, err = cli(capsys, "continue", project_dir, "-c", conv, "--model", MODEL,
                        "--api-base", llm_server.url)
     assert code == 1 and "does not end in an unfinished answer" in err
 
 
-def test_retry_runs_the_failed_request_again(capsys, project_dir, llm_server) -> None:
+def test_retry_runs_the_failed_request_again(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                             llm_server: FakeLLMServer) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     llm_server.script(HttpError(500), Answer("second time lucky"))
     cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base", llm_server.url,
@@ -351,7 +377,7 @@ def test_retry_runs_the_failed_request_again(capsys, project_dir, llm_server) ->
 
 
 def test_sigkill_mid_stream_keeps_the_text_received_and_continue_resumes_it(
-    capsys, project_dir, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     conv = new_conversation(capsys, project_dir, llm_server)
     llm_server.script(Answer("word " * 400, delay=0.02))
@@ -373,6 +399,7 @@ def test_sigkill_mid_stream_keeps_the_text_received_and_continue_resumes_it(
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert proc.stdout is not None
     shown = proc.stdout.read().decode()
     proc.stdout.close()
     assert shown.startswith("word")
@@ -380,6 +407,7 @@ def test_sigkill_mid_stream_keeps_the_text_received_and_continue_resumes_it(
     with Project.open(project_dir) as p:
         loaded = p.conversations.load(conv)
     last = loaded.messages[-1]
+    assert last.error is not None
     assert last.kind == "error" and last.error.type == "app_closed"
     assert last.text().startswith("word word") and len(last.text()) >= 20
     assert any("recovered" in problem for problem in loaded.problems)

@@ -17,10 +17,10 @@ from app.cli.commands import EXIT_INTERRUPTED
 from app.cli.main import EXIT_FAIL, EXIT_USAGE, _window_usage_problem, main
 from core.store.project import Project
 from tests.helpers.disk import disk_full
-from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
     return code, out, err
@@ -28,7 +28,8 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("argv", [["compcat", "proj"], ["compcat"], ["sned", "p", "--new", "hi"]])
 def test_a_mistyped_command_is_a_usage_error_not_a_new_project(
-    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    argv: list[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, *argv)
@@ -37,8 +38,8 @@ def test_a_mistyped_command_is_a_usage_error_not_a_new_project(
     assert list(tmp_path.iterdir()) == []  # no folder named after the typo
 
 
-def test_an_explicit_path_or_existing_folder_still_opens_the_window(tmp_path: Path,
-                                                                    monkeypatch) -> None:
+def test_an_explicit_path_or_existing_folder_still_opens_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "existing").mkdir()
     assert _window_usage_problem([]) is None
@@ -50,7 +51,8 @@ def test_an_explicit_path_or_existing_folder_still_opens_the_window(tmp_path: Pa
 
 
 def test_binary_standard_input_is_refused_before_anything_is_created(
-    capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\x89PNG\r\n\x1a\n\xff\xfe")))
     code, out, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
@@ -60,7 +62,9 @@ def test_binary_standard_input_is_refused_before_anything_is_created(
     assert not project_dir.exists() and llm_server.requests == []
 
 
-def test_text_on_standard_input_is_sent(capsys, project_dir: Path, llm_server, monkeypatch) -> None:
+def test_text_on_standard_input_is_sent(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                        llm_server: FakeLLMServer,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("Grüße\n".encode())))
     llm_server.script(Answer("Hallo"))
     code, out, _ = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
@@ -70,7 +74,8 @@ def test_text_on_standard_input_is_sent(capsys, project_dir: Path, llm_server, m
 
 
 @pytest.mark.parametrize("text", ["caf\udce9", "a\x00b"])
-def test_argv_that_is_not_text_is_refused(capsys, project_dir: Path, llm_server, text: str) -> None:
+def test_argv_that_is_not_text_is_refused(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                          llm_server: FakeLLMServer, text: str) -> None:
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
                        "--api-base", llm_server.url, text)
     assert code == EXIT_FAIL and "nothing was sent" in err and "Traceback" not in err
@@ -183,8 +188,10 @@ def _mutable(path: Path) -> None:
 
 
 @pytest.mark.parametrize("which", ["messages.jsonl", "conversation.json"])
-def test_an_immutable_log_or_metadata_file_is_one_sentence(capsys, project_dir: Path, llm_server,
-                                                          which: str) -> None:
+def test_an_immutable_log_or_metadata_file_is_one_sentence(capsys: pytest.CaptureFixture[str],
+                                                           project_dir: Path,
+                                                           llm_server: FakeLLMServer,
+                                                           which: str) -> None:
     llm_server.script(Answer("first"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,
                        "--api-base", llm_server.url, "hi")
@@ -243,7 +250,7 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
 
 
 def test_ctrl_c_while_an_answer_streams_exits_130_and_keeps_what_arrived(
-        tmp_path: Path, llm_server) -> None:
+        tmp_path: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("word " * 400, delay=0.05))
     proc = _send_process(tmp_path / "proj", llm_server.url)
     deadline = time.monotonic() + 60
@@ -258,7 +265,8 @@ def test_ctrl_c_while_an_answer_streams_exits_130_and_keeps_what_arrived(
     assert last.role == "assistant" and last.status == "aborted" and "word" in last.text()
 
 
-def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: Path, llm_server) -> None:
+def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: Path,
+                                                     llm_server: FakeLLMServer) -> None:
     llm_server.script(ToolCalls([("w1", "write_file",
                                   json.dumps({"path": "a.txt", "content": "x"}))]))
     proc = _send_process(tmp_path / "proj", llm_server.url, "--mode", "agent",
@@ -270,7 +278,8 @@ def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: Path, llm_server)
 
 
 def test_send_new_on_a_full_disk_leaves_no_empty_conversation(
-        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     Project.open(project_dir).close()
     with disk_full(monkeypatch):
         code, out, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL,

@@ -29,8 +29,9 @@ def conversation(project: Path) -> str:
         return p.conversations.list()[0].id
 
 
-def test_run_from_a_file_to_completion_then_listed(capsys, project_dir: Path, flow_file: Path,
-                                                  llm_server: FakeLLMServer) -> None:
+def test_run_from_a_file_to_completion_then_listed(capsys: pytest.CaptureFixture[str],
+                                                   project_dir: Path, flow_file: Path,
+                                                   llm_server: FakeLLMServer) -> None:
     llm_server.script(complete("c1", "listed"), complete("c2", "drafted"),
                       complete("c3", "reviewed"), Answer("All three steps are done."))
     code, out, err = cli(capsys, "run", project_dir, "--new", "--workflow", flow_file,
@@ -64,7 +65,8 @@ def test_run_from_a_file_to_completion_then_listed(capsys, project_dir: Path, fl
 
 
 def test_an_error_mid_run_exits_2_and_resume_carries_on_at_the_step(
-        capsys, project_dir: Path, flow_file: Path, llm_server: FakeLLMServer) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, flow_file: Path,
+        llm_server: FakeLLMServer) -> None:
     llm_server.script(complete("c1", "listed"), HttpError(500, "down"))
     code, _, err = cli(capsys, "run", project_dir, "--new", "--workflow", flow_file,
                        *model_args(llm_server))
@@ -87,8 +89,8 @@ def test_an_error_mid_run_exits_2_and_resume_carries_on_at_the_step(
     (["--new", "--resume", "--workflow", "x"], 64, "--resume carries on"),
     (["--new", "--workflow", "nope"], 1, "there is no workflow 'nope'"),
 ])
-def test_run_usage_mistakes_are_explained(capsys, project_dir: Path, args: list[str], code: int,
-                                          said: str) -> None:
+def test_run_usage_mistakes_are_explained(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                          args: list[str], code: int, said: str) -> None:
     got, _, err = cli(capsys, "run", project_dir, *args, "--model", MODEL)
     assert got == code and said in err
     assert not (project_dir / ".workbench" / "conversations").exists() or \
@@ -96,7 +98,8 @@ def test_run_usage_mistakes_are_explained(capsys, project_dir: Path, args: list[
 
 
 def test_a_broken_workflow_file_is_refused_before_anything_is_sent(
-        capsys, project_dir: Path, tmp_path: Path, llm_server: FakeLLMServer) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, tmp_path: Path,
+        llm_server: FakeLLMServer) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": "x",\n "steps": [\n  {"id": "a", "title": "A"}\n ]\n}')
     code, _, err = cli(capsys, "run", project_dir, "--new", "--workflow", bad,
@@ -110,8 +113,8 @@ def test_a_broken_workflow_file_is_refused_before_anything_is_sent(
 
 
 def test_a_workflow_too_long_for_the_window_is_named_not_the_message(
-        capsys, project_dir: Path, tmp_path: Path, llm_server: FakeLLMServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, tmp_path: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from core.llm.runtime import load_litellm
 
     load_litellm()  # refused before any request: the import it starts must not outlive the test

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,15 +53,17 @@ def log_bytes(path: Path, conv: str) -> bytes:
     return (path / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
 
 
-def context_json(capsys, project: Path, conv: str, *extra: object) -> dict:
+def context_json(capsys: pytest.CaptureFixture[str], project: Path, conv: str,
+                 *extra: object) -> dict[str, Any]:
     code, out, err = cli(capsys, "context", project, "-c", conv, "--model", "gpt-4o", "--json",
                          *extra)
     assert code == 0, err
-    return json.loads(out)
+    shown: dict[str, Any] = json.loads(out)
+    return shown
 
 
 def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_covers(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     conv = session_project(project_dir)
     before = context_json(capsys, project_dir, conv, "--model", MODEL)
     llm_server.script(Answer(SUMMARY, usage=(3000, 120)))
@@ -92,7 +95,7 @@ def test_compact_appends_a_summary_the_next_request_uses_in_place_of_what_it_cov
 
 
 def test_a_failed_compact_changes_no_byte_of_the_log_and_exits_2(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     conv = session_project(project_dir)
     before = log_bytes(project_dir, conv)
     assert before
@@ -105,8 +108,9 @@ def test_a_failed_compact_changes_no_byte_of_the_log_and_exits_2(
         assert log_bytes(project_dir, conv) == before
 
 
-def test_a_summary_larger_than_what_it_covers_is_rejected(capsys, project_dir,
-                                                          llm_server) -> None:
+def test_a_summary_larger_than_what_it_covers_is_rejected(capsys: pytest.CaptureFixture[str],
+                                                          project_dir: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create("short").id
         p.conversations.append_many(conv, [COUNTER.with_count(m)
@@ -120,7 +124,9 @@ def test_a_summary_larger_than_what_it_covers_is_rejected(capsys, project_dir,
     assert log_bytes(project_dir, conv) == before
 
 
-def test_an_answer_that_is_not_a_summary_is_refused(capsys, project_dir, llm_server) -> None:
+def test_an_answer_that_is_not_a_summary_is_refused(capsys: pytest.CaptureFixture[str],
+                                                    project_dir: Path,
+                                                    llm_server: FakeLLMServer) -> None:
     # SmolLM2-135M answered the summarizer with its own cut-off error text: 223 tokens of
     # history were "summarized" into 84 tokens that said nothing of them.
     conv = session_project(project_dir)
@@ -133,8 +139,8 @@ def test_an_answer_that_is_not_a_summary_is_refused(capsys, project_dir, llm_ser
     assert log_bytes(project_dir, conv) == before
 
 
-def test_compact_on_a_small_window_keeps_room_for_the_answer_once(capsys, project_dir,
-                                                                  llm_server) -> None:
+def test_compact_on_a_small_window_keeps_room_for_the_answer_once(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     # A 2,048-token window with the default output limit leaves nothing to read: the fix is
     # a smaller summary, which --max-tokens gives (the answer's room was taken twice, so
     # even 512 left nothing).
@@ -151,7 +157,8 @@ def test_compact_on_a_small_window_keeps_room_for_the_answer_once(capsys, projec
     assert all(r.body["max_tokens"] == 512 for r in llm_server.requests)
 
 
-def test_a_low_answer_limit_does_not_cut_every_summary(project_dir, llm_server) -> None:
+def test_a_low_answer_limit_does_not_cut_every_summary(project_dir: Path,
+                                                       llm_server: FakeLLMServer) -> None:
     # A small local model set to answer in 64 tokens: the automatic summary was asked for 64
     # tokens too, cut every time, and refused ("reached its output limit (64 tokens)").
     conv = session_project(project_dir)
@@ -167,7 +174,8 @@ def test_a_low_answer_limit_does_not_cut_every_summary(project_dir, llm_server) 
     assert [r.body["max_tokens"] for r in llm_server.requests] == [512]
 
 
-def test_nothing_to_summarize_says_so(capsys, project_dir, llm_server) -> None:
+def test_nothing_to_summarize_says_so(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                      llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("hello"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
                        llm_server.url, "hi")
@@ -179,7 +187,7 @@ def test_nothing_to_summarize_says_so(capsys, project_dir, llm_server) -> None:
 
 
 def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
-        project_dir, llm_server) -> None:
+        project_dir: Path, llm_server: FakeLLMServer) -> None:
     conv = session_project(project_dir, rounds=8)
     settings = LLMSettings(model=MODEL, api_base=llm_server.url, context_window=200_000,
                            summary_model=MODEL)
@@ -222,7 +230,8 @@ def test_a_second_compact_is_incremental_and_excluding_it_restores_the_first(
         assert "FIRST SUMMARY" in text and "SECOND SUMMARY" not in text
 
 
-def test_the_summary_model_from_the_cli_writes_the_summary(capsys, project_dir) -> None:
+def test_the_summary_model_from_the_cli_writes_the_summary(capsys: pytest.CaptureFixture[str],
+                                                           project_dir: Path) -> None:
     conv = session_project(project_dir)
     with FakeLLMServer() as server:
         server.info["/v1/models"] = {"data": [{"id": "cheap-model", "max_model_len": 64_000}]}
@@ -235,7 +244,7 @@ def test_the_summary_model_from_the_cli_writes_the_summary(capsys, project_dir) 
 
 
 def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_calls(
-        project_dir, llm_server) -> None:
+        project_dir: Path, llm_server: FakeLLMServer) -> None:
     conv = session_project(project_dir, rounds=10)
     settings = LLMSettings(model=MODEL, api_base=llm_server.url, context_window=9000,
                            max_output_tokens=1024)
@@ -258,7 +267,8 @@ def test_a_conversation_larger_than_the_summarizers_window_is_folded_in_several_
 
 
 def test_a_long_imported_conversation_keeps_working_at_a_small_window(
-        capsys, tmp_path, project_dir, llm_server, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers.trajectories import make_conversation
 
     raw = make_conversation(120, seed=21, tool_output_chars=3000)
@@ -306,7 +316,8 @@ def test_the_window_and_the_engine_share_the_kept_compaction(project_dir: Path) 
 
 
 def test_the_digest_of_an_agent_session_names_a_failed_test_run_and_its_fix(
-        capsys, project_dir: Path, llm_server: FakeLLMServer, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # A real agent session: pytest fails in the project, the model edits, pytest passes. When
     # a small window leaves that work out, the digest says which command failed, with the
     # lines pytest printed, what the model did next, and that a later run went well; and the

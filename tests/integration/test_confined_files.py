@@ -58,8 +58,9 @@ def sent(server: FakeLLMServer) -> str:
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "fifo", "link to /dev/urandom"])
-def test_send_attach_of_a_device_or_a_fifo_is_refused_at_once(project_dir, tmp_path, llm_server,
-                                                              device) -> None:
+def test_send_attach_of_a_device_or_a_fifo_is_refused_at_once(project_dir: Path, tmp_path: Path,
+                                                              llm_server: FakeLLMServer,
+                                                              device: str) -> None:
     path = Path(device)
     if device == "fifo":
         path = tmp_path / "fifo1"
@@ -73,8 +74,8 @@ def test_send_attach_of_a_device_or_a_fifo_is_refused_at_once(project_dir, tmp_p
     assert f"is {kind}, not a file; nothing was sent" in proc.stderr
 
 
-def test_send_attach_of_a_file_outside_the_project_still_works(project_dir, outside,
-                                                               llm_server) -> None:
+def test_send_attach_of_a_file_outside_the_project_still_works(project_dir: Path, outside: Path,
+                                                               llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("seen"))
     proc = workbench(llm_server, "send", project_dir, "--new", "--attach", outside, "look")
     assert proc.returncode == 0, proc.stderr
@@ -93,8 +94,8 @@ def _conversation_with_an_image(project_dir: Path, server: FakeLLMServer) -> tup
     return proc.stderr.split()[1], kept[0]
 
 
-def test_an_attachment_ref_linked_outside_is_not_sent(project_dir, outside,
-                                                      llm_server) -> None:
+def test_an_attachment_ref_linked_outside_is_not_sent(project_dir: Path, outside: Path,
+                                                      llm_server: FakeLLMServer) -> None:
     conv, stored = _conversation_with_an_image(project_dir, llm_server)
     stored.symlink_to(outside)  # what a cloned project can ship under an image's name
     llm_server.script(Answer("again"))
@@ -108,8 +109,8 @@ def test_an_attachment_ref_linked_outside_is_not_sent(project_dir, outside,
     assert "removed a symbolic link the project's .workbench/ held" in proc.stderr
 
 
-def test_an_attachment_ref_that_is_a_fifo_does_not_block_a_send(project_dir,
-                                                                llm_server) -> None:
+def test_an_attachment_ref_that_is_a_fifo_does_not_block_a_send(project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     conv, stored = _conversation_with_an_image(project_dir, llm_server)
     os.mkfifo(stored)
     llm_server.script(Answer("again"))
@@ -120,8 +121,9 @@ def test_an_attachment_ref_that_is_a_fifo_does_not_block_a_send(project_dir,
 
 
 @pytest.mark.parametrize("planted", ["fifo", "link to /dev/zero"])
-def test_a_run_file_made_a_fifo_or_dev_zero_is_rebuilt_on_resume(project_dir, tmp_path,
-                                                                 llm_server, planted) -> None:
+def test_a_run_file_made_a_fifo_or_dev_zero_is_rebuilt_on_resume(project_dir: Path, tmp_path: Path,
+                                                                 llm_server: FakeLLMServer,
+                                                                 planted: str) -> None:
     flow = tmp_path / "release.json"
     flow.write_text(json.dumps(WORKFLOW))
     llm_server.script(complete("c1", "listed"), HttpError(500, "down"))
@@ -143,8 +145,8 @@ def test_a_run_file_made_a_fifo_or_dev_zero_is_rebuilt_on_resume(project_dir, tm
     assert json.loads(run_file.read_text())["status"] == "finished"
 
 
-def test_the_at_list_offers_only_the_projects_regular_files_and_no_secrets(project_dir,
-                                                                          outside) -> None:
+def test_the_at_list_offers_only_the_projects_regular_files_and_no_secrets(project_dir: Path,
+                                                                          outside: Path) -> None:
     for name in ("notes.md", "src/app.py", ".env", ".env.local", "server.pem", "tls.key",
                  "id_ed25519", "deploy/id_rsa.pub"):
         (project_dir / name).parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +166,7 @@ def test_the_at_list_offers_only_the_projects_regular_files_and_no_secrets(proje
     assert listed[0] == ["notes.md", "readme.md", "src/app.py"]
 
 
-def test_a_state_file_made_a_fifo_is_reported_not_waited_on(project_dir) -> None:
+def test_a_state_file_made_a_fifo_is_reported_not_waited_on(project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create("planted").id
     meta = project_dir / ".workbench" / "conversations" / conv / "conversation.json"
@@ -184,7 +186,7 @@ def test_a_state_file_made_a_fifo_is_reported_not_waited_on(project_dir) -> None
 
 
 def test_a_link_planted_under_an_images_name_is_replaced_when_the_image_is_attached(
-        project_dir, outside, llm_server) -> None:
+        project_dir: Path, outside: Path, llm_server: FakeLLMServer) -> None:
     image = png(8, 8)
     from hashlib import sha256
     store = project_dir / ".workbench" / "attachments"
@@ -200,7 +202,7 @@ def test_a_link_planted_under_an_images_name_is_replaced_when_the_image_is_attac
     assert [p.read_bytes() for p in store.iterdir() if not p.is_symlink()] == [image]
 
 
-def test_a_log_made_a_fifo_is_said_to_be_unreadable_not_waited_on(project_dir) -> None:
+def test_a_log_made_a_fifo_is_said_to_be_unreadable_not_waited_on(project_dir: Path) -> None:
     from core.model import ConversationMessage
     from core.store.errors import ConversationUnreadable, StoreError
 

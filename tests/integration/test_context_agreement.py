@@ -3,23 +3,29 @@ they agree, including on a conversation's own context window."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.cli.main import main
 from core.llm.runtime import load_litellm
 from core.model import ConversationMessage
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until
 from tests.helpers.trajectories import make_conversation
 
 pytestmark = pytest.mark.gui
 
 
-def test_meter_cli_and_the_sent_request_agree(qtbot, qloop, capsys, project_dir,
-                                              llm_server, monkeypatch) -> None:
+def test_meter_cli_and_the_sent_request_agree(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                              capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                              llm_server: FakeLLMServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     load_litellm()  # the meter waits for the model library
     monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
     monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
@@ -43,9 +49,11 @@ def test_meter_cli_and_the_sent_request_agree(qtbot, qloop, capsys, project_dir,
     assert 0 < len(kept) < len(raw)  # the window really cut the history
 
     llm_server.script(Answer("fine"))
+    assert controller.engine is not None
     controller.turns._start(controller.engine.respond(conv.id, controller.llm_settings()))
     run_until(qloop, lambda: not controller.busy())
-    def plain(messages: list[dict]) -> list[dict]:  # litellm leaves out "content": null
+    def plain(messages: list[dict[str, Any]]  # litellm leaves out "content": null
+              ) -> list[dict[str, Any]]:
         # (and a local server's tool-call message carries "": core.llm.compat)
         return [{k: v for k, v in m.items() if v is not None
                  and not (k == "content" and v == "" and m.get("tool_calls"))}

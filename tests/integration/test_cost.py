@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.model import ConversationMessage
 from core.store.project import Project
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import Answer, FakeLLMServer
@@ -16,12 +17,12 @@ from tests.helpers.fake_llm import Answer, FakeLLMServer
 PRICED = "openai/gpt-4o-mini"  # a paid model's name behind a local gateway: it costs money
 
 
-def send(capsys, project: Path, server: FakeLLMServer, *extra: object, text: str = "hi"
-         ) -> tuple[int, str, str]:
+def send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer, *extra: object,
+         text: str = "hi") -> tuple[int, str, str]:
     return cli(capsys, "send", project, "--model", PRICED, "--api-base", server.url, *extra, text)
 
 
-def answers(project: Path) -> list:
+def answers(project: Path) -> list[ConversationMessage]:
     with Project.open(project, read_only=True) as p:
         conv = p.conversations.list()[0].id
         return [m for m in p.conversations.load(conv).messages if m.role == "assistant"]
@@ -36,14 +37,16 @@ def litellm_price(prompt: int, completion: int, cached: int = 0) -> float:
     return float(a) + float(b)
 
 
-def test_an_answer_keeps_what_it_cost_as_litellm_prices_it(capsys, project_dir, llm_server
-                                                           ) -> None:
+def test_an_answer_keeps_what_it_cost_as_litellm_prices_it(capsys: pytest.CaptureFixture[str],
+                                                           project_dir: Path,
+                                                           llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("one", usage=(1000, 50), cached=200))
     code, _, err = send(capsys, project_dir, llm_server, "--new", "--title", "t")
     assert code == 0, err
     [answer] = answers(project_dir)
     expected = litellm_price(1000, 50, cached=200)
     assert answer.cost_usd == pytest.approx(expected, rel=0.01)
+    assert answer.cost_usd is not None
     assert answer.cost_usd < litellm_price(1000, 50)  # the cached part is cheaper
 
     code, out, _ = cli(capsys, "usage", project_dir, "--json")  # a fresh process's reading
@@ -53,19 +56,20 @@ def test_an_answer_keeps_what_it_cost_as_litellm_prices_it(capsys, project_dir, 
     assert total["cache_saved_usd"] > 0
 
 
-def test_an_answer_without_reported_usage_says_its_cost_is_estimated(capsys, project_dir,
-                                                                     llm_server) -> None:
+def test_an_answer_without_reported_usage_says_its_cost_is_estimated(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     llm_server.stream_usage = False  # no usage in the stream, as llama.cpp's server
     llm_server.script(Answer("one"))
     assert send(capsys, project_dir, llm_server, "--new", "--title", "t")[0] == 0
     [answer] = answers(project_dir)
+    assert answer.usage is not None
     assert answer.usage["estimated"] and answer.cost_usd is not None
     code, _, err = cli(capsys, "usage", project_dir)
     assert code == 0 and "1 request(s) whose usage the provider did not report" in err
 
 
-def test_a_model_without_a_price_costs_unknown_never_a_made_up_figure(capsys, project_dir,
-                                                                      llm_server) -> None:
+def test_a_model_without_a_price_costs_unknown_never_a_made_up_figure(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("one", usage=(100, 10)))
     assert cli(capsys, "send", project_dir, "--new", "--title", "t", "--model",
                "openai/my-local-model", "--api-base", llm_server.url, "hi")[0] == 0
@@ -75,7 +79,9 @@ def test_a_model_without_a_price_costs_unknown_never_a_made_up_figure(capsys, pr
     assert "unknown" in out.splitlines()[-1] and "without a price" in err
 
 
-def test_the_cap_refuses_before_the_wire(capsys, project_dir, llm_server, monkeypatch) -> None:
+def test_the_cap_refuses_before_the_wire(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                         llm_server: FakeLLMServer,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     llm_server.script(Answer("one", usage=(1000, 50)))
     assert send(capsys, project_dir, llm_server, "--new", "--title", "t")[0] == 0
     conv = Project.open(project_dir, read_only=True)
@@ -93,8 +99,9 @@ def test_the_cap_refuses_before_the_wire(capsys, project_dir, llm_server, monkey
     assert send(capsys, project_dir, llm_server, "-c", conv_id, text="more")[0] == 0
 
 
-def test_costs_survive_an_export_and_import_and_count_as_imported(capsys, project_dir,
-                                                                  llm_server, tmp_path) -> None:
+def test_costs_survive_an_export_and_import_and_count_as_imported(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        tmp_path: Path) -> None:
     llm_server.script(Answer("one", usage=(1000, 50)))
     assert send(capsys, project_dir, llm_server, "--new", "--title", "t")[0] == 0
     [answer] = answers(project_dir)
@@ -115,8 +122,9 @@ def _conv(project: Path) -> str:
         return p.conversations.list()[0].id
 
 
-def test_an_agent_pauses_between_rounds_once_the_cap_is_spent(capsys, project_dir, llm_server,
-                                                             monkeypatch) -> None:
+def test_an_agent_pauses_between_rounds_once_the_cap_is_spent(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers.fake_llm import ToolCalls
 
     monkeypatch.setenv("WORKBENCH_COST_CAP", "0.0003")  # the first request fits under it

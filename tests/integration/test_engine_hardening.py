@@ -5,18 +5,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from core.context.builder import BuiltRequest
 from core.context.calibration import Calibration
+from core.engine import EngineEvent
 from core.settings import SettingsStore
 from core.store.project import Project
 from tests.helpers.cli import cli
 from tests.helpers.disk import disk_full
-from tests.helpers.fake_llm import MODEL, Answer, ContextLengthError, Hang, HttpError, ToolCalls
+from tests.helpers.fake_llm import (
+    MODEL,
+    Answer,
+    ContextLengthError,
+    FakeLLMServer,
+    Hang,
+    HttpError,
+    ToolCalls,
+)
+from tests.helpers.present import present
 
 
-def send(capsys, project: Path, server, text: str, *extra: object) -> tuple[int, str, str]:
+def send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer, text: str,
+         *extra: object) -> tuple[int, str, str]:
     conv = _only_conversation(project)
     which = ["-c", conv] if conv else ["--new"]
     return cli(capsys, "send", project, *which, "--model", MODEL, "--api-base", server.url,
@@ -33,7 +46,7 @@ def every_byte_under(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
 
 
-def log_entries(project: Path) -> list[dict]:
+def log_entries(project: Path) -> list[dict[str, Any]]:
     conv = _only_conversation(project)
     path = project / ".workbench" / "conversations" / str(conv) / "messages.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -43,7 +56,8 @@ def log_entries(project: Path) -> list[dict]:
 
 
 def test_a_key_echoed_by_the_provider_is_never_stored_exported_or_printed(
-    capsys, project_dir: Path, llm_server, monkeypatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local_key = "local-server-secret-7f3a9"  # not key-shaped: only known because it is in use
     monkeypatch.setenv("WORKBENCH_API_KEY", local_key)
@@ -68,7 +82,8 @@ def test_a_key_echoed_by_the_provider_is_never_stored_exported_or_printed(
 
 
 def test_openai_base_url_in_the_environment_never_receives_the_openai_key(
-    capsys, project_dir: Path, llm_server, monkeypatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key-never-elsewhere")
     monkeypatch.setenv("OPENAI_BASE_URL", llm_server.url)
@@ -86,8 +101,9 @@ def test_openai_base_url_in_the_environment_never_receives_the_openai_key(
 # --- 16: litellm's guard and the time-out -------------------------------------------------------
 
 
-def test_a_long_rule_of_identical_chunks_arrives_whole(capsys, project_dir: Path,
-                                                       llm_server) -> None:
+def test_a_long_rule_of_identical_chunks_arrives_whole(capsys: pytest.CaptureFixture[str],
+                                                       project_dir: Path,
+                                                       llm_server: FakeLLMServer) -> None:
     rule = "=" * 440
     llm_server.script(Answer(f"Title\n{rule}\nbody"))
     code, out, err = send(capsys, project_dir, llm_server, "draw a rule")
@@ -96,8 +112,9 @@ def test_a_long_rule_of_identical_chunks_arrives_whole(capsys, project_dir: Path
     assert log_entries(project_dir)[-1]["content"] == f"Title\n{rule}\nbody"
 
 
-def test_the_request_timeout_is_a_setting_and_a_flag(capsys, project_dir: Path, llm_server,
-                                                     monkeypatch) -> None:
+def test_the_request_timeout_is_a_setting_and_a_flag(capsys: pytest.CaptureFixture[str],
+                                                     project_dir: Path, llm_server: FakeLLMServer,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     llm_server.script(Hang(5))
     code, _, err = send(capsys, project_dir, llm_server, "hello?", "--timeout", "0.5")
     assert code == 2 and "did not answer in time" in err
@@ -111,7 +128,7 @@ def test_the_request_timeout_is_a_setting_and_a_flag(capsys, project_dir: Path, 
 
 
 def test_a_tiny_stated_limit_is_a_clear_context_error_that_settings_can_reset(
-    capsys, project_dir: Path, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     llm_server.script(ContextLengthError(limit=100, requested=900))
     code, _, err = send(capsys, project_dir, llm_server, "hello")
@@ -132,8 +149,9 @@ def test_a_tiny_stated_limit_is_a_clear_context_error_that_settings_can_reset(
 # --- 17: each action from the state it starts from ------------------------------------------------
 
 
-def test_retry_after_a_good_answer_is_refused_and_sends_nothing(capsys, project_dir: Path,
-                                                                 llm_server) -> None:
+def test_retry_after_a_good_answer_is_refused_and_sends_nothing(capsys: pytest.CaptureFixture[str],
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("all good"))
     assert send(capsys, project_dir, llm_server, "q")[0] == 0
     code, _, err = cli(capsys, "retry", project_dir, "-c", _only_conversation(project_dir),
@@ -142,7 +160,8 @@ def test_retry_after_a_good_answer_is_refused_and_sends_nothing(capsys, project_
     assert len(llm_server.requests) == 1 and len(log_entries(project_dir)) == 2
 
 
-def test_continue_without_any_text_is_refused(capsys, project_dir: Path, llm_server) -> None:
+def test_continue_without_any_text_is_refused(capsys: pytest.CaptureFixture[str], project_dir: Path,
+                                              llm_server: FakeLLMServer) -> None:
     llm_server.script(HttpError(500, "boom"))
     assert send(capsys, project_dir, llm_server, "q")[0] == 2
     code, _, err = cli(capsys, "continue", project_dir, "-c", _only_conversation(project_dir),
@@ -150,8 +169,9 @@ def test_continue_without_any_text_is_refused(capsys, project_dir: Path, llm_ser
     assert code == 1 and "unfinished answer" in err and len(llm_server.requests) == 1
 
 
-def test_superseded_and_local_only_errors_leave_later_requests(capsys, project_dir: Path,
-                                                               llm_server) -> None:
+def test_superseded_and_local_only_errors_leave_later_requests(capsys: pytest.CaptureFixture[str],
+                                                               project_dir: Path,
+                                                               llm_server: FakeLLMServer) -> None:
     # An error that never reached a model (no key for the hosted default model).
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", "gpt-4o-mini", "first")
     assert code == 2 and "No API key" in err
@@ -172,12 +192,13 @@ def test_superseded_and_local_only_errors_leave_later_requests(capsys, project_d
 
 
 def test_a_full_disk_while_saving_the_answer_loses_nothing_shown(
-    capsys, project_dir: Path, llm_server, monkeypatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     llm_server.script(Answer("first"))
     assert send(capsys, project_dir, llm_server, "one")[0] == 0
-    log = project_dir / ".workbench" / "conversations" / _only_conversation(project_dir) / \
-        "messages.jsonl"
+    log = project_dir / ".workbench" / "conversations" / \
+        present(_only_conversation(project_dir)) / "messages.jsonl"
     llm_server.script(Answer("the answer the user must not lose"))
     with disk_full(monkeypatch, from_write=2, torn=True):  # the question is saved, not the answer
         code, out, err = send(capsys, project_dir, llm_server, "two")
@@ -186,14 +207,14 @@ def test_a_full_disk_while_saving_the_answer_loses_nothing_shown(
     assert [e["content"] for e in log_entries(project_dir)] == ["one", "first", "two"]
     assert log.read_bytes().endswith(b"\n")  # no torn line was left behind
     with Project.open(project_dir) as p:  # nothing quarantined; the answer comes back
-        loaded = p.conversations.load(_only_conversation(project_dir))
+        loaded = p.conversations.load(present(_only_conversation(project_dir)))
         assert not any("line" in x for x in loaded.problems)
     assert [e["content"] for e in log_entries(project_dir)] == [
         "one", "first", "two", "the answer the user must not lose"]
 
 
 def test_auxiliary_files_that_cannot_be_written_never_stop_an_answer(
-    capsys, project_dir: Path, llm_server
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     import shutil
 
@@ -213,12 +234,13 @@ def test_auxiliary_files_that_cannot_be_written_never_stop_an_answer(
     assert log_entries(project_dir)[-1]["content"] == "slow but sure " * 30
 
 
-def test_a_torn_line_repaired_during_send_is_reported(capsys, project_dir: Path,
-                                                      llm_server) -> None:
+def test_a_torn_line_repaired_during_send_is_reported(capsys: pytest.CaptureFixture[str],
+                                                      project_dir: Path,
+                                                      llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("first"), Answer("second"))
     assert send(capsys, project_dir, llm_server, "one")[0] == 0
-    log = project_dir / ".workbench" / "conversations" / _only_conversation(project_dir) / \
-        "messages.jsonl"
+    log = project_dir / ".workbench" / "conversations" / \
+        present(_only_conversation(project_dir)) / "messages.jsonl"
     with open(log, "ab") as f:
         f.write(b'{"role": "user", "content": "half a li')
     code, out, err = send(capsys, project_dir, llm_server, "two")
@@ -228,7 +250,8 @@ def test_a_torn_line_repaired_during_send_is_reported(capsys, project_dir: Path,
 
 
 def test_an_answer_a_full_disk_kept_out_of_the_log_comes_back_in_its_place(
-    capsys, project_dir: Path, llm_server, monkeypatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     llm_server.script(Answer("first"))
     assert send(capsys, project_dir, llm_server, "one")[0] == 0
@@ -243,8 +266,9 @@ def test_an_answer_a_full_disk_kept_out_of_the_log_comes_back_in_its_place(
         ("assistant", "kept for later"), ("user", "three"), ("assistant", "third answer")]
 
 
-def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir: Path,
-                                                              llm_server) -> None:
+def test_the_copy_of_a_request_is_what_the_provider_received(capsys: pytest.CaptureFixture[str],
+                                                             project_dir: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     llm_server.script(Answer("one"), Answer("two"))
     assert send(capsys, project_dir, llm_server, "first")[0] == 0
     assert send(capsys, project_dir, llm_server, "second")[0] == 0
@@ -259,7 +283,8 @@ def test_the_copy_of_a_request_is_what_the_provider_received(capsys, project_dir
 
 
 def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
-        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core.llm import answer
 
     monkeypatch.setattr(answer, "MAX_ANSWER_CHARS", 40_000)  # as a million, sooner
@@ -276,7 +301,8 @@ def test_a_runaway_tool_call_is_cut_with_a_sentence_and_not_run(
 
 
 def test_a_runaway_answer_is_never_retried_behind_the_users_back(
-        capsys, project_dir: Path, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core.llm import answer
 
     monkeypatch.setattr(answer, "MAX_ANSWER_CHARS", 40_000)
@@ -290,7 +316,8 @@ def test_a_runaway_answer_is_never_retried_behind_the_users_back(
 
 
 def test_a_stated_limit_below_the_window_you_set_is_kept_and_your_window_wins(
-    capsys, project_dir: Path, llm_server, monkeypatch
+    capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Settings says 16,000; the server refuses at 6,000: the request is rebuilt within 6,000
     and answered; the limit is remembered for the server, but the window the user stated wins
@@ -322,7 +349,7 @@ def test_a_stated_limit_below_the_window_you_set_is_kept_and_your_window_wins(
 
 
 def test_a_rebuild_without_tools_that_cannot_fit_is_a_context_error_not_our_bug(
-        project: Project, llm_server, monkeypatch: pytest.MonkeyPatch) -> None:
+        project: Project, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
     from core.context.budget import BudgetError
@@ -336,7 +363,8 @@ def test_a_rebuild_without_tools_that_cannot_fit_is_a_context_error_not_our_bug(
                                 type="invalid_request_error"), Answer("never asked"))
     real, builds = engine.context.build, []
 
-    def build(*args, **kwargs):  # the rebuild without tools finds no room (a rare window)
+    # the rebuild without tools finds no room (a rare window)
+    def build(*args: Any, **kwargs: Any) -> BuiltRequest:
         builds.append(1)
         if len(builds) == 2:
             raise BudgetError(10_000, 8_000)
@@ -346,7 +374,7 @@ def test_a_rebuild_without_tools_that_cannot_fit_is_a_context_error_not_our_bug(
     settings = LLMSettings(model=MODEL, api_base=llm_server.url, max_output_tokens=256,
                            auto_retries=0)
 
-    async def go() -> list:
+    async def go() -> list[EngineEvent]:
         return [e async for e in engine.send(conv, "hello", settings, TurnOptions(mode="agent"))]
 
     done = asyncio.run(asyncio.wait_for(go(), 30))[-1]

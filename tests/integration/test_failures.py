@@ -3,19 +3,23 @@ Continue (where it applies) resumes from the partial text, and nothing stored be
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from core.llm.runtime import load_litellm
 from core.store.project import Project
-from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, Hang, HttpError
+from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, Hang, HttpError, Reply
 from tests.helpers.gui import open_window, run_until
+from tests.helpers.present import present
 from tests.integration.test_window import type_and_send
 
 pytestmark = pytest.mark.gui
 
-CASES = {
+CASES: dict[str, tuple[Reply, str, list[str]]] = {
     # cause: (scripted failure, partial text shown, expected actions)
     # With no text, continuing is Retry under another name: only Retry is offered.
     "provider_error": (HttpError(500, "boom"), "", ["retry"]),
@@ -31,7 +35,7 @@ CASES = {
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
     monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
@@ -40,7 +44,8 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
 
 @pytest.mark.parametrize("cause", list(CASES))
 def test_each_failure_is_kept_shown_and_resumable(
-    cause, qtbot, qloop, project_dir, llm_server, monkeypatch
+    cause: str, qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failure, partial, actions = CASES[cause]
     window, controller = open_window(qtbot, project_dir)
@@ -49,6 +54,7 @@ def test_each_failure_is_kept_shown_and_resumable(
     llm_server.script(Answer("A fine first answer."))
     type_and_send(qtbot, window, "first question")
     run_until(qloop, lambda: not controller.busy())
+    assert controller.current_id is not None
     log_file = project_dir / ".workbench" / "conversations" / controller.current_id / "messages.jsonl"
     before = log_file.read_bytes()
 
@@ -57,7 +63,8 @@ def test_each_failure_is_kept_shown_and_resumable(
     run_until(qloop, lambda: not controller.busy())
     assert log_file.read_bytes().startswith(before)  # nothing stored before changed
     with Project.open(project_dir, read_only=True) as p:
-        entry = p.conversations.load(controller.current_id).messages[-1]
+        entry = p.conversations.load(present(controller.current_id)).messages[-1]
+    assert entry.error is not None
     assert entry.kind == "error" and entry.error.type == cause
     assert entry.text() == partial and entry.error.message and "Traceback" not in entry.error.message
     row = window.transcript_model.rows()[-1]
@@ -82,7 +89,7 @@ def test_each_failure_is_kept_shown_and_resumable(
 
 
 def test_a_streamed_overflow_answered_with_an_empty_200_is_read_and_the_window_learned(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     # llama-cpp-python's server with --n_ctx 2048: a streamed request over its context gets
     # HTTP 200 and an empty body, no window on /v1/models, no usage in streams. The request is
     # asked once without streaming (the standard 400 states the limit), rebuilt within it and

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QApplication
 
+from core.model import ConversationMessage
 from core.store.project import Project
 from tests.helpers.cli import cli
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
@@ -36,12 +39,12 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def probe(**extra: object) -> dict:
+def probe(**extra: object) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "tests.helpers.mcp_probe"],
             "cwd": str(ROOT), **extra}
 
 
-def send(capsys, project: Path, server: FakeLLMServer, *extra: object,
+def send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer, *extra: object,
          text: str = "go") -> tuple[int, str, str]:
     return cli(capsys, "send", project, "--model", MODEL, "--api-base", server.url, *extra,
                text)
@@ -70,7 +73,8 @@ def assert_no_key(project: Path, home: Path, server: FakeLLMServer, *printed: st
 
 
 def test_an_mcp_servers_description_stderr_and_short_token_are_never_written(
-        capsys, project, llm_server, keys, isolated_env) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer, keys: None,
+        isolated_env: Path) -> None:
     configure(project, probe=probe(env={"MCP_TOKEN": SHORT, "LONG_SETTING": LONG,
                                         "LONG_TOKEN": LONG, "PRINT_ENV": "1",
                                         "DESCRIBE": f"Use {IN_USE} for it."}))
@@ -93,8 +97,8 @@ def test_an_mcp_servers_description_stderr_and_short_token_are_never_written(
 
 
 def test_agents_md_an_import_titles_an_export_and_the_list_hold_no_key(
-        capsys, project, llm_server, keys, isolated_env, tmp_path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer, keys: None,
+        isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (project / "AGENTS.md").write_text(f"# Build\nUse key {SHAPED} for the staging API.\n")
     session = tmp_path / "session.json"
     session.write_text(json.dumps({"messages": [
@@ -130,8 +134,9 @@ def test_agents_md_an_import_titles_an_export_and_the_list_hold_no_key(
     assert_no_key(project, isolated_env, llm_server, *printed, listed)
 
 
-def test_an_agents_instructions_are_sent_without_a_key(capsys, project, llm_server, keys,
-                                                       isolated_env) -> None:
+def test_an_agents_instructions_are_sent_without_a_key(capsys: pytest.CaptureFixture[str],
+                                                       project: Path, llm_server: FakeLLMServer,
+                                                       keys: None, isolated_env: Path) -> None:
     agents = project / ".workbench" / "agents"
     agents.mkdir(parents=True)
     (agents / "deployer.json").write_text(json.dumps(
@@ -147,7 +152,8 @@ def test_an_agents_instructions_are_sent_without_a_key(capsys, project, llm_serv
 
 
 def test_the_streamed_answer_is_printed_without_a_key_split_across_two_pieces(
-        capsys, project, llm_server, keys, isolated_env) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer, keys: None,
+        isolated_env: Path) -> None:
     pieces = ["The key is sk-proj-Q7f3L", "m9Xa2Vd8Kp4Rt6Wz1Bc5Ng0 and the token Zq8ms9Lk2",
               "Pw7Qx4Tr6Yv3Hn", ", that is all."]
     llm_server.script(Answer("".join(pieces), chunks=pieces))
@@ -157,14 +163,17 @@ def test_the_streamed_answer_is_printed_without_a_key_split_across_two_pieces(
     assert_no_key(project, isolated_env, llm_server, out, err)
 
 
-def test_window_drafts_hold_no_key(project, keys, isolated_env, llm_server) -> None:
+def test_window_drafts_hold_no_key(project: Path, keys: None, isolated_env: Path,
+                                   llm_server: FakeLLMServer) -> None:
     with Project.open(project) as p:
         p.save_ui_state({"drafts": {"c1": f"draft with key {SHAPED} and {IN_USE}"}})
         assert p.ui_state()["drafts"]["c1"] == "draft with key [redacted] and [redacted]"
     assert_no_key(project, isolated_env, llm_server)
 
 
-def test_crash_log_holds_no_key(qapp, project, keys, isolated_env, llm_server, capsys) -> None:
+def test_crash_log_holds_no_key(qapp: QApplication, project: Path, keys: None, isolated_env: Path,
+                                llm_server: FakeLLMServer,
+                                capsys: pytest.CaptureFixture[str]) -> None:
     from app.window import boundary
     from app.window.notices import Notices
 
@@ -179,7 +188,7 @@ def test_crash_log_holds_no_key(qapp, project, keys, isolated_env, llm_server, c
     assert_no_key(project, isolated_env, llm_server, out, err)
 
 
-def _log(project: Path) -> list:
+def _log(project: Path) -> list[ConversationMessage]:
     with Project.open(project, read_only=True) as p:
         conv = p.conversations.list()[0].id
         return p.conversations.load(conv).messages

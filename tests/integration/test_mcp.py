@@ -9,19 +9,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.model import ConversationMessage
 from core.store.project import Project
 from tests.helpers.cli import cli
-from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, RecordedRequest, ToolCalls
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, "-m", "tests.helpers.mcp_server"]
 
 
-def configure(project: Path, trusted: bool = True, **servers: dict) -> None:
+def configure(project: Path, trusted: bool = True, **servers: dict[str, Any]) -> None:
     """The project's `.workbench/mcp.json`; trusted by the user (as `workbench trust` does)
     unless `trusted` is False."""
     (project / ".workbench").mkdir(parents=True, exist_ok=True)
@@ -32,7 +33,7 @@ def configure(project: Path, trusted: bool = True, **servers: dict) -> None:
             p.trust_now()
 
 
-def configure_user(**servers: dict) -> None:
+def configure_user(**servers: dict[str, Any]) -> None:
     """The user's own mcp.json, in the config folder (outside every project)."""
     from core.settings import config_dir
 
@@ -41,7 +42,7 @@ def configure_user(**servers: dict) -> None:
                                            encoding="utf-8")
 
 
-def stdio(**extra: object) -> dict:
+def stdio(**extra: object) -> dict[str, Any]:
     return {"command": SERVER[0], "args": SERVER[1:], "cwd": str(ROOT), **extra}
 
 
@@ -51,7 +52,7 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def agent(capsys, project: Path, server: FakeLLMServer, *extra: object,
+def agent(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer, *extra: object,
           text: str = "use the tools") -> tuple[int, str, str]:
     return cli(capsys, "send", project, "--new", "--mode", "agent", "--model", MODEL,
                "--api-base", server.url, *extra, text)
@@ -63,11 +64,12 @@ def log(project: Path) -> list[ConversationMessage]:
         return p.conversations.load(conv).messages
 
 
-def tool_names(request) -> list[str]:
+def tool_names(request: RecordedRequest) -> list[str]:
     return [t["function"]["name"] for t in request.body.get("tools", [])]
 
 
-def test_a_stdio_servers_tools_are_listed_with_their_cost(capsys, project) -> None:
+def test_a_stdio_servers_tools_are_listed_with_their_cost(capsys: pytest.CaptureFixture[str],
+                                                          project: Path) -> None:
     configure(project, calc=stdio())
     code, out, err = cli(capsys, "mcp", project)
     assert code == 0, err
@@ -80,7 +82,7 @@ def test_a_stdio_servers_tools_are_listed_with_their_cost(capsys, project) -> No
 
 
 def test_an_agent_calls_a_server_tool_with_approval_and_reads_its_result(
-        capsys, project, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(ToolCalls([("c1", "calc__add", '{"a": 2, "b": 40}')]),
                       Answer("It is 42."))
@@ -97,8 +99,9 @@ def test_an_agent_calls_a_server_tool_with_approval_and_reads_its_result(
     assert "workbench: tool calc__add" in err
 
 
-def test_without_approval_the_call_is_denied_and_nothing_runs(capsys, project,
-                                                              llm_server) -> None:
+def test_without_approval_the_call_is_denied_and_nothing_runs(capsys: pytest.CaptureFixture[str],
+                                                              project: Path,
+                                                              llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(ToolCalls([("c1", "calc__shout", '{"text": "hi"}')]), Answer("ok"))
     code, _, err = agent(capsys, project, llm_server, "--approve", "never")
@@ -107,7 +110,7 @@ def test_without_approval_the_call_is_denied_and_nothing_runs(capsys, project,
 
 
 def test_a_read_only_tool_runs_without_asking_only_where_the_user_allows_it(
-        capsys, project, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure_user(calc=stdio(autoApproveReadOnly=True))
     llm_server.script(ToolCalls([("c1", "calc__echo", '{"text": "hi"}'),
                                  ("c2", "calc__shout", '{"text": "hi"}')]), Answer("ok"))
@@ -117,7 +120,9 @@ def test_a_read_only_tool_runs_without_asking_only_where_the_user_allows_it(
     assert results["calc__shout"].status == "denied"  # not marked read-only: asks
 
 
-def test_invalid_arguments_are_answered_without_a_call(capsys, project, llm_server) -> None:
+def test_invalid_arguments_are_answered_without_a_call(capsys: pytest.CaptureFixture[str],
+                                                       project: Path,
+                                                       llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(ToolCalls([("c1", "calc__add", '{"a": "two", "b": 40}')]), Answer("ok"))
     agent(capsys, project, llm_server, "--approve", "always")
@@ -126,20 +131,22 @@ def test_invalid_arguments_are_answered_without_a_call(capsys, project, llm_serv
     assert "'two' is not of type 'integer'" in str(result.content)
 
 
-def test_a_server_that_crashes_mid_call_is_a_result_and_the_turn_ends(capsys, project,
-                                                                     llm_server) -> None:
+def test_a_server_that_crashes_mid_call_is_a_result_and_the_turn_ends(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(ToolCalls([("c1", "calc__crash", "{}")]),
                       Answer("The tool failed; sorry."))
     code, out, err = agent(capsys, project, llm_server, "--approve", "always")
     assert code == 0, err
     result = next(m for m in log(project) if m.role == "tool")
+    assert isinstance(result.content, str)
     assert result.status == "error" and "failed during the call to 'crash'" in result.content
     assert out.strip() == "The tool failed; sorry."
 
 
-def test_a_server_that_hangs_is_given_up_after_its_timeout(capsys, project,
-                                                           llm_server) -> None:
+def test_a_server_that_hangs_is_given_up_after_its_timeout(capsys: pytest.CaptureFixture[str],
+                                                           project: Path,
+                                                           llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio(timeout=1.5))
     llm_server.script(ToolCalls([("c1", "calc__hang", "{}")]), Answer("done"))
     started = time.monotonic()
@@ -147,11 +154,12 @@ def test_a_server_that_hangs_is_given_up_after_its_timeout(capsys, project,
     assert code == 0, err
     assert time.monotonic() - started < 60  # the deadline: the turn does not hang
     result = next(m for m in log(project) if m.role == "tool")
+    assert isinstance(result.content, str)
     assert result.status == "error" and "did not answer 'hang' within 1.5 s" in result.content
     assert "the server is being started again" in result.content
 
 
-def test_a_stuck_server_is_started_again_and_answers_the_next_call(tmp_path) -> None:
+def test_a_stuck_server_is_started_again_and_answers_the_next_call(tmp_path: Path) -> None:
     import asyncio
 
     from core.mcp import McpHub
@@ -176,15 +184,16 @@ def test_a_stuck_server_is_started_again_and_answers_the_next_call(tmp_path) -> 
     assert second == ("3", False) and line == "ready with 6 tools"
 
 
-def test_an_unreachable_http_server_says_why(capsys, project) -> None:
+def test_an_unreachable_http_server_says_why(capsys: pytest.CaptureFixture[str],
+                                             project: Path) -> None:
     configure(project, remote={"url": f"http://127.0.0.1:{free_port()}/mcp"})
     code, out, _ = cli(capsys, "mcp", project)
     assert code == 1 and "remote" in out and "failed: " in out
     assert "cancel scope" not in out
 
 
-def test_a_server_that_cannot_start_is_a_state_and_the_turn_goes_on(capsys, project,
-                                                                    llm_server) -> None:
+def test_a_server_that_cannot_start_is_a_state_and_the_turn_goes_on(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure(project, broken={"command": "/nonexistent/mcp-server"}, calc=stdio())
     code, out, err = cli(capsys, "mcp", project)
     assert code == 1 and "broken" in out and "failed: " in out
@@ -195,7 +204,8 @@ def test_a_server_that_cannot_start_is_a_state_and_the_turn_goes_on(capsys, proj
     assert "calc__add" in names and not any(n.startswith("broken__") for n in names)
 
 
-def test_secrets_in_env_never_reach_the_log(capsys, project, llm_server) -> None:
+def test_secrets_in_env_never_reach_the_log(capsys: pytest.CaptureFixture[str], project: Path,
+                                            llm_server: FakeLLMServer) -> None:
     from core.settings import config_dir
 
     token = "mcp-secret-0123456789"
@@ -209,7 +219,9 @@ def test_secrets_in_env_never_reach_the_log(capsys, project, llm_server) -> None
     assert "token is " in logged and token not in logged
 
 
-def test_switching_a_tool_off_removes_exactly_its_schema(capsys, project, llm_server) -> None:
+def test_switching_a_tool_off_removes_exactly_its_schema(capsys: pytest.CaptureFixture[str],
+                                                         project: Path,
+                                                         llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(Answer("one"), Answer("two"))
     agent(capsys, project, llm_server)
@@ -225,7 +237,7 @@ def test_switching_a_tool_off_removes_exactly_its_schema(capsys, project, llm_se
 
 
 def test_the_context_command_counts_the_servers_tools_before_they_start(
-        capsys, project, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio())
     llm_server.script(Answer("one"))
     agent(capsys, project, llm_server)  # started once: the tools are known from then on
@@ -244,7 +256,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_streamable_http_server_on_loopback(capsys, project, llm_server) -> None:
+def test_a_streamable_http_server_on_loopback(capsys: pytest.CaptureFixture[str], project: Path,
+                                              llm_server: FakeLLMServer) -> None:
     port = free_port()
     proc = subprocess.Popen([*SERVER, "http", str(port)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -270,7 +283,7 @@ def test_a_streamable_http_server_on_loopback(capsys, project, llm_server) -> No
         proc.wait(10)
 
 
-def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path) -> None:
+def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from core.mcp import McpHub
@@ -290,7 +303,7 @@ def test_a_tool_with_an_unusable_schema_is_left_out_and_said(tmp_path) -> None:
     assert skipped[1].startswith("tool 'worse' left out: its input schema is invalid")
 
 
-def test_a_broken_configuration_says_what_is_wrong_and_keeps_the_rest(tmp_path) -> None:
+def test_a_broken_configuration_says_what_is_wrong_and_keeps_the_rest(tmp_path: Path) -> None:
     from core.mcp import load_config
 
     good = tmp_path / "global.json"

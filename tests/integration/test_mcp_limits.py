@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,14 +19,14 @@ from core.mcp import McpHub
 from core.mcp_state import ServerConfig
 from core.settings import LLMSettings
 from tests.helpers.cli import cli
-from tests.helpers.fake_llm import MODEL, Answer, ToolCalls
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, ToolCalls
 from tests.integration.test_keys_written import probe
 from tests.integration.test_mcp import ROOT, configure, log
 
 PROBE = [sys.executable, "-m", "tests.helpers.mcp_probe"]
 
 
-def named(server_id: str, tool: str) -> dict:
+def named(server_id: str, tool: str) -> dict[str, Any]:
     return probe(args=["-m", "tests.helpers.mcp_probe", "named", tool],
                  env={"SERVER_ID": server_id})
 
@@ -36,10 +37,11 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def test_server_names_that_could_give_one_tool_name_are_refused(capsys, project,
-                                                                 llm_server) -> None:
-    configure(project, **{"a": named("A", "b__c"), "a__b": named("AB", "c"),
-                          "x_": named("X_", "y")})
+def test_server_names_that_could_give_one_tool_name_are_refused(capsys: pytest.CaptureFixture[str],
+                                                                project: Path,
+                                                                llm_server: FakeLLMServer) -> None:
+    configure(project, trusted=True, **{"a": named("A", "b__c"), "a__b": named("AB", "c"),
+                                        "x_": named("X_", "y")})
     code, out, err = cli(capsys, "mcp", project)
     assert "'a__b'" in err + out and "may not hold '__'" in err + out
     assert "'x_'" in err + out and "end in '_'" in err + out
@@ -54,7 +56,8 @@ def test_server_names_that_could_give_one_tool_name_are_refused(capsys, project,
     assert result.content == "server A ran"
 
 
-def _cached(project_state: Path, servers: dict[str, dict], tools: dict[str, list[dict]]
+def _cached(project_state: Path, servers: dict[str, dict[str, Any]],
+            tools: dict[str, list[dict[str, Any]]]
             ) -> None:
     (project_state / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
     schema = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -89,13 +92,14 @@ def test_a_server_is_switched_off_by_its_name_and_a_kept_list_names_its_own_tool
                     if "__" in t["function"]["name"]]
 
         assert offered() == ["a__b", "team-docs__search"]  # team__docs: not started
+        assert context.mcp is not None
         assert any("'team__docs'" in problem for problem in context.mcp.problems)
         p.conversations.update_meta(conv, tools_off=["team-docs__*"])
         assert offered() == ["a__b"]
 
 
 def test_a_server_that_does_not_speak_mcp_is_one_sentence_without_a_traceback(
-        capsys, project) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path) -> None:
     configure(project, noisy=probe(args=["-m", "tests.helpers.mcp_probe", "garbage"]))
     code, out, err = cli(capsys, "mcp", project)
     assert "Traceback" not in out + err and "BrokenResourceError" not in out + err
@@ -141,8 +145,8 @@ def test_a_large_result_is_kept_on_disk_whole_and_a_huge_one_stops_at_the_limit(
     assert cut.header == "[the result is larger than 1 MB; only its first 1 MB are kept]\n"
 
 
-def test_a_call_after_a_time_out_is_told_the_server_is_restarting(capsys, project,
-                                                                  llm_server) -> None:
+def test_a_call_after_a_time_out_is_told_the_server_is_restarting(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     configure(project, probe=probe(timeout=1.5))
     llm_server.script(ToolCalls([("h1", "probe__hang", "{}")]),
                       ToolCalls([("t1", "probe__token", "{}")]), Answer("done"))

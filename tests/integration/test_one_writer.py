@@ -8,6 +8,7 @@ import asyncio
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +16,11 @@ import pytest
 import core.request_copies as request_copies
 from core.engine import EngineEvent, NothingToRetry, TurnFinished, TurnOptions
 from core.factory import build_engine
-from core.model import ConversationMessage, annotation
+from core.model import ConversationMessage, RunAction, ToolCall, annotation
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings
 from core.store.project import Project
+from core.store.requests import save_request
 from core.tools.base import running_file, started_file
 from core.workflows.run_files import RunFiles
 from core.workflows.workflow import Workflow
@@ -49,7 +51,7 @@ def test_stop_while_the_answers_request_copy_is_written_keeps_the_answer(
     # The copy for .workbench/requests/ is slow to write (a busy disk); the whole answer has
     # arrived; the user presses Stop (or closes the window) right then.
     writing, release = threading.Event(), threading.Event()
-    real = request_copies.save_request
+    real = save_request
 
     def slow_save(*args: Any, **kwargs: Any) -> Any:
         writing.set()
@@ -90,7 +92,7 @@ def test_stop_while_the_answers_request_copy_is_written_keeps_the_answer(
 def test_stop_while_a_runs_request_copy_is_written_ends_the_run_there(
         project: Project, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     writing, release = threading.Event(), threading.Event()
-    real = request_copies.save_request
+    real = save_request
 
     def slow_save(*args: Any, **kwargs: Any) -> Any:
         writing.set()
@@ -166,7 +168,8 @@ def test_a_pin_made_while_a_command_ran_does_not_hide_it_from_crash_repair(
             "function": {"name": "run_shell", "arguments": json.dumps({"command": "make"})}}
     project.conversations.append_many(conv, [
         ConversationMessage(role="user", content="build it", mode="agent"),
-        ConversationMessage(role="assistant", content=None, tool_calls=[call], mode="agent")])
+        ConversationMessage(role="assistant", content=None,
+                            tool_calls=[ToolCall.model_validate(call)], mode="agent")])
     asked = log(project, conv)[0]
     printed = running_file(project.state, conv, "call_1")  # the command had begun to print
     printed.parent.mkdir(parents=True, exist_ok=True)
@@ -184,7 +187,7 @@ def test_a_pin_made_while_a_command_ran_does_not_hide_it_from_crash_repair(
 
 
 def test_a_call_still_waiting_for_approval_when_the_app_died_is_said_not_to_have_run(
-        project: Project, llm_server: FakeLLMServer, tmp_path) -> None:
+        project: Project, llm_server: FakeLLMServer, tmp_path: Path) -> None:
     # A write the user had not yet approved when the app was killed: it certainly did nothing,
     # and the model is told so (not "unknown"), while a call that had started is unknown.
     conv = project.conversations.create().id
@@ -193,7 +196,8 @@ def test_a_call_still_waiting_for_approval_when_the_app_died_is_said_not_to_have
         for n in (1, 2)]
     project.conversations.append_many(conv, [
         ConversationMessage(role="user", content="write both", mode="agent"),
-        ConversationMessage(role="assistant", content=None, tool_calls=calls, mode="agent")])
+        ConversationMessage(role="assistant", content=None,
+                            tool_calls=[ToolCall.model_validate(c) for c in calls], mode="agent")])
     began = started_file(project.state, conv, "call_2")  # what the runner leaves as it starts
     began.parent.mkdir(parents=True, exist_ok=True)
     began.touch()
@@ -209,7 +213,7 @@ def test_a_call_still_waiting_for_approval_when_the_app_died_is_said_not_to_have
 
 @pytest.mark.parametrize(("action", "status"), [("pause", "paused"), ("abort", "aborted")])
 def test_a_run_control_made_while_idle_brings_the_run_file_up_to_date(
-        project: Project, llm_server: FakeLLMServer, action: str, status: str) -> None:
+        project: Project, llm_server: FakeLLMServer, action: RunAction, status: str) -> None:
     conv = project.conversations.create(title="run").id
     driver = RunDriver(build_engine(project))
     llm_server.script(Answer("Working on step one; I need your input first."),

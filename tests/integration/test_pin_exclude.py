@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, annotation, fold_annotations
 from core.store.project import Project
 from tests.helpers.cli import cli
-from tests.helpers.fake_llm import MODEL, Answer, summary_text
+from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, summary_text
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
@@ -30,7 +31,8 @@ def log_of(path: Path, conv: str) -> bytes:
     return (path / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
 
 
-def decisions(capsys, project: Path, conv: str, budget: int | None = None) -> dict:
+def decisions(capsys: pytest.CaptureFixture[str], project: Path, conv: str,
+              budget: int | None = None) -> dict[str, Any]:
     extra = ["--budget", budget] if budget else []
     code, out, err = cli(capsys, "context", project, "-c", conv, "--model", "gpt-4o", "--json",
                          *extra)
@@ -52,7 +54,8 @@ def test_the_latest_annotation_of_an_entry_wins_and_the_annotations_stay_in_the_
         ConversationMessage(role="system", kind="annotation", content="delete", target=a.id)
 
 
-def test_pin_and_exclude_change_the_next_request_and_only_append(capsys, project_dir) -> None:
+def test_pin_and_exclude_change_the_next_request_and_only_append(capsys: pytest.CaptureFixture[str],
+                                                                 project_dir: Path) -> None:
     conv, msgs = session(project_dir)
     first_user = msgs[0]
     old_result = next(m for m in msgs if m.tool_name == "read_file")
@@ -80,7 +83,8 @@ def test_pin_and_exclude_change_the_next_request_and_only_append(capsys, project
     assert decisions(capsys, project_dir, conv)["by_id"][first_user.id]["decision"] == "kept"
 
 
-def test_a_wrong_entry_id_is_a_clear_error_and_changes_nothing(capsys, project_dir) -> None:
+def test_a_wrong_entry_id_is_a_clear_error_and_changes_nothing(capsys: pytest.CaptureFixture[str],
+                                                               project_dir: Path) -> None:
     conv, _ = session(project_dir, 2)
     before = log_of(project_dir, conv)
     code, _, err = cli(capsys, "exclude", project_dir, "-c", conv, "nosuchid")
@@ -92,7 +96,8 @@ def test_a_wrong_entry_id_is_a_clear_error_and_changes_nothing(capsys, project_d
     assert log_of(project_dir, conv) == before
 
 
-def test_exports_carry_the_state_but_not_the_annotations_as_messages(capsys, project_dir) -> None:
+def test_exports_carry_the_state_but_not_the_annotations_as_messages(
+        capsys: pytest.CaptureFixture[str], project_dir: Path) -> None:
     conv, msgs = session(project_dir, 2)
     cli(capsys, "pin", project_dir, "-c", conv, msgs[0].id)
     code, out, _ = cli(capsys, "export", project_dir, "-c", conv, "--format", "openai")
@@ -104,8 +109,8 @@ def test_exports_carry_the_state_but_not_the_annotations_as_messages(capsys, pro
     assert any(e.get("kind") == "annotation" and e.get("target") == msgs[0].id for e in lines)
 
 
-def test_excluding_a_summary_undoes_it_and_including_it_redoes_it(capsys, project_dir,
-                                                                   llm_server) -> None:
+def test_excluding_a_summary_undoes_it_and_including_it_redoes_it(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     llm_server.info["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 128_000}]}
     conv, msgs = session(project_dir)
     llm_server.script(Answer(summary_text("THE SUMMARY")))
@@ -124,15 +129,18 @@ def test_excluding_a_summary_undoes_it_and_including_it_redoes_it(capsys, projec
     assert "THE SUMMARY" in json.dumps(decisions(capsys, project_dir, conv)["data"]["messages"])
 
 
-def _sent_after_send(capsys, project_dir: Path, conv: str, llm_server) -> list[dict]:
+def _sent_after_send(capsys: pytest.CaptureFixture[str], project_dir: Path, conv: str,
+                     llm_server: FakeLLMServer) -> list[dict[str, Any]]:
     llm_server.script(Answer("ok"))
     code, _, err = cli(capsys, "send", project_dir, "-c", conv, "--model", MODEL, "--api-base",
                        llm_server.url, "go on")
     assert code == 0, err
-    return llm_server.requests[-1].body["messages"]
+    sent: list[dict[str, Any]] = llm_server.requests[-1].body["messages"]
+    return sent
 
 
-def _round(sent: list[dict], call_id: str) -> tuple[dict | None, dict | None]:
+def _round(sent: list[dict[str, Any]],
+           call_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     call = next((m for m in sent if any(c["id"] == call_id for c in m.get("tool_calls") or ())),
                 None)
     result = next((m for m in sent if m.get("tool_call_id") == call_id), None)
@@ -142,8 +150,10 @@ def _round(sent: list[dict], call_id: str) -> tuple[dict | None, dict | None]:
 @pytest.mark.parametrize("pin_first", [True, False], ids=["pin-then-compact",
                                                           "compact-then-pin"])
 @pytest.mark.parametrize("which", ["call", "result"])
-def test_a_pin_keeps_its_whole_tool_round_through_a_summary(
-        capsys, project_dir, llm_server, pin_first: bool, which: str) -> None:
+def test_a_pin_keeps_its_whole_tool_round_through_a_summary(capsys: pytest.CaptureFixture[str],
+                                                            project_dir: Path,
+                                                            llm_server: FakeLLMServer,
+                                                            pin_first: bool, which: str) -> None:
     """A pinned call is sent with the result that answered it (and a pinned result with its
     call), whichever came first, the pin or the summary: never an "aborted" stand-in for a
     command that ran."""
@@ -179,7 +189,7 @@ def test_a_pin_keeps_its_whole_tool_round_through_a_summary(
 
 
 def test_excluding_one_part_of_a_tool_round_leaves_the_round_out_whole(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     """Excluding a tool result (or the call) leaves out its call and results together, saying
     why; never a call sent with an "aborted" stand-in for a result that exists."""
     from core.context.normalize import ABORTED_RESULT, protocol_errors

@@ -31,7 +31,8 @@ def project_dir(project_dir: Path) -> Path:
     return project_dir
 
 
-def send(capsys, project: Path, server: FakeLLMServer, *args: object) -> str:
+def send(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer,
+         *args: object) -> str:
     server.script(Answer("ok"))
     code, _, err = cli(capsys, "send", project, *args, "--model", MODEL, "--api-base",
                        server.url, "hello")
@@ -43,8 +44,9 @@ def system_of(server: FakeLLMServer) -> str:
     return str(server.requests[-1].body["messages"][0]["content"])
 
 
-def test_agents_md_is_its_own_part_after_our_rules_in_every_mode(capsys, project_dir,
-                                                                 llm_server) -> None:
+def test_agents_md_is_its_own_part_after_our_rules_in_every_mode(capsys: pytest.CaptureFixture[str],
+                                                                 project_dir: Path,
+                                                                 llm_server: FakeLLMServer) -> None:
     (project_dir / "AGENTS.md").write_text(RULES + "\n", encoding="utf-8")
     conv = send(capsys, project_dir, llm_server, "--new")
     chat = system_of(llm_server)
@@ -61,8 +63,9 @@ def test_agents_md_is_its_own_part_after_our_rules_in_every_mode(capsys, project
     assert "Mode: agent" not in agent[:end]
 
 
-def test_claude_md_is_read_only_when_there_is_no_agents_md(capsys, project_dir,
-                                                           llm_server) -> None:
+def test_claude_md_is_read_only_when_there_is_no_agents_md(capsys: pytest.CaptureFixture[str],
+                                                           project_dir: Path,
+                                                           llm_server: FakeLLMServer) -> None:
     (project_dir / "CLAUDE.md").write_text("Claude's rules: tabs, never spaces.",
                                            encoding="utf-8")
     (project_dir / "sub").mkdir()
@@ -75,8 +78,9 @@ def test_claude_md_is_read_only_when_there_is_no_agents_md(capsys, project_dir,
     assert "Claude's rules" not in system_of(llm_server)
 
 
-def test_context_names_the_part_with_its_tokens_and_they_add_up(capsys, project_dir,
-                                                                llm_server) -> None:
+def test_context_names_the_part_with_its_tokens_and_they_add_up(capsys: pytest.CaptureFixture[str],
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     (project_dir / "AGENTS.md").write_text(RULES, encoding="utf-8")
     conv = send(capsys, project_dir, llm_server, "--new")
     code, out, err = cli(capsys, "context", project_dir, "-c", conv, "--model", MODEL)
@@ -95,7 +99,9 @@ def test_context_names_the_part_with_its_tokens_and_they_add_up(capsys, project_
     assert sum(v for k, v in totals.items() if k != "reserved") == report["used"]
 
 
-def test_turning_them_off_changes_only_that_part(capsys, project_dir, llm_server) -> None:
+def test_turning_them_off_changes_only_that_part(capsys: pytest.CaptureFixture[str],
+                                                 project_dir: Path,
+                                                 llm_server: FakeLLMServer) -> None:
     (project_dir / "AGENTS.md").write_text(RULES, encoding="utf-8")
     conv = send(capsys, project_dir, llm_server, "--new")
     with Project.open(project_dir) as p:
@@ -110,7 +116,7 @@ def test_turning_them_off_changes_only_that_part(capsys, project_dir, llm_server
     assert "project instructions: AGENTS.md not sent (turned off for this conversation)" in out
 
 
-def test_a_long_file_is_cut_and_says_so(project_dir) -> None:
+def test_a_long_file_is_cut_and_says_so(project_dir: Path) -> None:
     (project_dir / "AGENTS.md").write_text("x" * (MAX_CHARS + 5000), encoding="utf-8")
     with Project.open(project_dir) as p:
         conv = p.conversations.create("c").id
@@ -123,7 +129,7 @@ def test_a_long_file_is_cut_and_says_so(project_dir) -> None:
     assert built.report.instructions_note.startswith(f"AGENTS.md has {MAX_CHARS + 5000:,}")
 
 
-def test_a_binary_or_unreadable_file_is_not_sent_and_the_report_says_why(project_dir) -> None:
+def test_a_binary_or_unreadable_file_is_not_sent_and_the_report_says_why(project_dir: Path) -> None:
     (project_dir / "AGENTS.md").write_bytes(b"\x89PNG\r\n\x00\x00binary")
     with Project.open(project_dir) as p:
         conv = p.conversations.create("c").id
@@ -135,7 +141,7 @@ def test_a_binary_or_unreadable_file_is_not_sent_and_the_report_says_why(project
     assert built.report.totals["instructions"] == 0
 
 
-def test_a_changed_file_is_read_again_and_the_new_compaction_names_it(project_dir) -> None:
+def test_a_changed_file_is_read_again_and_the_new_compaction_names_it(project_dir: Path) -> None:
     counter = TokenCounter("o200k_base")
     (project_dir / "AGENTS.md").write_text(RULES, encoding="utf-8")
     settings = LLMSettings(model=MODEL, context_window=6000, max_output_tokens=500)
@@ -158,7 +164,8 @@ def test_a_changed_file_is_read_again_and_the_new_compaction_names_it(project_di
 
 
 def test_an_agents_md_too_long_for_the_window_is_named_not_the_message(
-        capsys, project_dir, llm_server, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core.llm.runtime import load_litellm
 
     load_litellm()  # refused before any request: the import it starts must not outlive the test
@@ -172,8 +179,9 @@ def test_an_agents_md_too_long_for_the_window_is_named_not_the_message(
     assert "Shorten the message" not in err
 
 
-def test_agents_md_linked_outside_the_project_is_not_sent(capsys, project_dir, tmp_path,
-                                                          llm_server) -> None:
+def test_agents_md_linked_outside_the_project_is_not_sent(capsys: pytest.CaptureFixture[str],
+                                                          project_dir: Path, tmp_path: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     secret = tmp_path / "home" / ".ssh" / "id_ed25519"
     secret.parent.mkdir(parents=True)
     secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n")
@@ -205,7 +213,7 @@ def _preview_note(project_dir: Path) -> str:
     return notes[0]
 
 
-def test_a_fifo_or_a_sparse_giant_is_refused_unread(project_dir) -> None:
+def test_a_fifo_or_a_sparse_giant_is_refused_unread(project_dir: Path) -> None:
     os.mkfifo(project_dir / "AGENTS.md")
     assert _preview_note(project_dir) == \
         "AGENTS.md is a named pipe (FIFO), not a file; it is not sent."

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QMessageBox
+from pytestqt.qtbot import QtBot
 
 from core.engine import EngineEvent, QuestionAsked, StoreNotice, TurnFinished
 from core.model import ConversationMessage
 from core.questions import Question, QuestionCancelled
 from tests.helpers.gui import open_window, run_until
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
@@ -34,13 +37,13 @@ def asking_turn(outcome: list[str]) -> AsyncIterator[EngineEvent]:
     return turn()
 
 
-def question_box(window) -> QMessageBox | None:
+def question_box(window: MainWindow) -> QMessageBox | None:
     boxes = [w for w in window.findChildren(QMessageBox) if w.isVisible()]
     return boxes[0] if boxes else None
 
 
-def test_a_question_from_the_engine_thread_is_answered_in_the_window(qtbot, qloop,
-                                                                     project_dir) -> None:
+def test_a_question_from_the_engine_thread_is_answered_in_the_window(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     outcome: list[str] = []
     controller.turns._start(asking_turn(outcome))
@@ -55,7 +58,8 @@ def test_a_question_from_the_engine_thread_is_answered_in_the_window(qtbot, qloo
     assert outcome == ["Deny"] and "you chose Deny" in window.notice_label.text()
 
 
-def test_stop_withdraws_a_pending_question(qtbot, qloop, project_dir) -> None:
+def test_stop_withdraws_a_pending_question(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                           project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     outcome: list[str] = []
     controller.turns._start(asking_turn(outcome))

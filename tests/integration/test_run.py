@@ -20,7 +20,7 @@ from core.workflows.run_files import RunFiles
 from core.workflows.workflow import Workflow, WorkflowError, parse_workflow
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, ToolCalls
 
-WORKFLOW = {
+WORKFLOW: dict[str, Any] = {
     "name": "Release notes",
     "description": "Draft the release notes",
     "steps": [
@@ -52,7 +52,8 @@ def drain(events: Any) -> list[EngineEvent]:
 
 
 def system_of(server: FakeLLMServer, n: int) -> str:
-    return server.requests[n].body["messages"][0]["content"]
+    content: str = server.requests[n].body["messages"][0]["content"]
+    return content
 
 
 def tools_of(server: FakeLLMServer, n: int) -> list[str]:
@@ -220,7 +221,7 @@ def test_skip_redo_pause_and_abort_are_recorded_in_the_log(
 
 def test_a_step_limit_pauses_the_step_visibly_and_continue_goes_on(
         project: Project, llm_server: FakeLLMServer) -> None:
-    wf = dict(WORKFLOW, steps=[dict(WORKFLOW["steps"][0], max_rounds=2)])  # type: ignore[arg-type]
+    wf = dict(WORKFLOW, steps=[dict(WORKFLOW["steps"][0], max_rounds=2)])
     llm_server.script(*(ToolCalls([(f"l{n}", "list_dir", "{}")]) for n in range(2)))
     conv_id, driver, events = start(project, llm_server, Workflow.model_validate(wf))
     log = project.conversations.load(conv_id).messages

@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from core.checkpoints.store import Store
 from core.checkpoints.views import turns
 from core.cost import spend
@@ -18,8 +20,8 @@ from core.store.project import Project
 from tests.helpers.cli import cli
 
 
-def test_links_in_the_state_folder_are_removed_as_the_project_opens(capsys, project_dir,
-                                                                    tmp_path) -> None:
+def test_links_in_the_state_folder_are_removed_as_the_project_opens(
+        capsys: pytest.CaptureFixture[str], project_dir: Path, tmp_path: Path) -> None:
     victim = tmp_path / "home" / ".bash_aliases"
     victim.parent.mkdir()
     with Project.open(project_dir) as p:
@@ -36,7 +38,8 @@ def test_links_in_the_state_folder_are_removed_as_the_project_opens(capsys, proj
     assert not victim.exists()  # nothing was ever written through the link
 
 
-def test_a_state_folder_that_is_a_link_is_refused(capsys, tmp_path) -> None:
+def test_a_state_folder_that_is_a_link_is_refused(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     Project.open(elsewhere).close()
     project = tmp_path / "cloned"
@@ -47,7 +50,7 @@ def test_a_state_folder_that_is_a_link_is_refused(capsys, tmp_path) -> None:
 
 
 def test_a_shipped_checkpoint_store_with_linked_folders_writes_nothing_outside(
-        project_dir, tmp_path) -> None:
+        project_dir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "victim-dir"
     outside.mkdir()
     (outside / "exclude").write_text("user's own content\n", encoding="utf-8")
@@ -63,7 +66,7 @@ def test_a_shipped_checkpoint_store_with_linked_folders_writes_nothing_outside(
 
 
 def test_reading_checkpoints_read_only_finishes_no_restore_and_runs_no_shipped_config(
-        project_dir, tmp_path) -> None:
+        project_dir: Path, tmp_path: Path) -> None:
     marker = tmp_path / "FSMONITOR-RAN"
     with Project.open(project_dir) as p:
         conv = p.conversations.create().id

@@ -4,7 +4,11 @@ set is never replaced. Through the real loopback server, from the CLI and the wi
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.cli.main import main
 from core.llm.runtime import load_litellm
@@ -14,13 +18,13 @@ from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 
 
-def cli(capsys, *args: object) -> tuple[int, str, str]:
+def cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def titles(project) -> dict[str, str]:
+def titles(project: Path) -> dict[str, str]:
     with Project.open(project, read_only=True) as p:
         return {r.id: r.title for r in p.conversations.list()}
 
@@ -40,7 +44,8 @@ def test_a_model_answer_becomes_a_clean_title() -> None:
 
 
 def test_send_new_titles_from_the_opening_words_without_waiting_for_a_model(
-        capsys, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_AUTO_TITLE", raising=False)
     llm_server.script(Answer("Paris is the capital."))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
@@ -49,8 +54,9 @@ def test_send_new_titles_from_the_opening_words_without_waiting_for_a_model(
     assert len(llm_server.requests) == 1  # no title request: the command did not wait for one
 
 
-def test_send_new_with_title_model_asks_the_model(
-        capsys, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+def test_send_new_with_title_model_asks_the_model(capsys: pytest.CaptureFixture[str],
+                                                  project_dir: Path, llm_server: FakeLLMServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_AUTO_TITLE", raising=False)
     llm_server.script(Answer("Paris is the capital."),
                       Answer("The capital of France is Paris, a city of two million\nmore"))
@@ -60,8 +66,9 @@ def test_send_new_with_title_model_asks_the_model(
     assert len(llm_server.requests) == 2
 
 
-def test_send_new_is_titled_by_the_summary_model(capsys, project_dir, llm_server: FakeLLMServer,
-                                                 monkeypatch) -> None:
+def test_send_new_is_titled_by_the_summary_model(capsys: pytest.CaptureFixture[str],
+                                                 project_dir: Path, llm_server: FakeLLMServer,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "1")
     monkeypatch.setenv("WORKBENCH_SUMMARY_MODEL", "openai/cheap-model")
     llm_server.script(Answer("Paris is the capital."), Answer('"Capital of France."'))
@@ -82,7 +89,8 @@ def test_send_new_is_titled_by_the_summary_model(capsys, project_dir, llm_server
 
 
 def test_without_a_model_the_opening_words_and_a_users_title_stays(
-        capsys, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "1")
     llm_server.script(Answer("Sure."), HttpError(500, "down"))
     code, _, err = cli(capsys, "send", project_dir, "--new", "--model", MODEL, "--api-base",
@@ -103,7 +111,8 @@ def test_without_a_model_the_opening_words_and_a_users_title_stays(
 
 @pytest.mark.gui
 def test_the_window_titles_in_the_background_and_the_list_shows_it(
-        qtbot, qloop, project_dir, llm_server: FakeLLMServer, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     load_litellm()
     use_fake_provider(monkeypatch, llm_server, auto_summary="0", auto_title="1")
     window, controller = open_window(qtbot, project_dir)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from core.model import ConversationMessage
 from tests.helpers.trajectories import make_conversation
@@ -25,7 +28,7 @@ def long_conversation(n: int = 120) -> list[ConversationMessage]:
     return [ConversationMessage.from_openai(m) for m in raw]
 
 
-def shown(qtbot, rounds: int | None = None) -> MainWindow:
+def shown(qtbot: QtBot, rounds: int | None = None) -> MainWindow:
     w = MainWindow()
     qtbot.addWidget(w)
     w.resize(900, 600)
@@ -36,13 +39,13 @@ def shown(qtbot, rounds: int | None = None) -> MainWindow:
 
 
 @pytest.fixture
-def window(qtbot) -> MainWindow:
+def window(qtbot: QtBot) -> MainWindow:
     w = shown(qtbot)
     w.transcript.setFocus()
     return w
 
 
-def page(qtbot, window: MainWindow, key: Qt.Key, limit: int = 2000) -> list[int]:
+def page(qtbot: QtBot, window: MainWindow, key: Qt.Key, limit: int = 2000) -> list[int]:
     """Press `key` until the view stops moving; the scroll positions on the way."""
     bar = window.transcript.verticalScrollBar()
     values = [bar.value()]
@@ -54,7 +57,8 @@ def page(qtbot, window: MainWindow, key: Qt.Key, limit: int = 2000) -> list[int]
     return values
 
 
-def test_page_up_and_down_cross_the_whole_transcript_right_after_opening(qtbot, window) -> None:
+def test_page_up_and_down_cross_the_whole_transcript_right_after_opening(
+        qtbot: QtBot, window: MainWindow) -> None:
     # Right after opening (the view at the end, its layout still in progress) a PageUp used to
     # spin for tens of seconds inside QListView's own paging.
     ups = page(qtbot, window, Qt.Key.Key_PageUp)
@@ -68,7 +72,7 @@ def test_page_up_and_down_cross_the_whole_transcript_right_after_opening(qtbot, 
     assert window.transcript.currentIndex().row() > 0
 
 
-def test_home_and_end_jump_to_either_end(qtbot, window) -> None:
+def test_home_and_end_jump_to_either_end(qtbot: QtBot, window: MainWindow) -> None:
     bar = window.transcript.verticalScrollBar()
     qtbot.keyClick(window.transcript, Qt.Key.Key_Home)
     assert bar.value() == 0 and window.transcript.currentIndex().row() == 0
@@ -76,7 +80,8 @@ def test_home_and_end_jump_to_either_end(qtbot, window) -> None:
     assert bar.value() == bar.maximum() and window.transcript.at_bottom()
 
 
-def test_a_point_inside_a_row_taller_than_the_window_finds_that_row(qtbot, window) -> None:
+def test_a_point_inside_a_row_taller_than_the_window_finds_that_row(qtbot: QtBot,
+                                                                    window: MainWindow) -> None:
     view = window.transcript
     model = window.transcript_model
     tall = next(r for r in range(model.rowCount()) if model.row(r).text == TALL.rstrip("\n")
@@ -88,7 +93,7 @@ def test_a_point_inside_a_row_taller_than_the_window_finds_that_row(qtbot, windo
     assert view.indexAt(middle).row() == tall
 
 
-def test_any_part_of_a_message_can_be_selected_and_copied(qtbot, window) -> None:
+def test_any_part_of_a_message_can_be_selected_and_copied(qtbot: QtBot, window: MainWindow) -> None:
     from PySide6.QtGui import QGuiApplication, QTextCursor
 
     model = window.transcript_model
@@ -105,7 +110,7 @@ def test_any_part_of_a_message_can_be_selected_and_copied(qtbot, window) -> None
 
 
 @pytest.fixture
-def shorter(qtbot) -> MainWindow:
+def shorter(qtbot: QtBot) -> MainWindow:
     return shown(qtbot, 40)
 
 
@@ -126,7 +131,8 @@ def wheel(window: MainWindow, notches: int) -> None:
     QApplication.processEvents()  # rows painted for the first time report their real height
 
 
-def travel(window: MainWindow, step: object, done: object, limit: int = 3000) -> list[tuple]:
+def travel(window: MainWindow, step: Callable[[], object], done: Callable[[], bool],
+           limit: int = 3000) -> list[tuple[int, int]]:
     """Call `step` until `done()`; the rows on screen after each call."""
     seen = [visible_rows(window)]
     for _ in range(limit):
@@ -137,17 +143,17 @@ def travel(window: MainWindow, step: object, done: object, limit: int = 3000) ->
     raise AssertionError(f"did not get there in {limit} steps; on screen: {seen[-1]}")
 
 
-def assert_every_row_in_order(seen: list[tuple], rows: int, upward: bool) -> None:
+def assert_every_row_in_order(seen: list[tuple[int, int]], rows: int, upward: bool) -> None:
     tops = [top for top, _ in seen]
     order = tops[::-1] if upward else tops
     assert order == sorted(order), "the view jumped against the direction of scrolling"
-    covered = set()
+    covered: set[int] = set()
     for top, bottom in seen:
         covered.update(range(top, bottom + 1))
     assert covered == set(range(rows)), f"never shown: {sorted(set(range(rows)) - covered)[:10]}"
 
 
-def test_the_wheel_reaches_every_row_in_order_both_ways(qtbot, shorter) -> None:
+def test_the_wheel_reaches_every_row_in_order_both_ways(qtbot: QtBot, shorter: MainWindow) -> None:
     # The list used to jump back hundreds of rows on the 4th notch as rows got laid out.
     bar = shorter.transcript.verticalScrollBar()
     rows = shorter.transcript_model.rowCount()
@@ -159,8 +165,8 @@ def test_the_wheel_reaches_every_row_in_order_both_ways(qtbot, shorter) -> None:
     assert shorter.transcript.at_bottom()
 
 
-def test_dragging_the_thumb_reaches_every_row_and_stays_where_it_is_let_go(qtbot,
-                                                                           shorter) -> None:
+def test_dragging_the_thumb_reaches_every_row_and_stays_where_it_is_let_go(
+        qtbot: QtBot, shorter: MainWindow) -> None:
     bar = shorter.transcript.verticalScrollBar()
     rows = shorter.transcript_model.rowCount()
     bar.setSliderDown(True)  # as a mouse drag does: rows measured meanwhile must not move it
@@ -186,7 +192,8 @@ def test_dragging_the_thumb_reaches_every_row_and_stays_where_it_is_let_go(qtbot
     assert view.visualRect(below).top() == at
 
 
-def test_a_click_selects_the_row_under_the_mouse_and_ctrl_c_copies_it(qtbot, shorter) -> None:
+def test_a_click_selects_the_row_under_the_mouse_and_ctrl_c_copies_it(qtbot: QtBot,
+                                                                      shorter: MainWindow) -> None:
     from PySide6.QtGui import QGuiApplication
 
     view = shorter.transcript

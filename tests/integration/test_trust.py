@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def marking_server(marker: Path) -> dict:
+def marking_server(marker: Path) -> dict[str, Any]:
     """A stdio entry that leaves `marker` behind when its command runs, then serves the test
     tools (what a cloned `.workbench/mcp.json` could run instead)."""
     script = (f"import pathlib, runpy; pathlib.Path({str(marker)!r}).touch(); "
@@ -36,13 +37,15 @@ def marking_server(marker: Path) -> dict:
     return {"command": sys.executable, "args": ["-c", script], "cwd": str(ROOT)}
 
 
-def agent(capsys, project: Path, server: FakeLLMServer, *extra: object) -> tuple[int, str, str]:
+def agent(capsys: pytest.CaptureFixture[str], project: Path, server: FakeLLMServer,
+          *extra: object) -> tuple[int, str, str]:
     return cli(capsys, "send", project, "--new", "--title", "t", "--mode", "agent",
                "--model", MODEL, "--api-base", server.url, *extra, "hello agent")
 
 
 def test_a_cloned_projects_mcp_command_runs_only_once_trusted_and_again_after_a_change(
-        capsys, project, llm_server, tmp_path) -> None:
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer,
+        tmp_path: Path) -> None:
     marker = tmp_path / "MCP-RAN"
     configure(project, trusted=False, evil=marking_server(marker))
     llm_server.script(Answer("agent answer"))
@@ -70,7 +73,8 @@ def test_a_cloned_projects_mcp_command_runs_only_once_trusted_and_again_after_a_
     assert code == 0 and not marker.exists() and "not trusted" in err
 
 
-def test_a_project_cannot_let_tools_run_unasked(capsys, project, llm_server) -> None:
+def test_a_project_cannot_let_tools_run_unasked(capsys: pytest.CaptureFixture[str], project: Path,
+                                                llm_server: FakeLLMServer) -> None:
     configure(project, calc=stdio(autoApproveReadOnly=True))  # trusted, relaxation and all
     llm_server.script(ToolCalls([("c1", "calc__echo", '{"text": "hi"}')]), Answer("ok"))
     code, _, err = agent(capsys, project, llm_server, "--approve", "never")
@@ -87,8 +91,10 @@ def write_settings(project: Path, **settings: str) -> None:
         {"schema_version": 1, "name": "cloned", "settings": settings}), encoding="utf-8")
 
 
-def test_a_projects_provider_address_is_not_used_until_trusted(capsys, project, monkeypatch,
-                                                               llm_server) -> None:
+def test_a_projects_provider_address_is_not_used_until_trusted(capsys: pytest.CaptureFixture[str],
+                                                               project: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               llm_server: FakeLLMServer) -> None:
     monkeypatch.setenv("WORKBENCH_API_KEY", KEY)
     (project / "main.py").write_text("SECRET-SOURCE-CODE\n", encoding="utf-8")
     with FakeLLMServer() as chosen:
@@ -114,8 +120,8 @@ def _conversations(project: Path) -> list[str]:
         return [r.id for r in p.conversations.list()]
 
 
-def test_an_agent_file_that_names_a_model_is_trusted_like_the_rest(capsys, project,
-                                                                   llm_server) -> None:
+def test_an_agent_file_that_names_a_model_is_trusted_like_the_rest(
+        capsys: pytest.CaptureFixture[str], project: Path, llm_server: FakeLLMServer) -> None:
     (project / ".workbench" / "agents").mkdir(parents=True)
     (project / ".workbench" / "agents" / "rev.json").write_text(json.dumps(
         {"name": "Rev", "model": "anthropic/claude-elsewhere"}), encoding="utf-8")
@@ -128,7 +134,8 @@ def test_an_agent_file_that_names_a_model_is_trusted_like_the_rest(capsys, proje
     assert code == 1 and "nothing was sent" in err and llm_server.requests == []
 
 
-def test_trust_is_kept_outside_the_project_and_can_be_taken_back(capsys, project) -> None:
+def test_trust_is_kept_outside_the_project_and_can_be_taken_back(capsys: pytest.CaptureFixture[str],
+                                                                 project: Path) -> None:
     write_settings(project, api_base="http://127.0.0.1:9/v1")
     assert cli(capsys, "trust", project, "--yes")[0] == 0
     assert (config_dir() / "trusted-projects.json").is_file()
@@ -141,13 +148,14 @@ def test_trust_is_kept_outside_the_project_and_can_be_taken_back(capsys, project
         assert p.trust.restricted and "api_base" not in p.overrides
 
 
-def test_a_project_that_ships_nothing_needs_no_decision(capsys, project) -> None:
+def test_a_project_that_ships_nothing_needs_no_decision(capsys: pytest.CaptureFixture[str],
+                                                        project: Path) -> None:
     Project.open(project).close()  # made by the app: nothing in it acts for the user
     code, out, _ = cli(capsys, "trust", project)
     assert code == 0 and "nothing that acts on your behalf" in out
 
 
-def test_a_planted_network_switch_is_not_honoured(project_dir) -> None:
+def test_a_planted_network_switch_is_not_honoured(project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create().id
         path = p.conversations.root / conv / "conversation.json"
@@ -168,7 +176,8 @@ def test_a_planted_network_switch_is_not_honoured(project_dir) -> None:
         assert not engine.runner(other, settings, TurnOptions(mode="agent")).network
 
 
-def test_an_entry_changed_while_the_project_is_open_is_not_started(project, tmp_path) -> None:
+def test_an_entry_changed_while_the_project_is_open_is_not_started(project: Path,
+                                                                   tmp_path: Path) -> None:
     from core.mcp import McpHub
 
     configure(project, calc=stdio())

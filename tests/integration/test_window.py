@@ -2,38 +2,48 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractSlider, QMessageBox
+from pytestqt.qtbot import QtBot
 
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until
+from tests.helpers.present import present
+from ui.main_window import MainWindow
 from ui.transcript_model import RowKind
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
     monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
     return llm_server
 
 
-def type_and_send(qtbot, window, text: str) -> None:
+def type_and_send(qtbot: QtBot, window: MainWindow, text: str) -> None:
     window.composer.editor.setFocus()
     qtbot.keyClicks(window.composer.editor, text)
     qtbot.keyClick(window.composer.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
 
 
-def wait_for_streamed_text(qloop, window, chars: int) -> None:
+def wait_for_streamed_text(qloop: asyncio.AbstractEventLoop, window: MainWindow,
+                           chars: int) -> None:
     """Run until the streaming row shows more than `chars` characters."""
-    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
-              and len(window.transcript_model.streaming_row().text) > chars)
+    run_until(qloop, lambda: (row := window.transcript_model.streaming_row()) is not None
+              and len(row.text) > chars)
 
 
-def test_send_streams_the_answer_into_a_new_row_and_saves_it(qtbot, qloop, project_dir, llm_server) -> None:
+def test_send_streams_the_answer_into_a_new_row_and_saves_it(qtbot: QtBot,
+                                                             qloop: asyncio.AbstractEventLoop,
+                                                             project_dir: Path,
+                                                             llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("Hello from the model, streamed in pieces.", delay=0.01))
     type_and_send(qtbot, window, "Say hello")
@@ -44,11 +54,14 @@ def test_send_streams_the_answer_into_a_new_row_and_saves_it(qtbot, qloop, proje
     assert rows[1].text == "Hello from the model, streamed in pieces."
     assert window.composer.text() == ""
     with Project.open(project_dir, read_only=True) as p:
-        stored = p.conversations.load(controller.current_id).messages
+        stored = p.conversations.load(present(controller.current_id)).messages
     assert [m.text() for m in stored] == ["Say hello", "Hello from the model, streamed in pieces."]
 
 
-def test_streaming_row_shows_text_before_the_answer_completes(qtbot, qloop, project_dir, llm_server) -> None:
+def test_streaming_row_shows_text_before_the_answer_completes(qtbot: QtBot,
+                                                              qloop: asyncio.AbstractEventLoop,
+                                                              project_dir: Path,
+                                                              llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("one two three four five six seven eight nine ten " * 8, delay=0.02))
     type_and_send(qtbot, window, "count")
@@ -57,7 +70,10 @@ def test_streaming_row_shows_text_before_the_answer_completes(qtbot, qloop, proj
     run_until(qloop, lambda: not controller.busy())
 
 
-def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot, qloop, project_dir, llm_server) -> None:
+def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot: QtBot,
+                                                         qloop: asyncio.AbstractEventLoop,
+                                                         project_dir: Path,
+                                                         llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("word " * 400, delay=0.02))
     type_and_send(qtbot, window, "talk a lot")
@@ -65,6 +81,7 @@ def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot, qloop, project_d
     qtbot.keyClick(window.composer.editor, Qt.Key.Key_Escape)
     run_until(qloop, lambda: not controller.busy())
     last = window.transcript_model.rows()[-1]
+    assert last.message is not None and last.message.error is not None
     assert last.kind is RowKind.ERROR and last.message.error.type == "stopped"
     assert last.text.startswith("word word")
     assert window.composer.send_button.isEnabled() is False  # empty box: nothing to send yet
@@ -73,7 +90,8 @@ def test_stop_keeps_the_partial_answer_marked_as_stopped(qtbot, qloop, project_d
 
 
 def test_reopening_brings_back_the_conversation_its_messages_and_the_draft(
-    qtbot, qloop, project_dir, llm_server, tmp_path
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    tmp_path: Path
 ) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("first answer"))
@@ -93,7 +111,9 @@ def test_reopening_brings_back_the_conversation_its_messages_and_the_draft(
     assert [r.text for r in window2.transcript_model.rows()] == ["first question", "first answer"]
 
 
-def test_rename_delete_and_search(qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+def test_rename_delete_and_search(qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+                                  llm_server: FakeLLMServer,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("The capital of Peru is Lima."))
     type_and_send(qtbot, window, "capital of peru?")
@@ -116,7 +136,7 @@ def test_rename_delete_and_search(qtbot, qloop, project_dir, llm_server, monkeyp
 
 
 def test_a_500_shows_an_error_row_in_plain_words_and_retry_recovers(
-    qtbot, qloop, project_dir, llm_server
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(HttpError(500, "upstream exploded"), Answer("Recovered answer"))
@@ -124,6 +144,7 @@ def test_a_500_shows_an_error_row_in_plain_words_and_retry_recovers(
     run_until(qloop, lambda: not controller.busy())
     error_row = window.transcript_model.rows()[-1]
     assert error_row.kind is RowKind.ERROR
+    assert error_row.message is not None and error_row.message.error is not None
     assert "HTTP 500" in error_row.message.error.message
     assert "Traceback" not in error_row.message.error.message
     lay = window.transcript.delegate.layout(error_row, 800, window.transcript.font())
@@ -135,13 +156,15 @@ def test_a_500_shows_an_error_row_in_plain_words_and_retry_recovers(
     assert llm_server.requests[1].body["messages"][1:] == [{"role": "user", "content": "hello?"}]
 
 
-def test_missing_key_points_to_settings(qtbot, qloop, project_dir, monkeypatch) -> None:
+def test_missing_key_points_to_settings(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                        project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_MODEL", "gpt-4o-mini")
     monkeypatch.delenv("WORKBENCH_API_BASE")
     window, controller = open_window(qtbot, project_dir)
     type_and_send(qtbot, window, "hi")
     run_until(qloop, lambda: not controller.busy())
     row = window.transcript_model.rows()[-1]
+    assert row.message is not None and row.message.error is not None
     assert row.kind is RowKind.ERROR and "OPENAI_API_KEY" in row.message.error.message
     lay = window.transcript.delegate.layout(row, 800, window.transcript.font())
     assert ("settings", "Open settings") in lay.actions
@@ -150,7 +173,9 @@ def test_missing_key_points_to_settings(qtbot, qloop, project_dir, monkeypatch) 
     controller.settings_flow.dialog.reject()
 
 
-def test_locked_project_opens_read_only_with_a_banner(qtbot, qloop, project_dir) -> None:
+def test_locked_project_opens_read_only_with_a_banner(qtbot: QtBot,
+                                                      qloop: asyncio.AbstractEventLoop,
+                                                      project_dir: Path) -> None:
     holder = Project.open(project_dir)
     holder.conversations.create("held elsewhere")
     try:
@@ -164,13 +189,15 @@ def test_locked_project_opens_read_only_with_a_banner(qtbot, qloop, project_dir)
         holder.close()
 
 
-def test_opening_the_open_project_again_keeps_it_open_and_writable(qtbot, qloop, project_dir
-                                                                   ) -> None:
+def test_opening_the_open_project_again_keeps_it_open_and_writable(qtbot: QtBot,
+                                                                   qloop: asyncio.AbstractEventLoop,
+                                                                   project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     project, conv = controller.project, controller.current_id
     window.composer.set_text("a draft")
     window.recent_menu.actions()[0].trigger()  # Open recent: the open project comes first
     window.open_project_requested.emit(str(project_dir) + "/")  # File → Open, the same folder
+    assert project is not None
     assert controller.project is project and not project.read_only
     assert controller.current_id == conv and window.composer.text() == "a draft"
     assert not window.banner.isVisible() and "[read-only]" not in window.windowTitle()
@@ -179,7 +206,9 @@ def test_opening_the_open_project_again_keeps_it_open_and_writable(qtbot, qloop,
     window.close()
 
 
-def test_empty_conversation_explains_how_to_connect_a_provider(qtbot, qloop, project_dir, monkeypatch) -> None:
+def test_empty_conversation_explains_how_to_connect_a_provider(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_MODEL")
     monkeypatch.delenv("WORKBENCH_API_BASE")
     window, controller = open_window(qtbot, project_dir)
@@ -187,7 +216,8 @@ def test_empty_conversation_explains_how_to_connect_a_provider(qtbot, qloop, pro
     assert "Ollama" in window.welcome.text() and "Settings" in window.welcome.text()
 
 
-def test_stop_right_after_send_loses_nothing(qtbot, qloop, project_dir, llm_server) -> None:
+def test_stop_right_after_send_loses_nothing(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                             project_dir: Path, llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("slow " * 50, first_delay=0.5))
     window.composer.set_text("precious words")
@@ -195,12 +225,15 @@ def test_stop_right_after_send_loses_nothing(qtbot, qloop, project_dir, llm_serv
     controller.stop()  # before or after the worker started: either way nothing is lost
     run_until(qloop, lambda: not controller.busy())
     with Project.open(project_dir, read_only=True) as p:
-        stored = [m.text() for m in p.conversations.load(controller.current_id).messages]
+        stored = [m.text() for m in p.conversations.load(present(controller.current_id)).messages]
     assert "precious words" in stored or window.composer.text() == "precious words"
     assert window.composer.send_button.isEnabled() == (window.composer.text() != "")
 
 
-def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot, qloop, project_dir, llm_server) -> None:
+def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot: QtBot,
+                                                                qloop: asyncio.AbstractEventLoop,
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("streaming " * 300, delay=0.02))
     type_and_send(qtbot, window, "long one")
@@ -208,13 +241,14 @@ def test_closing_the_window_mid_stream_keeps_the_partial_answer(qtbot, qloop, pr
     conv = controller.current_id
     window.close()
     with Project.open(project_dir, read_only=True) as p:
-        last = p.conversations.load(conv).messages[-1]
+        last = p.conversations.load(present(conv)).messages[-1]
+    assert last.error is not None
     assert last.kind == "error" and last.error.type == "stopped"
     assert last.text().startswith("streaming streaming")
 
 
 def test_view_follows_the_stream_only_when_the_user_was_at_the_bottom(
-    qtbot, qloop, project_dir, llm_server
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     window, controller = open_window(qtbot, project_dir)
     window.resize(900, 500)
@@ -239,7 +273,7 @@ def test_view_follows_the_stream_only_when_the_user_was_at_the_bottom(
 
 
 def test_continue_resumes_an_interrupted_answer_from_the_error_row(
-    qtbot, qloop, project_dir, llm_server
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     from tests.helpers.fake_llm import Cut
 
@@ -250,6 +284,7 @@ def test_continue_resumes_an_interrupted_answer_from_the_error_row(
     error_row = window.transcript_model.rows()[-1]
     lay = window.transcript.delegate.layout(error_row, 800, window.transcript.font())
     assert [a for a, _ in lay.actions] == ["continue", "retry"]
+    assert error_row.message is not None
     error_id = error_row.message.id
     window.transcript.action_requested.emit(len(window.transcript_model.rows()) - 1, "continue")
     run_until(qloop, lambda: not controller.busy())
@@ -257,18 +292,20 @@ def test_continue_resumes_an_interrupted_answer_from_the_error_row(
     last = rows[-1]
     assert last.kind is RowKind.ASSISTANT and last.text == "Step one is to measure first."
     assert rows[-2].kind is RowKind.USER  # one answer on screen, not two
+    assert last.message is not None
     assert last.message.continues == error_id
     meta = window.transcript.delegate.layout(last, 800, window.transcript.font()).meta
     assert "resumed after an interruption" in meta
     with Project.open(project_dir, read_only=True) as p:  # the parts stay in the log, linked
-        log = p.conversations.load(controller.current_id).messages
+        log = p.conversations.load(present(controller.current_id)).messages
     assert [m.kind for m in log[-2:]] == ["error", "message"] and log[-1].continues == log[-2].id
     sent = llm_server.requests[-1].body["messages"]
     assert sent[-2]["content"].startswith("Step one is to")
 
 
 def test_a_rate_limit_shows_retrying_and_then_the_answer(
-    qtbot, qloop, project_dir, llm_server, monkeypatch
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")
     window, controller = open_window(qtbot, project_dir)
@@ -282,7 +319,8 @@ def test_a_rate_limit_shows_retrying_and_then_the_answer(
 
 
 def test_stop_during_a_retry_wait_keeps_the_message(
-    qtbot, qloop, project_dir, llm_server, monkeypatch
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORKBENCH_AUTO_RETRIES", "2")
     window, controller = open_window(qtbot, project_dir)
@@ -292,20 +330,24 @@ def test_stop_during_a_retry_wait_keeps_the_message(
     qtbot.keyClick(window.composer.editor, Qt.Key.Key_Escape)
     run_until(qloop, lambda: not controller.busy(), timeout=5)
     rows = window.transcript_model.rows()
+    assert rows[-1].message is not None and rows[-1].message.error is not None
     assert rows[-2].text == "are you there?" and rows[-1].message.error.type == "stopped"
     assert len(llm_server.requests) == 1
 
 
 def test_search_runs_beside_the_window_and_only_the_newest_result_shows(
-        qtbot, qloop, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import time as _time
 
     window, controller = open_window(qtbot, project_dir)
+    assert controller.project is not None
     store = controller.project.conversations
     first = controller.current_id
     controller.new_conversation()
     second = controller.current_id
     real = store.search
+    assert first is not None and second is not None
 
     def search(text: str) -> set[str]:
         if text == "slow":
@@ -314,10 +356,15 @@ def test_search_runs_beside_the_window_and_only_the_newest_result_shows(
         return real(text) | {second}
 
     monkeypatch.setattr(store, "search", search)
-    ticks = []
+    ticks: list[int] = []
     started = _time.monotonic()
     controller.search.search("slow")  # returns at once: nothing waits
-    run_until(qloop, lambda: ticks.append(1) or _time.monotonic() - started > 0.3)
+
+    def ticking() -> bool:
+        ticks.append(1)
+        return _time.monotonic() - started > 0.3
+
+    run_until(qloop, ticking)
     assert len(ticks) > 10  # the window's loop kept turning while the search ran
     controller.search.search("fast")
     run_until(qloop, lambda: _time.monotonic() - started > 1.5)  # the slow one has ended too

@@ -3,19 +3,25 @@ picker, full outputs. Real engine thread, real loopback server, real files."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
+from app.window.controller import Controller
 from core.store.project import Project
 from core.tools.runner import ALLOW_CONVERSATION, ALLOW_ONCE, DENY
 from tests.helpers.fake_llm import Answer, FakeLLMServer, ToolCalls
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.present import present
 from ui.approval_dialog import ApprovalDialog
+from ui.main_window import MainWindow
 from ui.output_viewer import OutputViewer
-from ui.transcript_model import RowKind
+from ui.row_paint import Layout
+from ui.transcript_model import Row, RowKind
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -33,23 +39,24 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def approval(window) -> ApprovalDialog | None:
+def approval(window: MainWindow) -> ApprovalDialog | None:
     found = [d for d in window.findChildren(ApprovalDialog) if d.isVisible()]
     return found[0] if found else None
 
 
-def cards(window):
+def cards(window: MainWindow) -> list[Row]:
     return [r for r in window.transcript_model.rows() if r.kind is RowKind.TOOL]
 
 
-def agent_window(qtbot, project: Path):
+def agent_window(qtbot: QtBot, project: Path) -> tuple[MainWindow, Controller]:
     window, controller = open_window(qtbot, project)
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
     assert window.mode_switcher.mode() == "agent"
     return window, controller
 
 
-def test_escape_in_the_prompt_denies(qtbot, qloop, project, provider) -> None:
+def test_escape_in_the_prompt_denies(qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+                                     provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]),
                     Answer("ok"))
     window, controller = agent_window(qtbot, project)
@@ -57,10 +64,13 @@ def test_escape_in_the_prompt_denies(qtbot, qloop, project, provider) -> None:
     run_until(qloop, lambda: approval(window) is not None)
     qtbot.keyClick(approval(window), Qt.Key.Key_Escape)
     run_until(qloop, lambda: not controller.busy())
-    assert not (project / "x.txt").exists() and cards(window)[0].result.status == "denied"
+    assert not (project / "x.txt").exists() and present(cards(window)[0].result).status == "denied"
 
 
-def test_a_write_asks_with_its_diff_and_runs_once_allowed(qtbot, qloop, project, provider) -> None:
+def test_a_write_asks_with_its_diff_and_runs_once_allowed(qtbot: QtBot,
+                                                          qloop: asyncio.AbstractEventLoop,
+                                                          project: Path,
+                                                          provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("w", "edit_file", json.dumps(
         {"path": "notes.md", "old": "# Notes\n", "new": "# Notes\nShip it.\n"}))]),
         Answer("Added the line."))
@@ -82,8 +92,10 @@ def test_a_write_asks_with_its_diff_and_runs_once_allowed(qtbot, qloop, project,
     assert window.transcript_model.rows()[-1].text == "Added the line."
 
 
-def test_deny_with_a_reason_reaches_the_model_and_writes_nothing(qtbot, qloop, project,
-                                                                 provider) -> None:
+def test_deny_with_a_reason_reaches_the_model_and_writes_nothing(qtbot: QtBot,
+                                                                 qloop: asyncio.AbstractEventLoop,
+                                                                 project: Path,
+                                                                 provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]),
                     Answer("Understood, I will not."))
     window, controller = agent_window(qtbot, project)
@@ -101,7 +113,8 @@ def test_deny_with_a_reason_reaches_the_model_and_writes_nothing(qtbot, qloop, p
 
 
 def test_a_running_command_shows_a_live_card_and_the_window_stays_responsive(
-        qtbot, qloop, project, provider) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("s", "run_shell", '{"command": "sleep 1.5; echo finished"}')]),
                     Answer("It finished."))
     window, controller = agent_window(qtbot, project)
@@ -119,11 +132,13 @@ def test_a_running_command_shows_a_live_card_and_the_window_stays_responsive(
     run_until(qloop, lambda: not controller.busy())
     card = cards(window)[0]
     assert card.running_since is None and "exit 0" in header_line(card)[1]
+    assert card.result is not None
     assert "finished" in card.result.text()
 
 
 def test_stop_while_approval_is_pending_closes_the_prompt_and_records_aborted(
-        qtbot, qloop, project, provider) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("w", "write_file", '{"path": "x.txt", "content": "x"}')]))
     window, controller = agent_window(qtbot, project)
     type_and_send(qtbot, window, "write x")
@@ -132,10 +147,11 @@ def test_stop_while_approval_is_pending_closes_the_prompt_and_records_aborted(
     qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy())
     assert approval(window) is None and not (project / "x.txt").exists()
-    assert cards(window)[0].result is not None and cards(window)[0].result.status == "aborted"
+    assert (card := cards(window)[0]).result is not None and card.result.status == "aborted"
 
 
-def test_the_todo_list_shows_while_the_agent_works(qtbot, qloop, project, provider) -> None:
+def test_the_todo_list_shows_while_the_agent_works(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                   project: Path, provider: FakeLLMServer) -> None:
     provider.script(
         ToolCalls([("t1", "manage_todo_list",
                     '{"action": "set", "items": ["Read notes", "Write summary"]}')]),
@@ -150,13 +166,14 @@ def test_the_todo_list_shows_while_the_agent_works(qtbot, qloop, project, provid
     assert not window.todo.isVisible()
 
 
-def test_an_offloaded_output_opens_from_disk(qtbot, qloop, project, provider) -> None:
+def test_an_offloaded_output_opens_from_disk(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                             project: Path, provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 100000"}')]),
                     Answer("Long."))
     window, controller = agent_window(qtbot, project)
     type_and_send(qtbot, window, "count")
     run_until(qloop, lambda: approval(window) is not None)
-    qtbot.mouseClick(approval(window).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(present(approval(window)).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy())
     index = next(i for i, r in enumerate(window.transcript_model.rows())
                  if r.kind is RowKind.TOOL)
@@ -167,7 +184,8 @@ def test_an_offloaded_output_opens_from_disk(qtbot, qloop, project, provider) ->
 
 
 def test_the_agent_picker_lists_project_agents_and_shapes_the_request(
-        qtbot, qloop, project, provider) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     agents = project / ".workbench" / "agents"
     agents.mkdir(parents=True)
     (agents / "reviewer.json").write_text(json.dumps({
@@ -187,15 +205,18 @@ def test_the_agent_picker_lists_project_agents_and_shapes_the_request(
     assert "You review; you never change files." in body["messages"][0]["content"]
     assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "search_files"]
     with Project.open(project, read_only=True) as p:
-        assert p.conversations.meta(controller.current_id).agent == "Reviewer"
+        assert p.conversations.meta(present(controller.current_id)).agent == "Reviewer"
 
 
-def test_the_network_switch_is_kept_per_conversation(qtbot, qloop, project, provider) -> None:
+def test_the_network_switch_is_kept_per_conversation(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                     project: Path,
+                                                     provider: FakeLLMServer) -> None:
     window, controller = agent_window(qtbot, project)
     switch = window.mode_switcher.network
     if not switch.isVisibleTo(window):
         pytest.skip("no sandbox here: commands have the network anyway")
     first = controller.current_id
+    assert first is not None
     qtbot.mouseClick(switch, Qt.MouseButton.LeftButton)
     assert switch.isChecked()
     controller.new_conversation()
@@ -206,7 +227,9 @@ def test_the_network_switch_is_kept_per_conversation(qtbot, qloop, project, prov
         assert p.conversations.meta(first).allow_network
 
 
-def test_a_call_left_running_by_a_crash_reopens_as_aborted(qtbot, qloop, project) -> None:
+def test_a_call_left_running_by_a_crash_reopens_as_aborted(qtbot: QtBot,
+                                                           qloop: asyncio.AbstractEventLoop,
+                                                           project: Path) -> None:
     from core.model import ConversationMessage, FunctionCall, ToolCall
 
     with Project.open(project) as p:
@@ -226,7 +249,8 @@ def test_a_call_left_running_by_a_crash_reopens_as_aborted(qtbot, qloop, project
 
 
 def test_the_step_limit_pauses_with_continue_and_continue_goes_on(
-        qtbot, qloop, project, provider, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path, provider: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_STEP_LIMIT", "1")
     provider.script(ToolCalls([("r", "read_file", '{"path": "notes.md"}')]))
     window, controller = agent_window(qtbot, project)
@@ -234,6 +258,7 @@ def test_the_step_limit_pauses_with_continue_and_continue_goes_on(
     run_until(qloop, lambda: not controller.busy())
     rows = window.transcript_model.rows()
     last = rows[-1]
+    assert last.message is not None and last.message.error is not None
     assert last.kind is RowKind.ERROR and "paused after 1 round" in last.message.error.message
     layout = window.transcript.delegate.layout(last, window.transcript.viewport().width(),
                                                window.transcript.font())
@@ -246,22 +271,28 @@ def test_the_step_limit_pauses_with_continue_and_continue_goes_on(
     assert sent[-1]["role"] == "tool" and "# Notes" in sent[-1]["content"]
 
 
-def test_after_stop_during_a_tool_the_last_card_offers_continue(qtbot, qloop, project,
-                                                                provider) -> None:
+def test_after_stop_during_a_tool_the_last_card_offers_continue(qtbot: QtBot,
+                                                                qloop: asyncio.AbstractEventLoop,
+                                                                project: Path,
+                                                                provider: FakeLLMServer) -> None:
     provider.script(ToolCalls([("s", "run_shell", '{"command": "sleep 30", "timeout": 60}')]))
     window, controller = agent_window(qtbot, project)
     type_and_send(qtbot, window, "wait")
     run_until(qloop, lambda: approval(window) is not None)
     dialog = approval(window)
     assert dialog is not None
-    lay = lambda r: window.transcript.delegate.layout(  # noqa: E731
-        r, window.transcript.viewport().width(), window.transcript.font())
+
+    def lay(r: Row) -> Layout:
+        return window.transcript.delegate.layout(
+            r, window.transcript.viewport().width(), window.transcript.font())
+
     qtbot.mouseClick(dialog.buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: bool(cards(window)) and cards(window)[0].running_since is not None)
     assert ("continue", "Continue the agent") not in lay(cards(window)[0]).actions
     qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy())
     rows = window.transcript_model.rows()
+    assert rows[-1].result is not None
     assert rows[-1].kind is RowKind.TOOL and rows[-1].result.status == "aborted"
     assert ("continue", "Continue the agent") in lay(rows[-1]).actions
     provider.script(Answer("The command was stopped; nothing else to do."))
@@ -272,7 +303,8 @@ def test_after_stop_during_a_tool_the_last_card_offers_continue(qtbot, qloop, pr
 
 
 def test_an_offloaded_output_made_a_fifo_is_not_opened_and_the_window_goes_on(
-        qtbot, qloop, project, provider, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path, provider: FakeLLMServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     provider.script(ToolCalls([("big", "run_shell", '{"command": "seq 1 100000"}')]),
@@ -280,7 +312,7 @@ def test_an_offloaded_output_made_a_fifo_is_not_opened_and_the_window_goes_on(
     window, controller = agent_window(qtbot, project)
     type_and_send(qtbot, window, "count")
     run_until(qloop, lambda: approval(window) is not None)
-    qtbot.mouseClick(approval(window).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(present(approval(window)).buttons[ALLOW_ONCE], Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy())
     index = next(i for i, r in enumerate(window.transcript_model.rows())
                  if r.kind is RowKind.TOOL)

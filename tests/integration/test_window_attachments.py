@@ -4,43 +4,52 @@ the message reaching the loopback server with them; refusals said under the box,
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QApplication, QToolButton
+from pytestqt.qtbot import QtBot
 
+from app.window.controller import Controller
 from core.llm.runtime import load_litellm
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send
+from tests.helpers.present import present
 from ui.image_viewer import ImageViewer
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     from tests.helpers.gui import use_fake_provider
     return use_fake_provider(monkeypatch, llm_server, context_window="16000")
 
 
-def drop(window, *paths) -> None:
+def drop(window: MainWindow, *paths: Path) -> None:
     """What a drop of files on the message box hands the editor."""
     data = QMimeData()
     data.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     window.composer.editor.insertFromMimeData(data)
 
 
-def open_on_new(qtbot, project_dir):
+def open_on_new(qtbot: QtBot, project_dir: Path) -> tuple[MainWindow, Controller]:
     window, controller = open_window(qtbot, project_dir)
     controller.new_conversation()
     qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=5000)
     return window, controller
 
 
-def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot, qloop, project_dir,
-                                                                llm_server) -> None:
+def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot: QtBot,
+                                                                qloop: asyncio.AbstractEventLoop,
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / "notes.md").write_text("# Plan\n\n- parse\n- test\n" * 30, encoding="utf-8")
     window, controller = open_on_new(qtbot, project_dir)
@@ -51,6 +60,7 @@ def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot, qloop, pr
     assert labels[0].endswith(f"· {attached.tokens:,} tokens")
     assert window.composer.send_button.isEnabled()  # a file alone may be sent
     qtbot.keyClicks(window.composer.editor, "Summarize")
+    assert controller.meter.report is not None
     before = controller.meter.report.used + controller.meter.draft_tokens()
     llm_server.script(Answer("Read it."))
     window.composer.send_button.click()
@@ -67,9 +77,9 @@ def test_a_dropped_file_is_a_chip_counted_by_the_meter_and_sent(qtbot, qloop, pr
     assert "```" not in shown  # the fence is for the model; the row shows the file
 
 
-def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(qtbot, qloop, project_dir,
-                                                                    llm_server,
-                                                                    monkeypatch) -> None:
+def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_on_new(qtbot, project_dir)
     image = QImage(640, 480, QImage.Format.Format_RGB32)
     image.fill(QColor("#3366aa"))
@@ -107,8 +117,9 @@ def test_a_pasted_screenshot_goes_only_to_a_model_that_takes_images(qtbot, qloop
     viewer.close()
 
 
-def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(qtbot, qloop, project_dir,
-                                                                 llm_server) -> None:
+def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / "a.txt").write_text("alpha", encoding="utf-8")
     (project_dir / "b.bin").write_bytes(b"\x00\x01\x02binary")
@@ -126,14 +137,17 @@ def test_refused_files_say_why_and_a_chip_is_removed_with_a_click(qtbot, qloop, 
     assert not window.composer.send_button.isEnabled()
 
 
-def test_attachments_wait_with_their_own_conversation(qtbot, qloop, project_dir,
-                                                      llm_server) -> None:
+def test_attachments_wait_with_their_own_conversation(qtbot: QtBot,
+                                                      qloop: asyncio.AbstractEventLoop,
+                                                      project_dir: Path,
+                                                      llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / "a.txt").write_text("alpha", encoding="utf-8")
     with Project.open(project_dir) as p:
         other = p.conversations.create("other").id
     window, controller = open_on_new(qtbot, project_dir)
     first = controller.current_id
+    assert first is not None
     drop(window, project_dir / "a.txt")
     controller.show_conversation(other)
     qtbot.waitUntil(lambda: window.composer.attachment_labels() == [], timeout=5000)
@@ -141,7 +155,7 @@ def test_attachments_wait_with_their_own_conversation(qtbot, qloop, project_dir,
     qtbot.waitUntil(lambda: len(window.composer.attachment_labels()) == 1, timeout=5000)
 
 
-def test_project_files_leave_out_what_git_ignores(tmp_path) -> None:
+def test_project_files_leave_out_what_git_ignores(tmp_path: Path) -> None:
     from core.project_files import project_files
 
     root = tmp_path / "p"
@@ -160,7 +174,8 @@ def test_project_files_leave_out_what_git_ignores(tmp_path) -> None:
 
 @pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing")  # a popup
 def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     (project_dir / "src").mkdir(parents=True)
     (project_dir / "src" / "parser.py").write_text("VERSION = 1\n", encoding="utf-8")
     (project_dir / "src" / "lexer.py").write_text("TOKENS = []\n", encoding="utf-8")
@@ -198,8 +213,9 @@ def test_at_completes_project_paths_and_a_mention_sends_the_file_as_of_sending(
     assert mentions._ranked("p") == ["src/parser.py", "src/lexer.py"]  # then in the name
 
 
-def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
-                                                             project_dir) -> None:
+def test_settings_say_a_local_model_reads_images_per_provider(qtbot: QtBot,
+                                                              qloop: asyncio.AbstractEventLoop,
+                                                              project_dir: Path) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore, resolve_llm_settings
 
     store = SettingsStore()
@@ -213,10 +229,11 @@ def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
     dialog.images.setChecked(True)
     dialog.accept()
     saved = store.load()
-    assert saved.provider("OpenAI-compatible server").images is True
+    assert present(saved.provider("OpenAI-compatible server")).images is True
     assert resolve_llm_settings(env={}, global_settings=saved).images is True
     controller.settings_flow.open()
     dialog = controller.settings_flow.dialog
+    assert dialog is not None
     assert dialog.images.isChecked()
     dialog.preset.setCurrentIndex(dialog.preset.findText("OpenAI"))  # another provider's own
     assert not dialog.images.isChecked()
@@ -224,7 +241,8 @@ def test_settings_say_a_local_model_reads_images_per_provider(qtbot, qloop,
 
 
 def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / "notes.md").write_text("- parse\n- test\n" * 40, encoding="utf-8")
     window, controller = open_on_new(qtbot, project_dir)
@@ -232,6 +250,7 @@ def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
     drop(window, project_dir / "notes.md")  # a chip, no text
     attached = controller.turns.attachments.current()[0].tokens
     meter = controller.meter
+    assert meter.report is not None
     shown = meter.report.provider_estimate + round(meter.draft_tokens() * meter.report.calibration)
     qtbot.waitUntil(lambda: "With your draft" in window.inspector.header.text(), timeout=5000)
     assert f"{shown:,} of " in window.inspector.header.text()
@@ -239,7 +258,8 @@ def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
 
 
 def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     project_dir.mkdir()
     (project_dir / "huge.txt").write_text("word " * 60_000, encoding="utf-8")
     window, controller = open_on_new(qtbot, project_dir)
@@ -252,7 +272,8 @@ def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
 
 
 def test_edit_and_resend_keeps_attachments_as_chips_and_the_draft_where_it_was(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_IMAGES", "1")
     project_dir.mkdir()
     (project_dir / "notes.md").write_text("- parse\n- test\n", encoding="utf-8")
@@ -269,6 +290,7 @@ def test_edit_and_resend_keeps_attachments_as_chips_and_the_draft_where_it_was(
     run_until(qloop, lambda: not controller.busy())
     first = llm_server.requests[0].body["messages"][-1]["content"]
     original = controller.current_id
+    assert original is not None
     # an unsent draft of the user's own, with a chip of its own
     qtbot.keyClicks(window.composer.editor, "my own unrelated draft")
     drop(window, project_dir / "draft.txt")
@@ -293,7 +315,7 @@ def test_edit_and_resend_keeps_attachments_as_chips_and_the_draft_where_it_was(
 
 @pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing")  # a popup
 def test_a_listed_file_made_a_link_out_or_a_fifo_before_it_is_chosen_is_refused(
-        qtbot, qloop, project_dir, tmp_path) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, tmp_path: Path) -> None:
     """The list is read when `@` is typed; what is chosen is read then, by the confined
     reader: a link out of the project sends nothing, a FIFO does not block the window."""
     import os
@@ -315,7 +337,11 @@ def test_a_listed_file_made_a_link_out_or_a_fifo_before_it_is_chosen_is_refused(
         (project_dir / name).unlink()
         swap(project_dir / name)
         qtbot.keyClick(editor, Qt.Key.Key_Tab)
-        qtbot.waitUntil(lambda n=name: n in window.composer.hint.text(), timeout=5000)
+
+        def hinted(n: str = name) -> bool:
+            return n in window.composer.hint.text()
+
+        qtbot.waitUntil(hinted, timeout=5000)
         assert f"Not attached: {name} {why}." == window.composer.hint.text()
         assert window.composer.attachment_labels() == []
         qtbot.keyClick(editor, Qt.Key.Key_Escape)

@@ -3,21 +3,25 @@ version navigator where branches part, and the list with branches under their or
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from core.llm.runtime import load_litellm
 from tests.helpers.fake_llm import Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.present import present
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     return use_fake_provider(monkeypatch, llm_server, context_window="100000",
                              auto_summary="0")
@@ -28,15 +32,16 @@ def checksum(project: Path, conv: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def texts(window) -> list[str]:
+def texts(window: MainWindow) -> list[str]:
     return [r.text for r in window.transcript_model.rows()]
 
 
-def versions(window) -> dict[str, tuple[int, int]]:
+def versions(window: MainWindow) -> dict[str, tuple[int, int]]:
     return {r.text: r.versions for r in window.transcript_model.rows() if r.versions}
 
 
-def test_regenerate_edit_and_versions(qtbot, qloop, project_dir, llm_server) -> None:
+def test_regenerate_edit_and_versions(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                      project_dir: Path, llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("Paris."), Answer("About 2.1 million."))
     type_and_send(qtbot, window, "Capital of France?")
@@ -68,6 +73,7 @@ def test_regenerate_edit_and_versions(qtbot, qloop, project_dir, llm_server) -> 
     # Edit and resend the second question: the box holds it, sending branches before it.
     question = next(r.message for r in window.transcript_model.rows()
                     if r.text == "How many people live there?")
+    assert question is not None
     window.composer.set_text("a draft of mine")
     window.transcript.branch_action.emit(question.id, "edit")
     assert window.composer.text() == "How many people live there?"
@@ -93,7 +99,7 @@ def test_regenerate_edit_and_versions(qtbot, qloop, project_dir, llm_server) -> 
     # The list: one conversation at the top, its two branches under it.
     tree = window.conversations.list
     assert tree.topLevelItemCount() == 1
-    assert tree.topLevelItem(0).childCount() == 2
+    assert present(tree.topLevelItem(0)).childCount() == 2
     assert set(window.conversations.ids()) == {original, regenerated, edited}
 
     # The original shows where each branch parted from it.
@@ -103,8 +109,10 @@ def test_regenerate_edit_and_versions(qtbot, qloop, project_dir, llm_server) -> 
     window.close()
 
 
-def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot, qloop, project_dir,
-                                                          llm_server) -> None:
+def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot: QtBot,
+                                                         qloop: asyncio.AbstractEventLoop,
+                                                         project_dir: Path,
+                                                         llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("One."), Answer("Two."))
     type_and_send(qtbot, window, "first")
@@ -113,6 +121,7 @@ def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot, qloop, project_d
     run_until(qloop, lambda: not controller.busy())
     original = controller.current_id
     first_answer = window.transcript_model.row(1).message
+    assert first_answer is not None
     window.transcript.branch_action.emit(first_answer.id, "fork")
     assert controller.current_id != original
     assert texts(window) == ["first", "One."]
@@ -127,8 +136,9 @@ def test_fork_from_here_keeps_the_history_up_to_that_row(qtbot, qloop, project_d
     assert versions(window2) == {"another second": (2, 2)}
 
 
-def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(qtbot, qloop, project_dir,
-                                                                     llm_server) -> None:
+def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     from tests.integration.test_branch_batches import batch_session
     from ui.transcript_model import RowKind
 
@@ -137,6 +147,7 @@ def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(qtbot, qloop,
     assert controller.current_id == conv
     card = next(r for r in window.transcript_model.rows()
                 if r.kind is RowKind.TOOL and r.call is not None and r.call.id == "c1")
+    assert card.result is not None
     window.transcript.branch_action.emit(card.result.id, "fork")  # what the card's menu emits
     assert controller.current_id != conv
     llm_server.script(Answer("Nothing is left."))
@@ -149,7 +160,8 @@ def test_fork_at_a_tool_card_keeps_the_whole_batch_and_its_results(qtbot, qloop,
 
 
 def test_regenerate_in_chat_mode_after_tool_calls_keeps_the_calls_and_results(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     from tests.integration.test_branch_batches import batch_session
 
     conv, msgs = batch_session(project_dir)
@@ -166,8 +178,10 @@ def test_regenerate_in_chat_mode_after_tool_calls_keeps_the_calls_and_results(
     window.close()
 
 
-def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot, qloop, project_dir,
-                                                                llm_server) -> None:
+def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot: QtBot,
+                                                                 qloop: asyncio.AbstractEventLoop,
+                                                                 project_dir: Path,
+                                                                 llm_server: FakeLLMServer) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore
 
     store = SettingsStore()
@@ -179,12 +193,13 @@ def test_regenerate_with_another_saved_provider_or_in_agent_mode(qtbot, qloop, p
     run_until(qloop, lambda: not controller.busy())
     original = controller.current_id
     answer = window.transcript_model.row(1).message
+    assert original is not None and answer is not None
     assert window.transcript.regenerate_with == [("Other: openai/other-model", "Other")]
     window.transcript.branch_action.emit(answer.id, "regenerate@Other")
     run_until(qloop, lambda: len(llm_server.requests) == 2 and not controller.busy())
     assert llm_server.requests[1].body["model"] == "other-model"
     assert texts(window) == ["Colour of the sky?", "Azure."]
-    assert window.transcript_model.row(1).message.model == "openai/other-model"
+    assert present(window.transcript_model.row(1).message).model == "openai/other-model"
 
     window.conversations.select(original)
     window.transcript.branch_action.emit(answer.id, "regenerate:agent")

@@ -5,6 +5,7 @@ the real git binary."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -12,12 +13,15 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
+from pytestqt.qtbot import QtBot
 
+from app.window.controller import Controller
 from tests.helpers.checkpoints import files
 from tests.helpers.fake_llm import Answer, FakeLLMServer, ToolCalls
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from ui.approval_dialog import ApprovalDialog
 from ui.changes_panel import DiffViewer
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
@@ -37,12 +41,13 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def question(window) -> QMessageBox | None:
+def question(window: MainWindow) -> QMessageBox | None:
     found = [b for b in window.findChildren(QMessageBox) if b.isVisible()]
     return found[-1] if found else None
 
 
-def answer(qtbot, qloop, window, choice: str) -> None:
+def answer(qtbot: QtBot, qloop: asyncio.AbstractEventLoop, window: MainWindow,
+           choice: str) -> None:
     run_until(qloop, lambda: question(window) is not None)
     box = question(window)
     assert box is not None
@@ -50,7 +55,8 @@ def answer(qtbot, qloop, window, choice: str) -> None:
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
 
 
-def run_agent_turn(qtbot, qloop, window, controller) -> None:
+def run_agent_turn(qtbot: QtBot, qloop: asyncio.AbstractEventLoop, window: MainWindow,
+                   controller: Controller) -> None:
     """Send in agent mode and allow every call the turn asks about."""
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
     type_and_send(qtbot, window, "fix it")
@@ -69,8 +75,9 @@ def run_agent_turn(qtbot, qloop, window, controller) -> None:
         qtbot.mouseClick(dialog.buttons["Allow once"], Qt.MouseButton.LeftButton)
 
 
-def test_a_turns_changes_are_shown_undone_and_redone(qtbot, qloop, project: Path,
-                                                     provider) -> None:
+def test_a_turns_changes_are_shown_undone_and_redone(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                     project: Path,
+                                                     provider: FakeLLMServer) -> None:
     provider.script(
         ToolCalls([("c1", "write_file", json.dumps({"path": "new.py", "content": "x = 1\n"})),
                    ("c2", "edit_file", json.dumps({"path": "calc.py", "old": "return a - b",
@@ -140,8 +147,11 @@ def click_when_asked(choice: str) -> None:
 
 
 @pytest.mark.parametrize("choice", ["Files too", "Conversation only", "Cancel"])
-def test_edit_and_resend_asks_whether_to_restore_the_files_too(qtbot, qloop, project: Path,
-                                                               provider, choice: str) -> None:
+def test_edit_and_resend_asks_whether_to_restore_the_files_too(qtbot: QtBot,
+                                                               qloop: asyncio.AbstractEventLoop,
+                                                               project: Path,
+                                                               provider: FakeLLMServer,
+                                                               choice: str) -> None:
     provider.script(
         ToolCalls([("c1", "write_file", json.dumps({"path": "new.py", "content": "x = 1\n"}))]),
         Answer("Wrote it."), Answer("Answered again."))
@@ -150,8 +160,10 @@ def test_edit_and_resend_asks_whether_to_restore_the_files_too(qtbot, qloop, pro
     run_agent_turn(qtbot, qloop, window, controller)
     after = files(project)
     assert after == {**before, "new.py": b"x = 1\n"}
+    assert controller.project is not None
     conversations = len(controller.project.conversations.list())
     user = window.transcript_model.rows()[0].message
+    assert user is not None
     controller.branches.edit(user.id)
     click_when_asked(choice)
     assert controller.branches.send_edited("do it otherwise")

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.window.compaction_flow import CompactionFlow
 from app.window.controller import Controller
@@ -14,7 +18,9 @@ from core.llm.tokens import TokenCounter
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer, HttpError, summary_text
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.present import present
 from tests.helpers.trajectories import agent_session_project
+from ui.main_window import MainWindow
 from ui.transcript_model import Row, RowKind, TranscriptModel
 from ui.transcript_text import header_line
 
@@ -24,7 +30,7 @@ SUMMARY = summary_text("Parsers keep line numbers.")
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     use_fake_provider(monkeypatch, llm_server, context_window="16000",
                       max_output_tokens="800")
@@ -34,11 +40,12 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return llm_server
 
 
-def long_session(project_dir) -> str:
+def long_session(project_dir: Path) -> str:
     return agent_session_project(project_dir, 12, 4, "long session")
 
 
-def manual_session(qtbot, project_dir, monkeypatch):
+def manual_session(qtbot: QtBot, project_dir: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> tuple[str, MainWindow, Controller]:
     """The window on a long session, automatic summaries off: summaries only on request."""
     monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
     conv = long_session(project_dir)
@@ -54,7 +61,8 @@ def finished_events(flow: CompactionFlow) -> list[CompactionFinished]:
 
 
 def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     conv = long_session(project_dir)
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
@@ -95,7 +103,8 @@ def test_a_turn_above_the_trigger_prepares_a_summary_the_next_request_uses(
 
 
 def test_slash_compact_with_a_focus_summarizes_without_sending_a_message(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     done = finished_events(controller.compaction)
     llm_server.script(Answer(SUMMARY))
@@ -111,8 +120,11 @@ def test_slash_compact_with_a_focus_summarizes_without_sending_a_message(
         assert messages[-1].kind == "summary"
 
 
-def test_a_failing_summarizer_says_so_and_changes_nothing(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+def test_a_failing_summarizer_says_so_and_changes_nothing(qtbot: QtBot,
+                                                          qloop: asyncio.AbstractEventLoop,
+                                                          project_dir: Path,
+                                                          llm_server: FakeLLMServer,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKBENCH_AUTO_SUMMARY", "0")
     conv = long_session(project_dir)
     before = (project_dir / ".workbench" / "conversations" / conv / "messages.jsonl").read_bytes()
@@ -132,7 +144,8 @@ def test_a_failing_summarizer_says_so_and_changes_nothing(
 
 
 def test_a_failing_automatic_summary_is_said_once_and_waits_for_the_log_to_grow(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import app.window.compaction_flow
 
     monkeypatch.setattr(app.window.compaction_flow, "AUTO_RETRY_ROWS", 4)  # two turns, not ten
@@ -170,7 +183,8 @@ def test_a_failing_automatic_summary_is_said_once_and_waits_for_the_log_to_grow(
 
 
 def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
     panel = window.inspector
     window.inspector_action.trigger()
@@ -191,7 +205,8 @@ def test_compact_from_the_inspector_with_a_focus_and_undo_it_there(
 
 
 def test_a_summary_that_lands_while_an_answer_streams_sits_before_it_and_the_text_stays(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     # a provider that takes two requests at once (a local server waits: the test below)
     compat.seed(llm_server.url, MODEL, {"one_at_a_time": False})
     conv, window, controller = manual_session(qtbot, project_dir, monkeypatch)
@@ -214,11 +229,12 @@ def test_a_summary_that_lands_while_an_answer_streams_sits_before_it_and_the_tex
     qtbot.waitUntil(lambda: not controller.busy(), timeout=20_000)
     texts = [model.row(i).text for i in range(model.rowCount())]
     assert texts[-1] == answer.strip() or texts[-1] == answer
-    assert model.row(model.rowCount() - 2).message.kind == "summary"
+    assert present(model.row(model.rowCount() - 2).message).kind == "summary"
 
 
 def test_a_compact_during_a_send_to_llama_cpp_python_cuts_neither(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """llama-cpp-python ends a running stream when another request arrives: the summary waits
     its turn behind the answer, and both are whole."""
     llm_server.llama_cpp_python = True

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from core.llm.runtime import load_litellm
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until
+from tests.helpers.present import present
 from tests.integration.test_window import type_and_send
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()  # the meter waits for the library, as the app does after start-up
     monkeypatch.setenv("WORKBENCH_MODEL", MODEL)
     monkeypatch.setenv("WORKBENCH_API_BASE", llm_server.url)
@@ -24,7 +29,10 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return llm_server
 
 
-def test_switching_mode_changes_only_the_next_system_prompt(qtbot, qloop, project_dir, llm_server) -> None:
+def test_switching_mode_changes_only_the_next_system_prompt(qtbot: QtBot,
+                                                            qloop: asyncio.AbstractEventLoop,
+                                                            project_dir: Path,
+                                                            llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("chat answer"), Answer("agent answer"))
     type_and_send(qtbot, window, "first")
@@ -37,6 +45,7 @@ def test_switching_mode_changes_only_the_next_system_prompt(qtbot, qloop, projec
     assert second[1:] == [*first[1:], {"role": "assistant", "content": "chat answer"},
                           {"role": "user", "content": "second"}]  # history untouched
     conv = controller.current_id
+    assert conv is not None
     window.close()
     with Project.open(project_dir, read_only=True) as p:
         assert p.conversations.meta(conv).mode == "agent"
@@ -46,7 +55,8 @@ def test_switching_mode_changes_only_the_next_system_prompt(qtbot, qloop, projec
     assert window2.mode_switcher.mode() == "agent"
 
 
-def test_the_meter_shows_usage_and_follows_the_draft(qtbot, qloop, project_dir) -> None:
+def test_the_meter_shows_usage_and_follows_the_draft(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                     project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     meter = window.usage
     qtbot.waitUntil(lambda: meter.state != "pending")
@@ -60,7 +70,7 @@ def test_the_meter_shows_usage_and_follows_the_draft(qtbot, qloop, project_dir) 
 
 
 def test_a_twenty_megabyte_paste_is_shown_over_budget_and_not_sent(
-    qtbot, qloop, project_dir, llm_server
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer
 ) -> None:
     window, controller = open_window(qtbot, project_dir)
     qtbot.waitUntil(lambda: window.usage.state != "pending")
@@ -71,10 +81,11 @@ def test_a_twenty_megabyte_paste_is_shown_over_budget_and_not_sent(
     assert "Not sent" in window.composer.hint.text() and "accepts" in window.composer.hint.text()
     assert len(window.composer.text()) > 20_000_000  # the paste is still there, nothing lost
     with Project.open(project_dir, read_only=True) as p:
-        assert not p.conversations.load(controller.current_id).messages
+        assert not p.conversations.load(present(controller.current_id)).messages
 
 
-def test_a_huge_paste_is_held_aside_and_the_window_stays_responsive(qtbot, qloop, project_dir) -> None:
+def test_a_huge_paste_is_held_aside_and_the_window_stays_responsive(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     from PySide6.QtCore import QMimeData
 
     window, controller = open_window(qtbot, project_dir)
@@ -90,7 +101,8 @@ def test_a_huge_paste_is_held_aside_and_the_window_stays_responsive(qtbot, qloop
 
 
 def test_a_large_conversation_counted_for_another_model_is_counted_beside_the_window(
-        qtbot, qloop, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Entries counted for another encoding must all be tokenized again: that happens on a
     thread of its own while the meter says so, and the window keeps working."""
     from core.llm.tokens import TokenCounter
@@ -116,7 +128,7 @@ def test_a_large_conversation_counted_for_another_model_is_counted_beside_the_wi
 
 
 def test_a_conversation_removed_by_another_process_is_said_by_the_meter(
-        qtbot, qloop, project_dir) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     """The shown conversation's folder goes away behind the window's back (another process,
     a sync tool): the meter says it cannot read it, instead of a traceback and a stale figure."""
     import shutil
@@ -132,8 +144,10 @@ def test_a_conversation_removed_by_another_process_is_said_by_the_meter(
     assert conv in meter.toolTip()
 
 
-def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_dir,
-                                                          monkeypatch) -> None:
+def test_the_meter_counts_before_the_model_library_is_in(qtbot: QtBot,
+                                                         qloop: asyncio.AbstractEventLoop,
+                                                         project_dir: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """litellm takes seconds to import; the meter needs only the tokenizer (loaded first), so
     it shows the figures at once, and the status says a message sent now leaves when the
     library is in."""
@@ -155,7 +169,8 @@ def test_the_meter_counts_before_the_model_library_is_in(qtbot, qloop, project_d
 
 
 def test_an_overflow_caused_by_the_answers_room_is_sent_again_with_less_room(
-        qtbot, qloop, project_dir, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers.fake_llm import HttpError
 
     monkeypatch.setenv("WORKBENCH_CONTEXT_WINDOW", "16000")

@@ -3,10 +3,17 @@ layout ones: the window never leaves the screen's available area, the list keeps
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import QRect
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_llm import FakeLLMServer
 from tests.helpers.gui import open_window
+from tests.helpers.present import present
 from ui.main_window import LIST_MIN_WIDTH, MainWindow
 
 pytestmark = pytest.mark.gui
@@ -24,7 +31,7 @@ def fits(window: MainWindow) -> bool:
 
 
 def test_chips_a_paste_and_two_panels_keep_the_window_on_screen_and_the_list_wide(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     window, _controller = open_window(qtbot, project_dir)
     area = available(window)
     window.resize(area.width(), area.height() - 40)
@@ -47,7 +54,8 @@ def test_chips_a_paste_and_two_panels_keep_the_window_on_screen_and_the_list_wid
     assert window.conversations.width() >= LIST_MIN_WIDTH
 
 
-def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_dir) -> None:
+def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot: QtBot,
+                                                                 project_dir: Path) -> None:
     window, _controller = open_window(qtbot, project_dir)
     panels = (window.inspector_action, window.run_panel_action)
     window.resize(1100, 700)
@@ -60,7 +68,11 @@ def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_
         for action in panels:
             action.trigger()
         window.resize(width, height)
-        qtbot.waitUntil(lambda width=width: window.width() == width)
+
+        def at_width(width: int = width) -> bool:
+            return window.width() == width
+
+        qtbot.waitUntil(at_width)
         for action in panels:
             action.trigger()
         qtbot.wait(50)
@@ -71,7 +83,7 @@ def test_the_list_gets_its_width_back_after_the_window_was_small(qtbot, project_
     assert window.conversations.width() == kept  # the width given up came back
 
 
-def test_a_header_never_draws_its_title_over_the_status(qtbot, project_dir) -> None:
+def test_a_header_never_draws_its_title_over_the_status(qtbot: QtBot, project_dir: Path) -> None:
     from PySide6.QtGui import QFont, QFontMetrics
 
     from ui.row_paint import LABEL_GAP, fit_header
@@ -93,7 +105,7 @@ def test_a_header_never_draws_its_title_over_the_status(qtbot, project_dir) -> N
     assert fit_header(font, "You", "14:19", 400) == ("You", "14:19")  # room: nothing is cut
 
 
-def test_an_unchecked_box_shows_in_the_dark_theme(qtbot, qapp) -> None:
+def test_an_unchecked_box_shows_in_the_dark_theme(qtbot: QtBot, qapp: QApplication) -> None:
     from PySide6.QtGui import QColor
     from PySide6.QtWidgets import QCheckBox, QWidget
 
@@ -118,7 +130,7 @@ def test_an_unchecked_box_shows_in_the_dark_theme(qtbot, qapp) -> None:
         palette.apply(qapp, "light")
 
 
-def test_a_tables_header_cells_sit_on_one_line_after_a_code_block(qapp) -> None:
+def test_a_tables_header_cells_sit_on_one_line_after_a_code_block(qapp: QApplication) -> None:
     from PySide6.QtGui import QTextDocument, QTextTable
 
     from ui.highlight import align_table_headers
@@ -138,8 +150,8 @@ def test_a_tables_header_cells_sit_on_one_line_after_a_code_block(qapp) -> None:
     assert len(set(tops)) == 1  # the first sits as high as the others
 
 
-def test_no_continue_the_agent_on_a_card_in_the_middle_of_a_finished_turn(qtbot, project_dir
-                                                                          ) -> None:
+def test_no_continue_the_agent_on_a_card_in_the_middle_of_a_finished_turn(
+        qtbot: QtBot, project_dir: Path) -> None:
     from core.model import ConversationMessage, FunctionCall, ToolCall
 
     window, _controller = open_window(qtbot, project_dir)
@@ -159,7 +171,8 @@ def test_no_continue_the_agent_on_a_card_in_the_middle_of_a_finished_turn(qtbot,
         assert "continue" not in actions, n
 
 
-def test_a_stopped_answer_reads_as_markdown_as_it_did_while_streaming(qtbot, project_dir) -> None:
+def test_a_stopped_answer_reads_as_markdown_as_it_did_while_streaming(qtbot: QtBot,
+                                                                      project_dir: Path) -> None:
     from core.model import ConversationMessage, ErrorInfo
 
     window, _controller = open_window(qtbot, project_dir)
@@ -178,15 +191,16 @@ def test_a_stopped_answer_reads_as_markdown_as_it_did_while_streaming(qtbot, pro
     assert doc.firstBlock().blockFormat().headingLevel() == 1
 
 
-def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot, project_dir
-                                                                        ) -> None:
+def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot: QtBot,
+                                                                        project_dir: Path) -> None:
     import PySide6
-    from PySide6.QtWidgets import QMessageBox
+    from PySide6.QtWidgets import QMenu, QMessageBox
 
     window, _controller = open_window(qtbot, project_dir)
     menus = [a.text().replace("&", "") for a in window.menuBar().actions()]
     assert menus[-1] == "Help"
     help_menu = window.menuBar().actions()[-1].menu()
+    assert isinstance(help_menu, QMenu)
     entries = {a.text().replace("&", ""): a for a in help_menu.actions() if a.text()}
     entries["Keyboard shortcuts"].trigger()
     entries["Where your data lives"].trigger()
@@ -203,22 +217,25 @@ def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot, p
 
 
 def test_file_dialogs_start_in_the_project_then_where_the_user_went(
-        qtbot, project_dir, tmp_path, monkeypatch) -> None:
-    from PySide6.QtWidgets import QFileDialog
+        qtbot: QtBot, project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtWidgets import QFileDialog, QWidget
 
     window, controller = open_window(qtbot, project_dir)
     starts: list[str] = []
     elsewhere = tmp_path / "exports"
 
-    def fake_open(parent, caption, start, *rest):
+    def fake_open(parent: QWidget | None, caption: str, start: str,
+                  *rest: object) -> tuple[str, str]:
         starts.append(start)
         return str(elsewhere / "chat.json"), ""
 
-    def fake_save(parent, caption, start, *rest):
+    def fake_save(parent: QWidget | None, caption: str, start: str,
+                  *rest: object) -> tuple[str, str]:
         starts.append(start)
         return str(elsewhere / "out.md"), "Markdown (*.md)"
 
-    def fake_many(parent, caption, start, *rest):
+    def fake_many(parent: QWidget | None, caption: str, start: str,
+                  *rest: object) -> tuple[list[str], str]:
         starts.append(start)
         return [], ""
 
@@ -229,7 +246,8 @@ def test_file_dialogs_start_in_the_project_then_where_the_user_went(
     window.import_action.trigger()
     window.import_action.trigger()
     controller.new_conversation()
-    window.conversations.current_title = lambda: "Fix tests/test_calc.py: mean()"
+    monkeypatch.setattr(window.conversations, "current_title",
+                        lambda: "Fix tests/test_calc.py: mean()")
     window.export_action.trigger()
     window.export_action.trigger()
     window.composer.choose_files(window.folders)
@@ -242,7 +260,8 @@ def test_file_dialogs_start_in_the_project_then_where_the_user_went(
 
 
 def test_a_401_from_a_custom_server_says_its_sentence_and_offers_settings(
-        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> None:
     from tests.helpers.fake_llm import HttpError
     from tests.helpers.gui import run_until, type_and_send, use_fake_provider
     from ui.transcript_model import RowKind
@@ -264,8 +283,8 @@ def test_a_401_from_a_custom_server_says_its_sentence_and_offers_settings(
     assert "settings" in actions
 
 
-def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot, project_dir
-                                                                         ) -> None:
+def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot: QtBot,
+                                                                        project_dir: Path) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore
 
     SettingsStore().save(GlobalSettings(active_provider="OpenAI-compatible server", providers=[
@@ -290,7 +309,7 @@ def test_settings_window_note_follows_the_field_the_provider_and_forget(qtbot, p
 
 
 def test_settings_lays_out_its_notes_whole_without_overlap_and_keeps_its_place(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     from PySide6.QtWidgets import QCheckBox, QLabel
 
     window, controller = open_window(qtbot, project_dir)
@@ -312,7 +331,9 @@ def test_settings_lays_out_its_notes_whole_without_overlap_and_keeps_its_place(
         dialog.preset.setCurrentIndex(dialog.preset.findText(name))
         qtbot.wait(20)
         ys.append(dialog.preset.mapTo(dialog, dialog.preset.rect().topLeft()).y())
-        shown = [w for w in [*dialog.findChildren(QLabel), *dialog.findChildren(QCheckBox)]
+        widgets: list[QLabel | QCheckBox] = [*dialog.findChildren(QLabel),
+                                             *dialog.findChildren(QCheckBox)]
+        shown = [w for w in widgets
                  if w.isVisible()
                  and w.parent() is not None and w.text()]
         for w in shown:
@@ -329,7 +350,7 @@ def test_settings_lays_out_its_notes_whole_without_overlap_and_keeps_its_place(
 
 
 def test_the_list_counts_messages_not_marks_and_numbers_branches_of_branches(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     from core.model import ConversationMessage, annotation
     from core.store.project import Project
 
@@ -346,20 +367,20 @@ def test_the_list_counts_messages_not_marks_and_numbers_branches_of_branches(
         assert second.title == "The tests in tests/test_calc.py fail (branch 2)"
     window, _controller = open_window(qtbot, project_dir)
     items = window.conversations.list
-    origin = items.topLevelItem(0)
+    origin = present(items.topLevelItem(0))
     assert origin.text(0).endswith("· 4 messages")  # the exclude and include are no messages
     texts = []
-    stack = [origin.child(i) for i in range(origin.childCount())]
+    stack = [present(origin.child(i)) for i in range(origin.childCount())]
     while stack:
         item = stack.pop()
         texts.append(item.text(0))
-        stack += [item.child(i) for i in range(item.childCount())]
+        stack += [present(item.child(i)) for i in range(item.childCount())]
     assert sorted(t.split("\n")[0] for t in texts) == ["↳ (branch 1)", "↳ (branch 2)"]
     assert any(t.endswith("· 1 message") for t in texts)  # one message, not "1 messages"
 
 
-def test_an_mcp_config_changed_while_open_is_said_with_reload(qtbot, project_dir,
-                                                              monkeypatch) -> None:
+def test_an_mcp_config_changed_while_open_is_said_with_reload(
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     window, controller = open_window(qtbot, project_dir)
@@ -381,7 +402,8 @@ def test_an_mcp_config_changed_while_open_is_said_with_reload(qtbot, project_dir
 
 
 def test_an_automatic_summary_that_would_save_little_is_skipped_and_said(
-        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> None:
     from core.model import ConversationMessage
     from core.store.project import Project
     from core.turn_events import CompactionFinished
@@ -408,7 +430,8 @@ def test_an_automatic_summary_that_would_save_little_is_skipped_and_said(
 
 
 def test_a_local_servers_stated_window_is_used_before_the_first_send(
-        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> None:
     from tests.helpers.gui import run_until, use_fake_provider
 
     use_fake_provider(monkeypatch, llm_server)
@@ -421,7 +444,8 @@ def test_a_local_servers_stated_window_is_used_before_the_first_send(
     assert "/v1/models" in llm_server.probes
 
 
-def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot, project_dir) -> None:
+def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot: QtBot,
+                                                                 project_dir: Path) -> None:
     from core.model import ConversationMessage
     from core.store.project import Project
 
@@ -436,11 +460,13 @@ def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot, project_
     window.inspector_action.trigger()
     qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=10_000)
     whole = controller.meter.report
+    assert whole is not None
     assert whole.totals["history"] > 2000
     controller.branches.edit(entries[2].id)  # as a double-click on the second message does
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and controller.meter.report is not whole, timeout=10_000)
     branch = controller.meter.report
+    assert branch is not None
     assert branch.totals["history"] < whole.totals["history"] // 5  # two entries, not twenty
     assert len(window.inspector.rows()) <= 3  # two kept entries (and the draft)
     controller.branches.cancel_edit()
@@ -450,7 +476,8 @@ def test_editing_an_earlier_message_counts_the_branch_being_made(qtbot, project_
 
 
 def test_the_list_meter_and_inspector_follow_an_agent_turn_as_it_goes(
-        qtbot, qloop, project_dir, monkeypatch, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> None:
     from PySide6.QtCore import Qt
 
     from tests.helpers.fake_llm import Answer, ToolCalls
@@ -474,7 +501,7 @@ def test_the_list_meter_and_inspector_follow_an_agent_turn_as_it_goes(
 
     run_until(qloop, lambda: asking() is not None)  # mid-turn: the second round waits
 
-    run_until(qloop, lambda: " 0 messages" not in window.conversations.list.topLevelItem(0)
+    run_until(qloop, lambda: " 0 messages" not in present(window.conversations.list.topLevelItem(0))
               .text(0) and controller.meter.report is not None
               and controller.meter.report.totals["history"] > 0)
     assert controller.busy()  # still the same turn
@@ -492,7 +519,8 @@ def test_a_summarys_size_reads_right() -> None:
                   "an 800,000", "a 1,800"]
 
 
-def test_a_budget_preview_does_not_call_its_budget_your_setting(qtbot, project_dir) -> None:
+def test_a_budget_preview_does_not_call_its_budget_your_setting(qtbot: QtBot,
+                                                                project_dir: Path) -> None:
     from core.model import ConversationMessage
     from core.store.project import Project
 
@@ -514,7 +542,7 @@ def test_a_budget_preview_does_not_call_its_budget_your_setting(qtbot, project_d
 
 
 def test_a_short_window_with_the_inspector_keeps_its_height_and_the_header_whole(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     controller.new_conversation()
     window.resize(780, 540)

@@ -4,9 +4,11 @@ SDK with litellm not loaded."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from core.llm import litellm_loader, runtime
 from tests.helpers.fake_llm import Answer, FakeLLMServer
@@ -16,8 +18,8 @@ pytestmark = pytest.mark.gui
 
 
 def test_a_message_to_an_openai_compatible_server_does_not_wait_for_litellm(
-        qtbot, qloop, project_dir: Path, llm_server: FakeLLMServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(litellm_loader, "_module", None)  # as at launch: litellm not in
     monkeypatch.setenv("WORKBENCH_AUTO_TITLE", "0")
     use_fake_provider(monkeypatch, llm_server)

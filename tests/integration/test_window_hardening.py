@@ -3,34 +3,39 @@ sends or writes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from core.model import ConversationMessage, ErrorInfo
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, FakeLLMServer
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.present import present
 from ui.settings_dialog import SettingsDialog
 
 pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return use_fake_provider(monkeypatch, llm_server)
 
 
-def set_project_settings(project_dir: Path, settings: dict) -> None:
+def set_project_settings(project_dir: Path, settings: dict[str, Any]) -> None:
     with Project.open(project_dir) as p:
         p.update_info(settings=settings)
         p.trust_now()  # the user's own project: they trust the model it names
 
 
 def test_a_typo_in_project_settings_refuses_to_send_instead_of_using_the_default_provider(
-    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("WORKBENCH_MODEL")  # the project decides the model...
     set_project_settings(project_dir, {"model": MODEL, "max_output_tokens": "lots"})  # ...typo
@@ -43,11 +48,12 @@ def test_a_typo_in_project_settings_refuses_to_send_instead_of_using_the_default
     assert window.composer.text() == "hello?"  # the draft is kept
     assert not controller.busy() and llm_server.requests == []
     with Project.open(project_dir, read_only=True) as p:
-        assert p.conversations.load(controller.current_id).messages == []
+        assert p.conversations.load(present(controller.current_id)).messages == []
 
 
 def test_a_bad_environment_value_does_not_stop_the_window_from_starting(
-    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORKBENCH_MAX_OUTPUT_TOKENS", "-5")
     window, controller = open_window(qtbot, project_dir)
@@ -59,8 +65,10 @@ def test_a_bad_environment_value_does_not_stop_the_window_from_starting(
     assert llm_server.requests and llm_server.requests[0].body["max_tokens"] == 300
 
 
-def test_an_unreadable_settings_file_refuses_to_send(qtbot, qloop, project_dir: Path, llm_server,
-                                                     isolated_env: Path, monkeypatch) -> None:
+def test_an_unreadable_settings_file_refuses_to_send(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                     project_dir: Path, llm_server: FakeLLMServer,
+                                                     isolated_env: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORKBENCH_MODEL")
     config = isolated_env / "config" / "context-workbench"
     config.mkdir(parents=True, exist_ok=True)
@@ -71,8 +79,10 @@ def test_an_unreadable_settings_file_refuses_to_send(qtbot, qloop, project_dir: 
     assert llm_server.requests == []
 
 
-def test_a_read_only_window_never_retries_or_continues(qtbot, qloop, project_dir: Path,
-                                                      llm_server) -> None:
+def test_a_read_only_window_never_retries_or_continues(qtbot: QtBot,
+                                                       qloop: asyncio.AbstractEventLoop,
+                                                       project_dir: Path,
+                                                       llm_server: FakeLLMServer) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create()
         p.conversations.append_many(conv.id, [
@@ -100,7 +110,7 @@ def test_a_read_only_window_never_retries_or_continues(qtbot, qloop, project_dir
     assert sorted(x.name for x in log.parent.iterdir()) == ["conversation.json", "messages.jsonl"]
 
 
-def test_settings_name_the_variable_a_custom_base_url_key_is_read_from(qtbot) -> None:
+def test_settings_name_the_variable_a_custom_base_url_key_is_read_from(qtbot: QtBot) -> None:
     dialog = SettingsDialog(None, preset_name="OpenAI", model="gpt-4o-mini", api_base=None,
                             max_output_tokens=1000, keyring_available=False, keys_present={})
     qtbot.addWidget(dialog)
@@ -112,8 +122,9 @@ def test_settings_name_the_variable_a_custom_base_url_key_is_read_from(qtbot) ->
     assert "WORKBENCH_API_KEY" in dialog.key_note.text()
 
 
-def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
-                                                       monkeypatch) -> None:
+def test_cli_reports_a_non_text_model_in_project_json(capsys: pytest.CaptureFixture[str],
+                                                      project_dir: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from app.cli.main import main
 
     monkeypatch.delenv("WORKBENCH_MODEL")
@@ -129,7 +140,8 @@ def test_cli_reports_a_non_text_model_in_project_json(capsys, project_dir: Path,
 
 
 def test_a_full_disk_keeps_the_answer_on_screen_and_save_writes_it_later(
-    qtbot, qloop, project_dir: Path, llm_server, monkeypatch
+    qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path, llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.helpers.disk import disk_full
 
@@ -144,28 +156,33 @@ def test_a_full_disk_keeps_the_answer_on_screen_and_save_writes_it_later(
     # space was freed
     qtbot.mouseClick(window.notice_button, Qt.MouseButton.LeftButton)
     with Project.open(project_dir, read_only=True) as p:
-        texts = [m.text() for m in p.conversations.load(controller.current_id).messages]
+        texts = [m.text() for m in p.conversations.load(present(controller.current_id)).messages]
     assert texts == ["question", "an answer worth keeping"]
     assert window.notice_label.text() == "Saved."
 
 
-def test_a_repair_during_a_turn_shows_a_notice(qtbot, qloop, project_dir: Path,
-                                               llm_server) -> None:
+def test_a_repair_during_a_turn_shows_a_notice(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                               project_dir: Path,
+                                               llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     llm_server.script(Answer("one"), Answer("two"))
     type_and_send(qtbot, window, "first")
     run_until(qloop, lambda: not controller.busy())
+    assert controller.current_id is not None
     log = project_dir / ".workbench" / "conversations" / controller.current_id / "messages.jsonl"
     with open(log, "ab") as f:  # another program tore the last line meanwhile
         f.write(b'{"role": "user", "content": "tor')
+    assert controller.project is not None
     controller.project.conversations._clean_tails.clear()
     type_and_send(qtbot, window, "second")
     run_until(qloop, lambda: not controller.busy())
     assert window.notice.isVisible() and "unfinished last line" in window.notice_label.text()
 
 
-def test_a_read_only_window_shows_an_answer_pending_from_a_crash(qtbot, qloop, project_dir: Path,
-                                                                llm_server) -> None:
+def test_a_read_only_window_shows_an_answer_pending_from_a_crash(qtbot: QtBot,
+                                                                 qloop: asyncio.AbstractEventLoop,
+                                                                 project_dir: Path,
+                                                                 llm_server: FakeLLMServer) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create()
         p.conversations.append(conv.id, ConversationMessage(role="user", content="question"))
@@ -176,6 +193,7 @@ def test_a_read_only_window_shows_an_answer_pending_from_a_crash(qtbot, qloop, p
         owner_sidecar = owner.conversations.root / conv.id / "streaming.partial.json"
         window, controller = open_window(qtbot, project_dir)  # ...so this one is read-only
         last = window.transcript_model.rows()[-1]
+        assert last.message is not None and last.message.error is not None
         assert last.text == "what arrived before the crash" and "Pending" in last.message.error.message
         assert "pending" in window.notice_label.text()
         assert owner_sidecar.exists()  # the owner recovers it; this view never writes
@@ -183,7 +201,9 @@ def test_a_read_only_window_shows_an_answer_pending_from_a_crash(qtbot, qloop, p
         owner.close()
 
 
-def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_dir: Path,
+def test_settings_list_remembered_limits_and_forget_one(qtbot: QtBot,
+                                                        qloop: asyncio.AbstractEventLoop,
+                                                        project_dir: Path,
                                                         isolated_env: Path) -> None:
     from core.context.calibration import Calibration
     from core.settings import SettingsStore
@@ -202,8 +222,9 @@ def test_settings_list_remembered_limits_and_forget_one(qtbot, qloop, project_di
     dialog.reject()
 
 
-def test_settings_set_the_context_window_and_the_meter_follows(qtbot, qloop, project_dir: Path,
-                                                               monkeypatch) -> None:
+def test_settings_set_the_context_window_and_the_meter_follows(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core.llm.runtime import load_litellm
     from core.settings import SettingsStore
 
@@ -218,13 +239,14 @@ def test_settings_set_the_context_window_and_the_meter_follows(qtbot, qloop, pro
     dialog.context_window.setValue(32_000)
     dialog.accept()
     saved = SettingsStore().load()
-    assert saved.provider(saved.active_provider).context_window == 32_000
+    assert present(saved.provider(saved.active_provider)).context_window == 32_000
     report = controller.meter.report
     assert report is not None and report.window == 32_000 and report.budget_source == "override"
 
 
 def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
-        qtbot, qloop, project_dir: Path, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core.settings import SettingsStore
 
     window, controller = open_window(qtbot, project_dir)
@@ -246,7 +268,8 @@ def test_settings_choose_the_summary_model_and_switch_automatic_summaries_off(
 
 
 def test_a_limit_the_provider_states_below_the_setting_is_kept_and_the_setting_wins(
-        qtbot, qloop, project_dir: Path, llm_server, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Settings say 16,000; the server refuses at 6,000. The answer comes (rebuilt smaller); the
     limit is remembered for the server and listed in Settings, but the window the user stated
     wins over it (issue 47): the meter still counts against 16,000."""

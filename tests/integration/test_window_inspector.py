@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.cli.main import main
+from app.window.controller import Controller
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
 from core.store.project import Project
 from tests.helpers.fake_llm import FakeLLMServer
 from tests.helpers.gui import open_window, use_fake_provider
+from tests.helpers.present import present
 from tests.helpers.trajectories import agent_session_project, make_agent_session
+from ui.inspector import InspectorPanel
+from ui.main_window import MainWindow
 from ui.output_viewer import OutputViewer
 
 pytestmark = pytest.mark.gui
@@ -21,12 +28,13 @@ COUNTER = TokenCounter("o200k_base")
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     return use_fake_provider(monkeypatch, llm_server, context_window="12000")
 
 
-def inspect(qtbot, project_dir, conv: str):
+def inspect(qtbot: QtBot, project_dir: Path,
+            conv: str) -> tuple[MainWindow, Controller, InspectorPanel]:
     """The window on `conv` with the Inspector open and showing its rows."""
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
@@ -35,8 +43,9 @@ def inspect(qtbot, project_dir, conv: str):
     return window, controller, window.inspector
 
 
-def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop, capsys,
-                                                                   project_dir) -> None:
+def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, capsys: pytest.CaptureFixture[str],
+        project_dir: Path) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
     assert main(["context", str(project_dir), "-c", conv, "--json"]) == 0
     cli_entries = json.loads(capsys.readouterr().out)["report"]["entries"]
@@ -64,13 +73,16 @@ def test_the_panel_agrees_with_the_cli_filters_and_shows_the_entry(qtbot, qloop,
     current = window.transcript.currentIndex()
     assert current.isValid()
     row = window.transcript_model.row(current.row())
+    assert row.message is not None
     assert target[1] in (row.message.id, row.result.id if row.result else None)
     window.inspector_action.trigger()
     assert not panel.isVisible()
 
 
-def test_undo_in_the_compaction_history_brings_the_entries_back(qtbot, qloop, project_dir,
-                                                                 llm_server) -> None:
+def test_undo_in_the_compaction_history_brings_the_entries_back(qtbot: QtBot,
+                                                                qloop: asyncio.AbstractEventLoop,
+                                                                project_dir: Path,
+                                                                llm_server: FakeLLMServer) -> None:
     from core.model import ConversationMessage
 
     with Project.open(project_dir) as p:
@@ -102,7 +114,8 @@ def test_undo_in_the_compaction_history_brings_the_entries_back(qtbot, qloop, pr
                     timeout=5000)
 
 
-def test_the_panel_comes_back_open_after_a_restart(qtbot, qloop, project_dir) -> None:
+def test_the_panel_comes_back_open_after_a_restart(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                   project_dir: Path) -> None:
     window, _ = open_window(qtbot, project_dir)
     window.inspector_action.trigger()
     assert window.inspector.isVisible()
@@ -115,8 +128,9 @@ def test_the_panel_comes_back_open_after_a_restart(qtbot, qloop, project_dir) ->
     assert not third.inspector.isVisible()
 
 
-def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
-                                                                 project_dir) -> None:
+def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot: QtBot,
+                                                                 qloop: asyncio.AbstractEventLoop,
+                                                                 project_dir: Path) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
     window, controller, panel = inspect(qtbot, project_dir, conv)
     delegate, model = window.transcript.delegate, window.transcript_model
@@ -126,7 +140,7 @@ def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
     left_out = {"dropped", "digested", "summarized", "excluded"}
     dimmed = 0
     for row in model.rows():
-        ids = [row.message.id] + ([row.result.id] if row.result is not None else [])
+        ids = [present(row.message).id] + ([row.result.id] if row.result is not None else [])
         expected = all(decided[i] in left_out for i in ids)
         assert (delegate.dimmed(row) is not None) == expected, (ids, [decided[i] for i in ids])
         dimmed += expected
@@ -136,8 +150,10 @@ def test_the_model_view_dims_exactly_what_the_request_leaves_out(qtbot, qloop,
     assert all(delegate.dimmed(r) is None for r in model.rows())
 
 
-def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_dir,
-                                                         llm_server) -> None:
+def test_since_the_last_request_shows_the_stable_prefix(qtbot: QtBot,
+                                                        qloop: asyncio.AbstractEventLoop,
+                                                        project_dir: Path,
+                                                        llm_server: FakeLLMServer) -> None:
     from tests.helpers.fake_llm import Answer
     from tests.helpers.gui import run_until, type_and_send
 
@@ -159,7 +175,8 @@ def test_since_the_last_request_shows_the_stable_prefix(qtbot, qloop, project_di
 
 
 def test_the_budget_slider_changes_what_is_kept_without_sending_anything(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
     window, controller, panel = inspect(qtbot, project_dir, conv)
 
@@ -185,7 +202,8 @@ def test_the_budget_slider_changes_what_is_kept_without_sending_anything(
 
 
 def test_a_sent_request_can_be_picked_and_shows_what_was_sent_then(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     from tests.helpers.fake_llm import Answer
     from tests.helpers.gui import run_until, type_and_send
 
@@ -209,8 +227,9 @@ def test_a_sent_request_can_be_picked_and_shows_what_was_sent_then(
     assert len(llm_server.requests) == 2  # looking sent nothing
 
 
-def test_the_bar_follows_the_draft_as_it_is_typed(qtbot, qloop, project_dir,
-                                                  llm_server) -> None:
+def test_the_bar_follows_the_draft_as_it_is_typed(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                  project_dir: Path,
+                                                  llm_server: FakeLLMServer) -> None:
     conv = agent_session_project(project_dir, 3, 6, "short")
     window, controller, panel = inspect(qtbot, project_dir, conv)
     assert dict(panel.bar.parts)["draft"] == 0
@@ -224,8 +243,10 @@ def test_the_bar_follows_the_draft_as_it_is_typed(qtbot, qloop, project_dir,
     assert free >= 0
 
 
-def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot, qloop, project_dir,
-                                                          llm_server) -> None:
+def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot: QtBot,
+                                                          qloop: asyncio.AbstractEventLoop,
+                                                          project_dir: Path,
+                                                          llm_server: FakeLLMServer) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
     window, controller, panel = inspect(qtbot, project_dir, conv)
     with Project.open(project_dir, read_only=True) as p:
@@ -245,7 +266,7 @@ def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot, qloop, project_
 
 
 def test_the_decisions_keep_their_place_while_the_request_stays_the_same(
-        qtbot, qloop, project_dir) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     conv = agent_session_project(project_dir, 12, 6, "long")
     window, controller, panel = inspect(qtbot, project_dir, conv)
     middle = panel.model.index(len(panel.rows()) // 2, 1)
@@ -259,7 +280,7 @@ def test_the_decisions_keep_their_place_while_the_request_stays_the_same(
 
 
 def test_a_pin_and_an_exclusion_show_in_the_model_view_as_the_request_has_them(
-        qtbot, qloop, project_dir) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     """Exclude an assistant message that called a tool: its card is dimmed (the call and its
     result are left out together), and the header counts the two entries, not the annotations
     that said so; a pin adds no "excluded" at all."""
@@ -273,18 +294,20 @@ def test_a_pin_and_an_exclusion_show_in_the_model_view_as_the_request_has_them(
     assert "excluded" not in panel.header.text()
     card = next(r for r in model.rows() if r.kind is RowKind.TOOL and r.result is not None)
     user = next(r for r in model.rows() if r.message is not None and r.message.role == "user")
-    controller.inspector.annotate([user.message.id], "pin")
+    controller.inspector.annotate([present(user.message).id], "pin")
     run_until(qloop, lambda: "the history changed" in panel.header.text())  # built again
     assert "excluded" not in panel.header.text()  # the pin's annotation is no entry
-    controller.inspector.annotate([card.message.id], "exclude")  # the message, not its result
+    # the message, not its result
+    controller.inspector.annotate([present(card.message).id], "exclude")
     run_until(qloop, lambda: "2 excluded" in panel.header.text())
     card = next(r for r in model.rows() if r.kind is RowKind.TOOL and r.result is not None)
     assert delegate.dimmed(card) == "excluded"
     window.transcript.viewport().repaint()  # the label fits between the title and the meta
 
 
-def test_the_digest_row_opens_the_digest_as_the_request_sends_it(qtbot, qloop,
-                                                                  project_dir) -> None:
+def test_the_digest_row_opens_the_digest_as_the_request_sends_it(qtbot: QtBot,
+                                                                 qloop: asyncio.AbstractEventLoop,
+                                                                 project_dir: Path) -> None:
     # The digest is no entry of the log: a click on its row opens its text (it used to select
     # the transcript's first row, as if the digest were the first message).
     conv = agent_session_project(project_dir, 12, 6, "long")
@@ -302,7 +325,7 @@ def test_the_digest_row_opens_the_digest_as_the_request_sends_it(qtbot, qloop,
 
 
 def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversation(
-        qtbot, qloop, project_dir) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     conv = agent_session_project(project_dir, 2, 2, "short")  # no compaction either way
     (project_dir / "AGENTS.md").write_text("Always answer in French. " * 20, encoding="utf-8")
     window, controller, panel = inspect(qtbot, project_dir, conv)
@@ -318,6 +341,7 @@ def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversatio
     panel.instructions.click()  # off, for this conversation only
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and not controller.meter.report.instructions_sent, timeout=5000)
+    assert controller.meter.report is not None
     assert controller.meter.report.used == used - report.totals["instructions"]
     assert not panel.instructions.isChecked()
     assert panel.instructions.text() == "AGENTS.md · off"
@@ -328,19 +352,22 @@ def test_agents_md_shows_with_its_tokens_and_is_switched_off_for_one_conversatio
     panel.instructions.click()  # and on again
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and controller.meter.report.instructions_sent, timeout=5000)
+    assert controller.meter.report is not None
     assert controller.meter.report.used == used
 
 
 def test_an_agents_md_written_while_the_window_is_open_is_counted_at_once(
-        qtbot, qloop, project_dir) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path) -> None:
     conv = agent_session_project(project_dir, 2, 2, "short")
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(conv)
     qtbot.waitUntil(lambda: controller.meter.report is not None, timeout=5000)
+    assert controller.meter.report is not None
     assert not controller.meter.report.instructions
     (project_dir / "AGENTS.md").write_text("Use tabs.", encoding="utf-8")
     qtbot.waitUntil(lambda: controller.meter.report is not None
                     and controller.meter.report.instructions_sent, timeout=5000)
+    assert controller.meter.report is not None
     tokens = controller.meter.report.totals["instructions"]
     (project_dir / "AGENTS.md").write_text("Use tabs. " * 50, encoding="utf-8")
     qtbot.waitUntil(lambda: controller.meter.report is not None

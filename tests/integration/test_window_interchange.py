@@ -4,17 +4,20 @@ match says so."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
+from pytestqt.qtbot import QtBot
 
 from app.cli.main import main
 from core.model import ConversationMessage, annotation
 from core.store.project import Project
 from tests.helpers.gui import open_window, run_until
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
@@ -24,12 +27,13 @@ TRIP = {"title": "Trip planning", "messages": [
     {"role": "assistant", "content": "Day 1: Alfama. Day 2: Belém. Day 3: Sintra."}]}
 
 
-def texts(window) -> list[str]:
+def texts(window: MainWindow) -> list[str]:
     return [r.text for r in window.transcript_model.rows()]
 
 
-def test_import_and_export_from_the_window(qtbot, qloop, project_dir: Path, tmp_path: Path,
-                                           capsys) -> None:
+def test_import_and_export_from_the_window(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                           project_dir: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     window, controller = open_window(qtbot, project_dir)
     source = tmp_path / "trip.json"
     source.write_text(json.dumps(TRIP), encoding="utf-8")
@@ -42,6 +46,7 @@ def test_import_and_export_from_the_window(qtbot, qloop, project_dir: Path, tmp_
               and controller.current_id is not None and "Three days in Lisbon?" in texts(window))
     assert "Imported 3 messages as “Trip planning”" in window.notice_label.text()
     trip = controller.current_id
+    assert trip is not None
 
     with Project.open(project_dir, read_only=True) as p:  # a pin, to see it travel
         first_user = next(m for m in p.conversations.load(trip).messages if m.role == "user")
@@ -64,6 +69,7 @@ def test_import_and_export_from_the_window(qtbot, qloop, project_dir: Path, tmp_
     run_until(qloop, lambda: controller.current_id not in (None, trip)
               and len(window.conversations.ids()) == 3)
     copy = controller.current_id
+    assert copy is not None
     with Project.open(project_dir.parent / project_dir.name, read_only=True) as p:
         a, b = p.conversations.load(trip).messages, p.conversations.load(copy).messages
     assert [m.id for m in a] == [m.id for m in b]
@@ -80,7 +86,8 @@ def test_import_and_export_from_the_window(qtbot, qloop, project_dir: Path, tmp_
     window.close()
 
 
-def test_search_opens_at_the_first_match_and_f3_moves_between_them(qtbot, qloop,
+def test_search_opens_at_the_first_match_and_f3_moves_between_them(qtbot: QtBot,
+                                                                   qloop: asyncio.AbstractEventLoop,
                                                                    project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         store = p.conversations

@@ -3,14 +3,19 @@ window's slots (a full disk) said as notices instead of tracebacks."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import gc
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
+from pytestqt.qtbot import QtBot
 
 from app.window import boundary
+from app.window.controller import Controller
 from app.window.notices import Notices
 from core.store.project import Project
 from tests.helpers.disk import json_files_fail
@@ -20,7 +25,7 @@ from ui.main_window import MainWindow
 pytestmark = pytest.mark.gui
 
 
-def test_what_is_said_before_the_window_is_attached_is_shown_once_it_is(qtbot) -> None:
+def test_what_is_said_before_the_window_is_attached_is_shown_once_it_is(qtbot: QtBot) -> None:
     notices = Notices()
     notices.state("a-model", "Starting")
     notices.warning("Something was repaired.")
@@ -42,7 +47,8 @@ def test_what_is_said_before_the_window_is_attached_is_shown_once_it_is(qtbot) -
 
 
 @pytest.fixture
-def guarded(qtbot, project_dir, tmp_path):
+def guarded(qtbot: QtBot, project_dir: Path,
+            tmp_path: Path) -> Iterator[tuple[MainWindow, Controller, Path]]:
     """A window with the exception boundary up, writing to a crash log of the test's own."""
     window, controller = open_window(qtbot, project_dir)
     log = tmp_path / "state" / "crash.log"
@@ -51,7 +57,8 @@ def guarded(qtbot, project_dir, tmp_path):
     uninstall()
 
 
-def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(qtbot, guarded) -> None:
+def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(
+        qtbot: QtBot, guarded: tuple[MainWindow, Controller, Path]) -> None:
     window, _, log = guarded
 
     def broken() -> None:
@@ -66,7 +73,8 @@ def test_an_exception_in_a_slot_is_logged_and_said_in_one_sentence(qtbot, guarde
 
 
 def test_an_exception_in_a_worker_thread_or_a_task_is_logged_and_said(
-        qtbot, qloop, guarded) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+        guarded: tuple[MainWindow, Controller, Path]) -> None:
     window, controller, log = guarded
 
     def work() -> None:
@@ -91,7 +99,8 @@ def test_an_exception_in_a_worker_thread_or_a_task_is_logged_and_said(
     assert "a bug on a thread" in written and "work" in written
 
 
-def test_a_full_disk_when_switching_mode_is_a_notice(qtbot, project_dir, monkeypatch) -> None:
+def test_a_full_disk_when_switching_mode_is_a_notice(qtbot: QtBot, project_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     with json_files_fail(monkeypatch):
         qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
@@ -101,7 +110,8 @@ def test_a_full_disk_when_switching_mode_is_a_notice(qtbot, project_dir, monkeyp
         "in conversation.json (the disk is full).")
 
 
-def test_a_full_disk_when_renaming_is_a_notice(qtbot, project_dir, monkeypatch) -> None:
+def test_a_full_disk_when_renaming_is_a_notice(qtbot: QtBot, project_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     conv = controller.current_id
     assert conv is not None
@@ -113,7 +123,7 @@ def test_a_full_disk_when_renaming_is_a_notice(qtbot, project_dir, monkeypatch) 
 
 
 def test_a_read_only_folder_when_saving_a_draft_is_a_notice(
-        qtbot, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     with json_files_fail(monkeypatch, errno.EACCES):
         qtbot.keyClicks(window.composer.editor, "a draft")
@@ -123,7 +133,7 @@ def test_a_read_only_folder_when_saving_a_draft_is_a_notice(
 
 
 def test_closing_on_a_full_disk_says_so_and_still_closes_the_project(
-        qtbot, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     qtbot.keyClicks(window.composer.editor, "unsaved draft")
     with json_files_fail(monkeypatch):
@@ -135,7 +145,7 @@ def test_closing_on_a_full_disk_says_so_and_still_closes_the_project(
 
 
 def test_a_full_disk_when_making_a_conversation_is_a_notice(
-        qtbot, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     shown = controller.current_id
     with json_files_fail(monkeypatch):
@@ -144,7 +154,8 @@ def test_a_full_disk_when_making_a_conversation_is_a_notice(
     assert controller.current_id == shown
 
 
-def test_a_folder_that_refuses_a_delete_is_a_notice(qtbot, project_dir, monkeypatch) -> None:
+def test_a_folder_that_refuses_a_delete_is_a_notice(qtbot: QtBot, project_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
     window, controller = open_window(qtbot, project_dir)
@@ -161,7 +172,7 @@ def test_a_folder_that_refuses_a_delete_is_a_notice(qtbot, project_dir, monkeypa
 
 
 def test_a_full_disk_when_opening_a_project_is_a_notice_and_the_project_opens(
-        qtbot, project_dir, tmp_path, monkeypatch) -> None:
+        qtbot: QtBot, project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     window, controller = open_window(qtbot, project_dir)
     other = tmp_path / "other"
     with Project.open(other) as p:

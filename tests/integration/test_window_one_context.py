@@ -4,11 +4,16 @@ Real window, real engine thread, real loopback server."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
+from app.window.controller import Controller
 from core.context.report_text import identical_lead
 from core.llm.runtime import load_litellm
 from core.llm.tokens import TokenCounter
@@ -16,6 +21,7 @@ from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
 from tests.helpers.trajectories import make_agent_session
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
@@ -31,21 +37,21 @@ def long_session(path: Path, rounds: int) -> str:
         return conv.id
 
 
-def agent_window(qtbot, project: Path):
+def agent_window(qtbot: QtBot, project: Path) -> tuple[MainWindow, Controller]:
     load_litellm()  # the meter waits for the model library
     window, controller = open_window(qtbot, project)
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
     return window, controller
 
 
-def plain(messages: list[dict]) -> list[dict]:
+def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The wire form: no "content": null (litellm leaves it out), and a tool-call message's
     empty content the same whether left out or "" (a local server's profile sends "")."""
     return [{k: v for k, v in m.items() if v is not None
              and not (k == "content" and v == "" and m.get("tool_calls"))} for m in messages]
 
 
-def meter_settled(controller, log_length: int):
+def meter_settled(controller: Controller, log_length: int) -> Callable[[], bool]:
     """The meter has built the request for the log as it now stands."""
     def settled() -> bool:
         built = controller.meter.built
@@ -54,8 +60,11 @@ def meter_settled(controller, log_length: int):
     return settled
 
 
-def test_once_the_server_refuses_tools_the_meter_counts_none(
-        qtbot, qloop, project_dir: Path, monkeypatch, llm_server: FakeLLMServer) -> None:
+def test_once_the_server_refuses_tools_the_meter_counts_none(qtbot: QtBot,
+                                                             qloop: asyncio.AbstractEventLoop,
+                                                             project_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             llm_server: FakeLLMServer) -> None:
     use_fake_provider(monkeypatch, llm_server)
     llm_server.script(REFUSAL, Answer("A plain answer."))
     window, controller = agent_window(qtbot, project_dir)
@@ -66,6 +75,7 @@ def test_once_the_server_refuses_tools_the_meter_counts_none(
     assert "tools" not in llm_server.requests[-1].body  # the engine went on without them
     conv = controller.current_id
     assert conv is not None
+    assert controller.project is not None
     log = controller.project.conversations.load(conv).messages
     run_until(qloop, meter_settled(controller, len(log)))
     built = controller.meter.built
@@ -78,9 +88,12 @@ def test_once_the_server_refuses_tools_the_meter_counts_none(
 
 
 @pytest.mark.parametrize("refused", [False, True], ids=["tools", "tools refused"])
-def test_meter_builds_between_turns_keep_the_next_requests_prefix(
-        qtbot, qloop, project_dir: Path, monkeypatch, llm_server: FakeLLMServer,
-        refused: bool) -> None:
+def test_meter_builds_between_turns_keep_the_next_requests_prefix(qtbot: QtBot,
+                                                                  qloop: asyncio.AbstractEventLoop,
+                                                                  project_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  llm_server: FakeLLMServer,
+                                                                  refused: bool) -> None:
     # Past the compaction trigger, a request that repeats the previous one as its prefix is
     # what a provider's prompt cache (a local server's KV cache) can reuse.
     conv = long_session(project_dir, rounds=30)
@@ -92,6 +105,7 @@ def test_meter_builds_between_turns_keep_the_next_requests_prefix(
     assert controller.current_id == conv
     run_until(qloop, lambda: controller.meter.built is not None)
     type_and_send(qtbot, window, "Go on with the next file.")
+    assert controller.project is not None
     log = controller.project.conversations.load(conv).messages
     run_until(qloop, meter_settled(controller, len(log) + 1))  # the answer is in, and counted
     shown = controller.meter.built

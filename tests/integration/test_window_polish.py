@@ -4,14 +4,19 @@ about, the full-output viewer goes to either end by keyboard, "Expand" only wher
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QApplication, QMenu
+from PySide6.QtWidgets import QApplication, QInputDialog, QMenu
+from pytestqt.qtbot import QtBot
 
 from core.llm.runtime import load_litellm
 from core.model import ConversationMessage
 from core.store.project import Project
+from tests.helpers.fake_llm import FakeLLMServer
 from tests.helpers.gui import open_window
+from tests.helpers.present import present
 from ui.output_viewer import OutputViewer
 
 pytestmark = pytest.mark.gui
@@ -22,7 +27,7 @@ def library() -> None:
     load_litellm()  # its loading says so in the status bar until it is in
 
 
-def two_conversations(project) -> tuple[str, str]:
+def two_conversations(project: Path) -> tuple[str, str]:
     with Project.open(project) as p:
         a = p.conversations.create("Short")
         p.conversations.append_many(a.id, [ConversationMessage(role="user", content="hi"),
@@ -34,7 +39,8 @@ def two_conversations(project) -> tuple[str, str]:
         return a.id, b.id
 
 
-def test_a_long_status_or_a_side_panel_never_widens_the_window(qtbot, project_dir) -> None:
+def test_a_long_status_or_a_side_panel_never_widens_the_window(qtbot: QtBot,
+                                                               project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
     window.resize(1200, 800)
     qtbot.waitUntil(lambda: window.width() == 1200)
@@ -52,7 +58,8 @@ def test_a_long_status_or_a_side_panel_never_widens_the_window(qtbot, project_di
         qtbot.mouseClick(window.model_label, Qt.MouseButton.LeftButton)
 
 
-def test_switching_clears_the_last_conversations_state_and_not_sent(qtbot, project_dir) -> None:
+def test_switching_clears_the_last_conversations_state_and_not_sent(qtbot: QtBot,
+                                                                    project_dir: Path) -> None:
     short, long = two_conversations(project_dir)
     window, controller = open_window(qtbot, project_dir)
     controller.show_conversation(short)
@@ -67,7 +74,7 @@ def test_switching_clears_the_last_conversations_state_and_not_sent(qtbot, proje
 
 @pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing")  # a popup
 def test_expand_only_where_there_is_more_and_the_viewer_goes_to_either_end(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     short, long = two_conversations(project_dir)
     window, controller = open_window(qtbot, project_dir)
     offered: list[list[str]] = []
@@ -98,7 +105,7 @@ def test_expand_only_where_there_is_more_and_the_viewer_goes_to_either_end(
     assert bar.value() == 0
 
 
-def test_switching_back_returns_to_the_same_place(qtbot, project_dir) -> None:
+def test_switching_back_returns_to_the_same_place(qtbot: QtBot, project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         long = p.conversations.create("Many")
         p.conversations.append_many(long.id, [
@@ -126,14 +133,14 @@ def test_switching_back_returns_to_the_same_place(qtbot, project_dir) -> None:
     assert not view.at_bottom()
 
 
-def test_rename_has_room_and_the_row_keeps_its_second_line(qtbot, project_dir) -> None:
+def test_rename_has_room_and_the_row_keeps_its_second_line(qtbot: QtBot, project_dir: Path) -> None:
     short, _long = two_conversations(project_dir)
     window, controller = open_window(qtbot, project_dir)
     seen: list[int] = []
 
     def type_a_name() -> None:
         dialog = QApplication.activeModalWidget()
-        assert dialog is not None and dialog.objectName() == "rename_dialog"
+        assert isinstance(dialog, QInputDialog) and dialog.objectName() == "rename_dialog"
         seen.append(dialog.width())
         dialog.setTextValue("A much longer name for the short conversation")
         dialog.accept()
@@ -141,13 +148,13 @@ def test_rename_has_room_and_the_row_keeps_its_second_line(qtbot, project_dir) -
     QTimer.singleShot(100, type_a_name)
     window.conversations.rename(short)
     assert seen and seen[0] >= 460
-    item = window.conversations.list.topLevelItem(window.conversations.ids().index(short))
+    item = present(window.conversations.list.topLevelItem(window.conversations.ids().index(short)))
     title, second = item.text(0).split("\n")
     assert title == "A much longer name for the short conversation"
     assert second.endswith("· 2 messages")
 
 
-def test_the_budget_preview_comes_back_to_as_configured(qtbot, project_dir) -> None:
+def test_the_budget_preview_comes_back_to_as_configured(qtbot: QtBot, project_dir: Path) -> None:
     window, _controller = open_window(qtbot, project_dir)
     window.inspector_action.trigger()
     slider, reset = window.inspector.slider, window.inspector.slider_reset
@@ -167,7 +174,8 @@ def test_the_budget_preview_comes_back_to_as_configured(qtbot, project_dir) -> N
 
 
 def test_the_meters_tooltip_names_where_the_window_was_set_and_lines_figures_up(
-        qtbot, project_dir, monkeypatch, llm_server) -> None:
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        llm_server: FakeLLMServer) -> None:
     from tests.helpers.gui import use_fake_provider
 
     use_fake_provider(monkeypatch, llm_server, context_window="100000")
@@ -179,7 +187,7 @@ def test_the_meters_tooltip_names_where_the_window_was_set_and_lines_figures_up(
     assert "<td>history</td><td align='right'>" in tip  # figures in a column of their own
 
 
-def test_settings_keep_each_providers_own_values(qtbot, project_dir) -> None:
+def test_settings_keep_each_providers_own_values(qtbot: QtBot, project_dir: Path) -> None:
     from core.settings import GlobalSettings, ProviderEntry, SettingsStore
 
     store = SettingsStore()
@@ -206,7 +214,7 @@ def test_settings_keep_each_providers_own_values(qtbot, project_dir) -> None:
 
 
 def test_a_small_window_with_a_side_panel_keeps_its_size_and_a_readable_list(
-        qtbot, project_dir) -> None:
+        qtbot: QtBot, project_dir: Path) -> None:
     from app.window.layout_state import save_layout
     from core.settings import SettingsStore
     from ui.main_window import LIST_MIN_WIDTH
@@ -214,7 +222,11 @@ def test_a_small_window_with_a_side_panel_keeps_its_size_and_a_readable_list(
     window, controller = open_window(qtbot, project_dir)
     for width in (740, 800):  # 740: a side panel still fits beside the list and the box
         window.resize(width, 600)
-        qtbot.waitUntil(lambda width=width: window.width() == width)
+
+        def at_width(width: int = width) -> bool:
+            return window.width() == width
+
+        qtbot.waitUntil(at_width)
         for action in (window.inspector_action, window.run_panel_action):
             action.trigger()
             qtbot.wait(50)

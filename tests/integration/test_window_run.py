@@ -4,16 +4,21 @@ thread, loopback server, files on disk."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
+from tests.helpers.present import present
 from tests.integration.test_run import BRIEFS, WORKFLOW, complete
+from ui.main_window import MainWindow
+from ui.transcript_model import Row
 from ui.transcript_text import header_line
 
 pytestmark = pytest.mark.gui
@@ -32,12 +37,12 @@ def project(project_dir: Path) -> Path:
     return project_dir
 
 
-def panel_steps(window) -> list[str]:
+def panel_steps(window: MainWindow) -> list[str]:
     tree = window.run_panel.steps
-    return [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())]
+    return [present(tree.topLevelItem(i)).text(0) for i in range(tree.topLevelItemCount())]
 
 
-def answer_box(qloop, button: str) -> None:
+def answer_box(qloop: asyncio.AbstractEventLoop, button: str) -> None:
     """Press `button` on the question box the window shows (non-modal)."""
     from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -51,7 +56,7 @@ def answer_box(qloop, button: str) -> None:
     next(b for b in found.buttons() if b.text() == button).click()
 
 
-def start_from_panel(qtbot, window, goal: str = "") -> None:
+def start_from_panel(qtbot: QtBot, window: MainWindow, goal: str = "") -> None:
     panel = window.run_panel
     panel.workflows.setCurrentText("Release notes")
     if goal:
@@ -59,7 +64,9 @@ def start_from_panel(qtbot, window, goal: str = "") -> None:
     qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
 
 
-def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Path,
+def test_a_run_started_from_the_panel_walks_its_steps(qtbot: QtBot,
+                                                      qloop: asyncio.AbstractEventLoop,
+                                                      project: Path,
                                                       provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "three changes"), complete("c2", "notes.md drafted"),
                     complete("c3", "proofread"), Answer("Wrap-up: done."))
@@ -87,11 +94,14 @@ def test_a_run_started_from_the_panel_walks_its_steps(qtbot, qloop, project: Pat
     assert any("▸ draft" in header_line(r)[1] for r in rows)
     assert rows[-1].message is not None and rows[-1].message.text() == "Wrap-up: done."
     assert window.width() == width  # the panel took room from the transcript
-    assert window.conversations.list.topLevelItem(0).text(0).startswith("Run: Release notes\n")
+    assert present(window.conversations.list.topLevelItem(0)).text(0).startswith(
+        "Run: Release notes\n")
     assert window.run_panel.start_button.isEnabled()
 
 
-def test_pause_stops_after_the_round_and_resume_goes_on(qtbot, qloop, project: Path,
+def test_pause_stops_after_the_round_and_resume_goes_on(qtbot: QtBot,
+                                                        qloop: asyncio.AbstractEventLoop,
+                                                        project: Path,
                                                         provider: FakeLLMServer) -> None:
     # a slow answer, so the pause lands while the step's turn runs
     provider.script(complete("c1", "listed"), Answer("Thinking about the draft " * 10, delay=0.1),
@@ -113,8 +123,8 @@ def test_pause_stops_after_the_round_and_resume_goes_on(qtbot, qloop, project: P
     assert "BRIEF-DRAFT" in provider.requests[2].body["messages"][0]["content"]
 
 
-def test_typing_during_a_run_joins_the_active_step(qtbot, qloop, project: Path,
-                                                   provider: FakeLLMServer) -> None:
+def test_typing_during_a_run_joins_the_active_step(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                                   project: Path, provider: FakeLLMServer) -> None:
     provider.script(Answer("Where are the changes?"), Answer("I need the file name."))
     window, controller = open_window(qtbot, project)
     window.run_panel.show()
@@ -132,7 +142,8 @@ def test_typing_during_a_run_joins_the_active_step(qtbot, qloop, project: Path,
 
 
 def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
-        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), HttpError(500, "down"))
     window, controller = open_window(qtbot, project)
     window.run_panel.show()
@@ -151,16 +162,18 @@ def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
     assert window.notice.property("kind") == "info"
     assert panel_steps(window) == ["✓ 1. Collect the changes", "✗ 2. Draft the notes",
                                    "○ 3. Review"]
-    failed = window.run_panel.steps.topLevelItem(1)  # its result, wrapped to the panel's width
-    assert "HTTP 500" in " ".join(failed.child(i).text(0) for i in range(failed.childCount()))
+    # its result, wrapped to the panel's width
+    failed = present(window.run_panel.steps.topLevelItem(1))
+    assert "HTTP 500" in " ".join(present(failed.child(i)).text(0)
+                                  for i in range(failed.childCount()))
     provider.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
     qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)  # Resume
     run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
     assert "BRIEF-DRAFT" in provider.requests[2].body["messages"][0]["content"]
 
 
-def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
-                                            provider: FakeLLMServer) -> None:
+def test_skip_redo_and_abort_from_the_panel(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                            project: Path, provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
     window, controller = open_window(qtbot, project)
     window.run_panel.show()
@@ -174,7 +187,7 @@ def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
     assert "BRIEF-REVIEW" in provider.requests[3].body["messages"][0]["content"]
     # redo the first step: select it, Redo
     tree = window.run_panel.steps
-    tree.setCurrentItem(tree.topLevelItem(0))
+    tree.setCurrentItem(present(tree.topLevelItem(0)))
     provider.script(Answer("listing again"), Answer("listing"))
     qtbot.mouseClick(window.run_panel.redo_button, Qt.MouseButton.LeftButton)
     answer_box(qloop, "Redo")  # finished steps would no longer count: asked first
@@ -202,7 +215,8 @@ def test_skip_redo_and_abort_from_the_panel(qtbot, qloop, project: Path,
 
 
 def test_the_agents_plan_becomes_a_workflow_and_can_be_duplicated_and_deleted(
-        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -252,8 +266,10 @@ def test_the_agents_plan_becomes_a_workflow_and_can_be_duplicated_and_deleted(
     assert not (project / ".workbench" / "workflows" / "release-notes-copy.json").exists()
 
 
-def test_switching_to_chat_during_a_run_pauses_it_after_the_round(
-        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+def test_switching_to_chat_during_a_run_pauses_it_after_the_round(qtbot: QtBot,
+                                                                  qloop: asyncio.AbstractEventLoop,
+                                                                  project: Path,
+                                                                  provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), Answer("Thinking about the draft " * 10, delay=0.1),
                     Answer("should not be asked for"))
     window, controller = open_window(qtbot, project)
@@ -268,7 +284,8 @@ def test_switching_to_chat_during_a_run_pauses_it_after_the_round(
 
 
 def test_a_selected_step_stays_selected_without_moving_the_transcript(
-        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
     window, controller = open_window(qtbot, project)
     window.run_panel.show()
@@ -277,7 +294,7 @@ def test_a_selected_step_stays_selected_without_moving_the_transcript(
     shown: list[str] = []
     window.run_panel.step_selected.connect(shown.append)
     tree = window.run_panel.steps
-    tree.setCurrentItem(tree.topLevelItem(0))  # the user selects step 1
+    tree.setCurrentItem(present(tree.topLevelItem(0)))  # the user selects step 1
     assert shown == ["collect"]
     for _ in range(3):  # refreshes while the run goes on
         controller.runs.show_current()
@@ -285,7 +302,8 @@ def test_a_selected_step_stays_selected_without_moving_the_transcript(
 
 
 def test_abort_while_a_request_waits_leaves_no_phantom_entry_or_dead_retry(
-        qtbot, qloop, project: Path, provider: FakeLLMServer) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
     """Abort while the step's request has not answered yet: the run ends with the notice that
     says so, and no "stopped before any text arrived" entry offers a Retry that cannot act."""
     from tests.helpers.fake_llm import Hang
@@ -310,8 +328,10 @@ def test_abort_while_a_request_waits_leaves_no_phantom_entry_or_dead_retry(
     assert log[-1].run_event is not None and log[-1].run_event.action == "abort"
 
 
-def test_a_pause_row_keeps_its_place_live_and_after_a_restart(qtbot, qloop, project: Path,
-                                                             provider: FakeLLMServer) -> None:
+def test_a_pause_row_keeps_its_place_live_and_after_a_restart(qtbot: QtBot,
+                                                              qloop: asyncio.AbstractEventLoop,
+                                                              project: Path,
+                                                              provider: FakeLLMServer) -> None:
     """Paused while an answer streams: the "Run paused by you" row stands where the log has
     it, live and when the conversation is read again (another window, after a restart)."""
     from ui.transcript_model import rows_from_messages
@@ -320,17 +340,18 @@ def test_a_pause_row_keeps_its_place_live_and_after_a_restart(qtbot, qloop, proj
     window, controller = open_window(qtbot, project)
     window.run_panel.show()
     start_from_panel(qtbot, window)
-    run_until(qloop, lambda: window.transcript_model.streaming_row() is not None
-              and bool(window.transcript_model.streaming_row().text))
+    run_until(qloop, lambda: (row := window.transcript_model.streaming_row()) is not None
+              and bool(row.text))
     qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy())
 
-    def shown(rows) -> list[tuple[str, str]]:
+    def shown(rows: list[Row]) -> list[tuple[str, str]]:
         return [(r.kind.value, r.text[:40]) for r in rows]
 
     live = shown(window.transcript_model.rows())
     assert any(text.startswith("Run paused by you") for _, text in live)
     conv = controller.current_id
+    assert conv is not None
     with Project.open(project, read_only=True) as p:
         logged = shown(rows_from_messages(p.conversations.load(conv).messages))
     assert live == logged

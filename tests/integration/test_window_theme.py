@@ -3,8 +3,11 @@ View → Theme switches at once and is remembered."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from PySide6.QtGui import QColor, QImage
+from pytestqt.qtbot import QtBot
 
 from core.model import ConversationMessage
 from core.settings import SettingsStore
@@ -53,7 +56,7 @@ def mean_luminance(image: QImage) -> float:
     return total / n
 
 
-def test_view_theme_switches_at_once_and_is_remembered(qtbot, project_dir) -> None:
+def test_view_theme_switches_at_once_and_is_remembered(qtbot: QtBot, project_dir: Path) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create("Colours")
         p.conversations.append_many(conv.id, [

@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,9 +58,9 @@ def message(turn: int, rng: random.Random) -> str:
     return f"Turn {turn}. Remember this note: " + " ".join(words) + ". Answer in one sentence."
 
 
-def server_count(messages: list[dict], tools: list[dict]) -> int:
+def server_count(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
     """The server's own count of a request's prompt (asked unstreamed, one token out)."""
-    body: dict = {"model": "smol", "messages": messages, "max_tokens": 1, "stream": False}
+    body: dict[str, Any] = {"model": "smol", "messages": messages, "max_tokens": 1, "stream": False}
     if tools:
         body["tools"] = tools
     request = urllib.request.Request(f"{URL}/chat/completions", json.dumps(body).encode(),

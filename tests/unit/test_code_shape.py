@@ -43,7 +43,7 @@ class Shape:
 def complexity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """McCabe complexity of `func` by the module's counting rule."""
     count = 1
-    todo: list[ast.AST] = [*func.args.defaults, *func.args.kw_defaults, *func.body]
+    todo: list[ast.AST | None] = [*func.args.defaults, *func.args.kw_defaults, *func.body]
     while todo:
         node = todo.pop()
         if node is None or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef

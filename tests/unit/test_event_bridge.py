@@ -11,13 +11,14 @@ import time
 
 import pytest
 from PySide6.QtCore import QTimer
+from pytestqt.qtbot import QtBot
 
 from app.window.worker import SLICE_S, EventBridge
 
 pytestmark = pytest.mark.gui
 
 
-def test_a_burst_arrives_in_order_and_the_window_gets_turns_between(qtbot) -> None:
+def test_a_burst_arrives_in_order_and_the_window_gets_turns_between(qtbot: QtBot) -> None:
     bridge = EventBridge()
     seen: list[object] = []
     window_turns: list[int] = []  # how many events had been handled when the window had a turn
@@ -51,7 +52,7 @@ def test_a_burst_arrives_in_order_and_the_window_gets_turns_between(qtbot) -> No
     assert any(0 < n < 80 for n in window_turns)
 
 
-def test_events_posted_after_a_drain_are_not_lost(qtbot) -> None:
+def test_events_posted_after_a_drain_are_not_lost(qtbot: QtBot) -> None:
     bridge = EventBridge()
     seen: list[object] = []
     bridge.engine_event.connect(seen.append)
@@ -61,7 +62,8 @@ def test_events_posted_after_a_drain_are_not_lost(qtbot) -> None:
     qtbot.waitUntil(lambda: seen == ["first", "second"], timeout=5000)
 
 
-def test_an_engine_posting_while_the_window_is_busy_waits_for_it(monkeypatch) -> None:
+def test_an_engine_posting_while_the_window_is_busy_waits_for_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from core import give_way as gw
 
     monkeypatch.setattr(gw, "LONGEST_WAIT", 30.0)
@@ -69,7 +71,11 @@ def test_an_engine_posting_while_the_window_is_busy_waits_for_it(monkeypatch) ->
     posted = threading.Event()
     gw.window_busy()  # the window's thread handles events and paints
     try:
-        engine = threading.Thread(target=lambda: (bridge.post("card"), posted.set()))
+        def post() -> None:
+            bridge.post("card")
+            posted.set()
+
+        engine = threading.Thread(target=post)
         engine.start()
         assert not posted.wait(0.2)  # the engine gives the window its turn first
         gw.window_idle()

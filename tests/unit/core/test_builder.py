@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.context.budget import Budget, resolve_budget
-from core.context.builder import BudgetError, build_request
+from core.context.builder import BudgetError, BuiltRequest, build_request
 from core.context.normalize import protocol_errors
 from core.context.prompts import PromptComposer
 from core.llm.tokens import TokenCounter
-from core.model import ConversationMessage, ErrorInfo
+from core.model import ConversationMessage, ErrorInfo, Mode
 from core.workflows.state import RunContext
 from tests.helpers.trajectories import make_conversation
 
 COUNTER = TokenCounter("o200k_base")
 
 
-def log(raw: list[dict]) -> list[ConversationMessage]:
+def log(raw: list[dict[str, Any]]) -> list[ConversationMessage]:
     return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
 
-def build(history, budget: int, mode="chat", composer=None, run=None,
-          compact=False):
+def build(history: list[ConversationMessage], budget: int, mode: Mode = "chat",
+          composer: PromptComposer | None = None, run: RunContext | None = None,
+          compact: bool = False) -> BuiltRequest:
     # Compaction off: these tests are about the last-resort trimming (test_compaction.py has
     # the stages in front of it).
     return build_request(history, mode, model="gpt-4o", budget=Budget(budget, 0, 0, "override"),
@@ -170,7 +172,8 @@ def test_compression_stages_run_past_the_trigger_and_are_reported() -> None:
     class ShortenTools(CompressionStage):
         name = "shorten-tools"
 
-        def compress(self, entries, target_tokens, counter):
+        def compress(self, entries: list[ConversationMessage], target_tokens: int,
+                     counter: TokenCounter) -> StageResult:
             out, decisions = [], []
             for m in entries:
                 if m.role == "tool":
@@ -197,7 +200,8 @@ def test_a_stage_that_shortens_copies_saves_tokens_and_keeps_excluded_entries_re
     class Preview(CompressionStage):  # does not reset the copies' cached counts
         name = "preview"
 
-        def compress(self, entries, target_tokens, counter):
+        def compress(self, entries: list[ConversationMessage], target_tokens: int,
+                     counter: TokenCounter) -> StageResult:
             out, decisions = [], []
             for m in entries:
                 if m.role == "tool":

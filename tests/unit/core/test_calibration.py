@@ -12,7 +12,7 @@ import pytest
 
 import core.context.calibration as calibration_module
 from core.context.calibration import Calibration
-from core.store.fileio import read_json
+from core.store.fileio import atomic_write_json, read_json
 
 DEADLINE_S = 10
 
@@ -21,7 +21,7 @@ def test_reading_the_figures_never_waits_on_a_write_to_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cal = Calibration(tmp_path / "calibration.json")
     writing, release = threading.Event(), threading.Event()
-    real = calibration_module.atomic_write_json
+    real = atomic_write_json  # the module's own, replaced below
 
     def slow_write(*args: Any, **kwargs: Any) -> None:  # a busy disk's fsync
         writing.set()

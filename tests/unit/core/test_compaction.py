@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from core.context.budget import Budget
-from core.context.builder import ACK, BuildCache, build_request
+from core.context.builder import ACK, BuildCache, BuiltRequest, build_request
 from core.context.normalize import protocol_errors
 from core.context.prompts import PromptComposer
+from core.context.report import EntryDecision
 from core.context.stages import TRIGGER
 from core.context.view import to_json as view_json
 from core.llm.tokens import TokenCounter
-from core.model import ConversationMessage
+from core.model import ConversationMessage, ToolCall
 from tests.helpers.trajectories import make_agent_session
 
 COUNTER = TokenCounter("o200k_base")
@@ -23,7 +25,8 @@ def session(rounds: int = 30, seed: int = 1) -> list[ConversationMessage]:
     return [COUNTER.with_count(m) for m in make_agent_session(rounds, seed)]
 
 
-def build(history, budget: int, cache=None, compact=True):
+def build(history: list[ConversationMessage], budget: int, cache: BuildCache | None = None,
+          compact: bool = True) -> BuiltRequest:
     return build_request(history, "agent", model="gpt-4o",
                          budget=Budget(budget, 0, 0, "override"), counter=COUNTER,
                          composer=PromptComposer(), cache=cache, compact=compact)
@@ -33,7 +36,7 @@ def full_size(history: list[ConversationMessage]) -> int:
     return build(history, 10**8).report.used
 
 
-def decisions(built) -> dict[str, object]:
+def decisions(built: BuiltRequest) -> dict[str, EntryDecision]:
     return {e.id: e for e in built.report.entries}
 
 
@@ -58,7 +61,8 @@ def test_old_tool_outputs_become_previews_that_name_their_ref_and_recent_ones_st
     assert sent["content"].startswith(first.text()[:100])  # the head is verbatim
     assert sent["content"].endswith(first.text()[-50:])  # and the tail
     e = by_id[first.id]
-    assert e.stage == "tool outputs" and e.tokens_before > e.tokens > 0
+    assert e.stage == "tool outputs" and e.tokens_before is not None
+    assert e.tokens_before > e.tokens > 0
     # the last rounds' outputs are sent whole
     last_tool = [m for m in history if m.role == "tool"][-1]
     assert by_id[last_tool.id].decision == "kept"
@@ -74,8 +78,9 @@ def test_a_latest_round_too_big_for_the_budget_keeps_its_call_and_a_shortened_re
     # request again without its own calls and results, and started over.
     history = session(6)
     history.append(COUNTER.with_count(ConversationMessage(
-        role="assistant", content=None, tool_calls=[{"id": "big", "type": "function",
-            "function": {"name": "run_shell", "arguments": '{"command": "yes y"}'}}])))
+        role="assistant", content=None, tool_calls=[ToolCall.model_validate({
+            "id": "big", "type": "function",
+            "function": {"name": "run_shell", "arguments": '{"command": "yes y"}'}})])))
     history.append(COUNTER.with_count(ConversationMessage(
         role="tool", tool_call_id="big", content="y\n" * 30_000)))
     built = build(history, full_size(history[:-2]) + 3000)
@@ -128,8 +133,13 @@ def test_far_over_budget_the_digest_keeps_every_left_out_request_and_what_was_do
     for m in digested:
         if m.role == "user":  # the opening of every left-out request
             assert m.text()[:40] in text
-    left_paths = {re.search(r"pkg/mod_\d+\.py", m.text() or "").group(0)
-                  for m in digested if m.role == "user"}
+
+    def path_in(text: str) -> str:
+        found = re.search(r"pkg/mod_\d+\.py", text)
+        assert found is not None
+        return found.group(0)
+
+    left_paths = {path_in(m.text() or "") for m in digested if m.role == "user"}
     assert left_paths and all(p in text for p in left_paths)
     assert "Files edited:" in text and "Files written:" in text
     # a failed command's line carries its error line and what the model did next
@@ -194,7 +204,7 @@ def test_compaction_keeps_more_of_the_conversation_than_trimming_alone() -> None
     trimmed = build(history, budget, compact=False)
     users = [m for m in history if m.role == "user"]
 
-    def seen(built) -> int:
+    def seen(built: BuiltRequest) -> int:
         text = "\n".join(str(m.get("content")) for m in built.messages)
         return sum(u.text()[:40] in text for u in users)
 
@@ -278,7 +288,7 @@ def test_at_any_budget_every_request_is_sent_or_listed_in_the_digest_or_counted_
         assert accounted == len(requests), (budget, digest)
 
 
-def stage_names(built) -> list[str]:
+def stage_names(built: BuiltRequest) -> list[str]:
     return [s["name"] for s in built.report.stages]
 
 
@@ -382,7 +392,7 @@ def test_calibration_moving_after_an_answer_keeps_the_compaction() -> None:
     history = session(40)
     budget = full_size(history) // 3
 
-    def calibrated(h: list[ConversationMessage], factor: float, cache: BuildCache):
+    def calibrated(h: list[ConversationMessage], factor: float, cache: BuildCache) -> BuiltRequest:
         return build_request(h, "agent", model="gpt-4o",
                              budget=Budget(budget, 0, 0, "override", calibration=factor),
                              counter=COUNTER, composer=PromptComposer(), cache=cache)
@@ -495,19 +505,19 @@ def test_a_paused_summary_plan_covers_the_same_entries_and_reads_the_same() -> N
 # --- what the digest keeps of a working session: failures, the user's rules, the plan ---------
 
 
-def imported(raw: list[dict]) -> list[ConversationMessage]:
+def imported(raw: list[dict[str, Any]]) -> list[ConversationMessage]:
     """An imported session: OpenAI messages, no exit codes, no tool names, no statuses."""
     return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
 
-def bash(cid: str, command: str) -> dict:
+def bash(cid: str, command: str) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [
         {"id": cid, "type": "function",
          "function": {"name": "Bash", "arguments": json.dumps({"command": command})}}]}
 
 
-def filler(rounds: int) -> list[dict]:
-    out: list[dict] = []
+def filler(rounds: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for r in range(rounds):
         out.append({"role": "user", "content": f"Look at part {r} of the module."})
         out.append(bash(f"f{r}", f"cat part_{r}.txt"))
@@ -516,9 +526,10 @@ def filler(rounds: int) -> list[dict]:
     return out
 
 
-def digest_of(built) -> str:
-    return next(m["content"] for m in built.messages
-                if str(m.get("content")).startswith("[Context digest"))
+def digest_of(built: BuiltRequest) -> str:
+    digest: str = next(m["content"] for m in built.messages
+                       if str(m.get("content")).startswith("[Context digest"))
+    return digest
 
 
 def test_a_failed_command_of_an_imported_session_is_named_with_its_error_lines() -> None:
@@ -611,7 +622,7 @@ def test_the_plan_is_replayed_from_the_apps_own_todo_calls() -> None:
     from core.context.memo import Compaction, CompactionMemo
     from core.context.units import group_units
 
-    def todo(cid: str, args: dict) -> list[dict]:
+    def todo(cid: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"role": "assistant", "content": None, "tool_calls": [
             {"id": cid, "type": "function",
              "function": {"name": "manage_todo_list", "arguments": json.dumps(args)}}]},

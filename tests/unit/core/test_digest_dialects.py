@@ -5,11 +5,12 @@ or sent whole (sessions made by tests/helpers/dialects.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from core.context.budget import Budget
-from core.context.builder import build_request
+from core.context.builder import BuiltRequest, build_request
 from core.context.prompts import PromptComposer
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
@@ -18,12 +19,12 @@ from tests.helpers.dialects import DIALECTS, dialect_session
 COUNTER = TokenCounter("o200k_base")
 
 
-def imported(raw: list[dict]) -> list[ConversationMessage]:
+def imported(raw: list[dict[str, Any]]) -> list[ConversationMessage]:
     return [COUNTER.with_count(ConversationMessage.from_openai(m)) for m in raw]
 
 
-def build(history: list[ConversationMessage], share: float):
-    def at(budget: int):
+def build(history: list[ConversationMessage], share: float) -> BuiltRequest:
+    def at(budget: int) -> BuiltRequest:
         return build_request(history, "agent", model="gpt-4o",
                              budget=Budget(budget, 0, 0, "override"), counter=COUNTER,
                              composer=PromptComposer(), compact=True)
@@ -32,12 +33,12 @@ def build(history: list[ConversationMessage], share: float):
 
 def digest_line(history: list[ConversationMessage], command: str, share: float = 0.1) -> str:
     built = build(history, share)
-    digest = next(m["content"] for m in built.messages
-                  if str(m.get("content")).startswith("[Context digest"))
+    digest: str = next(m["content"] for m in built.messages
+                       if str(m.get("content")).startswith("[Context digest"))
     return next(x for x in digest.splitlines() if x.startswith(f"- {command} → "))
 
 
-def sent_text(built) -> str:
+def sent_text(built: BuiltRequest) -> str:
     parts = []
     for m in built.messages:
         parts.append(str(m.get("content") or ""))
@@ -89,6 +90,7 @@ def test_windows_shells_name_the_command_they_do_not_know() -> None:
 def test_a_failed_output_shortened_to_a_reference_still_names_its_cause() -> None:
     history = imported(dialect_session("nested causes", seed=0))
     go = next(m for m in history if m.tool_calls and "TestPush" in m.tool_calls[0].function.arguments)
+    assert go.tool_calls is not None
     for share in (0.5, 0.35, 0.25, 0.2):
         built = build(history, share)
         sent = next((m for m in built.messages if m.get("tool_call_id") == go.tool_calls[0].id),
@@ -114,6 +116,7 @@ def test_the_scorer_reads_a_progress_bars_output_as_the_terminal_shows_it() -> N
     history = imported(dialect_session("progress bars", seed=1))
     call = next(m for m in history
                 if m.tool_calls and "cargo build" in m.tool_calls[0].function.arguments)
+    assert call.tool_calls is not None
     result = next(m for m in history if m.tool_call_id == call.tool_calls[0].id)
     entry = next(e for e in build(history, 0.1).report.entries if e.id == result.id)
     assert entry.decision == "digested"

@@ -16,7 +16,7 @@ from core.interchange import (
 from tests.helpers.trajectories import make_conversation
 
 
-def write(tmp_path: Path, data, name: str = "conv.json") -> Path:
+def write(tmp_path: Path, data: object, name: str = "conv.json") -> Path:
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return path
@@ -83,7 +83,7 @@ def test_every_export_keeps_every_character_the_user_saw() -> None:
     import json as _json
 
     from core.interchange import export_jsonl, export_markdown, export_openai
-    from core.model import ConversationMessage, ErrorInfo
+    from core.model import ConversationMessage, ErrorInfo, ToolCall
 
     refusal = ConversationMessage.from_openai(
         {"role": "assistant", "content": [{"type": "refusal", "refusal": "I won't do that"}]})
@@ -92,7 +92,8 @@ def test_every_export_keeps_every_character_the_user_saw() -> None:
         {"type": "image_url", "image_url": {"url": "https://example.org/cat.png"}}]})
     cut_call = ConversationMessage(
         role="assistant", kind="error", content="",
-        tool_calls=[{"id": "c1", "function": {"name": "read_file", "arguments": '{"pa'}}],
+        tool_calls=[ToolCall.model_validate(
+            {"id": "c1", "function": {"name": "read_file", "arguments": '{"pa'}})],
         error=ErrorInfo(type="stream_interrupted", message="cut"))
     msgs = [picture, refusal, cut_call]
     md = export_markdown(msgs, "t", pending="arriving text")

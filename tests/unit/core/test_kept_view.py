@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from core.context.service import ProjectContext
 from core.llm.tokens import TokenCounter
@@ -119,6 +120,7 @@ def test_a_kept_compaction_with_wrong_shapes_is_made_again(tmp_path: Path) -> No
     with Project.open(tmp_path / "p") as project:
         turn(project, conv, 0)
     view = tmp_path / "p" / ".workbench" / "conversations" / conv / "view.json"
+    broken: dict[str, Any]
     for broken in ({"staged": []}, {"staged": None}, {"left_out": {}}, {"digest_tokens": 3}):
         data = json.loads(view.read_text())
         view.write_text(json.dumps({**data, **broken}))

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, ToolCallsReady, Usage
+from core.llm.adapter import (
+    Finished,
+    LLMClient,
+    LLMRequest,
+    StreamEvent,
+    TextDelta,
+    ToolCallsReady,
+    Transport,
+    Usage,
+)
 from core.llm.errors import (
     AuthError,
     ContextOverflow,
@@ -35,7 +46,8 @@ from tests.helpers.fake_llm import (
     ToolCalls,
 )
 
-TRANSPORTS = {"sdk": OpenAITransport, "litellm": LitellmTransport}
+TRANSPORTS: dict[str, Callable[[], Transport]] = {"sdk": OpenAITransport,
+                                                  "litellm": LitellmTransport}
 
 
 @pytest.fixture(params=list(TRANSPORTS), autouse=True)
@@ -46,17 +58,17 @@ def via(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def collect(server: FakeLLMServer, via: str = "litellm", **overrides) -> list:
+def collect(server: FakeLLMServer, via: str = "litellm", **overrides: Any) -> list[StreamEvent]:
     request = LLMRequest(**{"model": MODEL, "api_base": server.url,
                             "messages": [{"role": "user", "content": "hi"}], **overrides})
 
-    async def run() -> list:
+    async def run() -> list[StreamEvent]:
         return [ev async for ev in TRANSPORTS[via]().stream(request)]
 
     return asyncio.run(run())
 
 
-def failure(server: FakeLLMServer, via: str = "litellm", **overrides) -> LLMError:
+def failure(server: FakeLLMServer, via: str = "litellm", **overrides: Any) -> LLMError:
     with pytest.raises(LLMError) as info:
         collect(server, via, **overrides)
     return info.value
@@ -267,7 +279,7 @@ def test_a_runaway_answer_is_cut_at_the_limit_with_a_sentence(
 
     monkeypatch.setattr(answer, "MAX_ANSWER_CHARS", 50_000)
     llm_server.script(Answer(chunks=["x" * 1000] * 200))
-    events: list = []
+    events: list[StreamEvent] = []
 
     async def run() -> None:
         request = LLMRequest(model=MODEL, api_base=llm_server.url,
@@ -318,7 +330,7 @@ def test_the_streamed_answer_is_assembled_once_and_its_usage_still_arrives(
     built: list[int] = []
     builder = litellm.stream_chunk_builder
 
-    def counting(*args, **kwargs):
+    def counting(*args: Any, **kwargs: Any) -> object:  # litellm's own, unannotated
         built.append(len(kwargs.get("chunks") or args[0]))
         return builder(*args, **kwargs)
 

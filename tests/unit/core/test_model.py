@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from core.model import ConversationMessage, InvalidMessage, TextPart, new_id
@@ -79,7 +81,7 @@ CONTENT_FORMS = [
 
 
 @pytest.mark.parametrize("part", CONTENT_FORMS, ids=lambda p: str(p["type"]))
-def test_every_content_form_converts_back_exactly(part: dict) -> None:
+def test_every_content_form_converts_back_exactly(part: dict[str, Any]) -> None:
     raw = {"role": "user", "content": [part]}
     msg = ConversationMessage.from_openai(raw)
     assert msg.to_openai() == raw

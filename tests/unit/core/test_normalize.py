@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -13,8 +14,8 @@ IDS = st.sampled_from(["a", "b", "c", "d", "", "a"])
 
 
 @st.composite
-def messages(draw) -> list[dict]:
-    out: list[dict] = []
+def messages(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for _ in range(draw(st.integers(0, 25))):
         kind = draw(st.sampled_from(["user", "text", "calls", "tool", "empty"]))
         if kind == "user":
@@ -45,7 +46,7 @@ def messages(draw) -> list[dict]:
         for c in ("a", "b")]},
     {"role": "tool", "tool_call_id": "b", "content": "result"},
     {"role": "tool", "tool_call_id": "a", "content": "result"}])
-def test_output_always_passes_the_protocol_rules(raw: list[dict]) -> None:
+def test_output_always_passes_the_protocol_rules(raw: list[dict[str, Any]]) -> None:
     fixed, notes = normalize(raw)
     assert protocol_errors(fixed) == []
     if fixed != raw:
@@ -53,7 +54,7 @@ def test_output_always_passes_the_protocol_rules(raw: list[dict]) -> None:
 
 
 def test_valid_conversations_pass_through_untouched() -> None:
-    raw = [
+    raw: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
@@ -64,7 +65,7 @@ def test_valid_conversations_pass_through_untouched() -> None:
 
 
 def test_missing_result_gets_an_aborted_stand_in_and_orphans_go() -> None:
-    raw = [
+    raw: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
@@ -79,7 +80,7 @@ def test_missing_result_gets_an_aborted_stand_in_and_orphans_go() -> None:
 
 
 def test_results_out_of_call_order_are_reordered_and_reported() -> None:
-    raw = [{"role": "assistant", "content": None, "tool_calls": [
+    raw: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "b", "content": "second"},
@@ -91,7 +92,7 @@ def test_results_out_of_call_order_are_reordered_and_reported() -> None:
 
 
 def test_malformed_arguments_are_kept_as_text_not_lost() -> None:
-    raw = [{"role": "assistant", "content": None, "tool_calls": [
+    raw: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{broken"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "r"}]
     fixed, notes = normalize(raw)

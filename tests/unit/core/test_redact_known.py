@@ -4,6 +4,7 @@ and a stream printed piece by piece."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -20,19 +21,19 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     remember(["short12", "Bearer abc def", "ab", "k9x2z"])
 
 
-def test_a_remembered_key_is_redacted_by_every_redact(keys) -> None:
+def test_a_remembered_key_is_redacted_by_every_redact(keys: None) -> None:
     assert redact("token=short12, again: short12.") == f"token={MARK}, again: {MARK}."
     assert redact("header Bearer abc def sent") == f"header {MARK} sent"
     assert redact(f"env {IN_USE}") == f"env {MARK}"
 
 
-def test_a_short_key_is_redacted_as_a_word_never_inside_another(keys) -> None:
+def test_a_short_key_is_redacted_as_a_word_never_inside_another(keys: None) -> None:
     assert redact("k9x2z, not ak9x2z or k9x2z_1") == f"{MARK}, not ak9x2z or k9x2z_1"
     assert redact("ab is two letters: a flag, never a key") == \
         "ab is two letters: a flag, never a key"
 
 
-def test_json_values_are_redacted_and_stay_json(keys, tmp_path) -> None:
+def test_json_values_are_redacted_and_stay_json(keys: None, tmp_path: Path) -> None:
     value = {"drafts": {"c": f"key {SHAPED}"}, "n": 3, "list": ["short12", None, True],
              "error": f"Incorrect API key provided: {IN_USE}"}
     assert redact_value(value) == {"drafts": {"c": f"key {MARK}"}, "n": 3,
@@ -49,7 +50,7 @@ def test_json_values_are_redacted_and_stay_json(keys, tmp_path) -> None:
     assert json.loads((tmp_path / "b.json").read_text())["messages"][299]["n"] == 3
 
 
-def test_a_key_split_across_any_two_pieces_is_never_printed(keys) -> None:
+def test_a_key_split_across_any_two_pieces_is_never_printed(keys: None) -> None:
     text = (f"The key is {SHAPED} and Bearer abc def, the token {IN_USE}; "
             "Incorrect API key provided: abcdef123456. Done.\n")
     whole = redact(text)
@@ -59,7 +60,7 @@ def test_a_key_split_across_any_two_pieces_is_never_printed(keys) -> None:
         assert printed == whole, cut
 
 
-def test_a_stream_is_printed_as_it_comes_but_for_its_last_words(keys) -> None:
+def test_a_stream_is_printed_as_it_comes_but_for_its_last_words(keys: None) -> None:
     shown = StreamRedactor()
     words = [f"word{n} " for n in range(40)]
     printed = "".join(shown.feed(w) for w in words)
@@ -70,7 +71,7 @@ def test_a_stream_is_printed_as_it_comes_but_for_its_last_words(keys) -> None:
     assert len(shown.feed(long_run)) > 5_000
 
 
-def test_a_long_run_without_spaces_is_cut_where_no_key_is(keys) -> None:
+def test_a_long_run_without_spaces_is_cut_where_no_key_is(keys: None) -> None:
     text = "x," * 3000 + f'"api_key": "{IN_USE}9999x"' + "y," * 40
     whole = redact(text)
     assert IN_USE not in whole

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.context.budget import Budget
-from core.context.builder import BudgetError, build_request
+from core.context.builder import BudgetError, BuiltRequest, build_request
 from core.context.candidates import BuildCache
 from core.context.normalize import ABORTED_RESULT, protocol_errors
 from core.context.prompts import PromptComposer
@@ -52,7 +53,7 @@ class Log:
         return [m for m in self.raw if m.kind != "annotation"]
 
 
-def _apply(log: Log, op: tuple) -> None:
+def _apply(log: Log, op: tuple[Any, ...]) -> None:
     kind = op[0]
     last = log.dialogue()[-1] if log.dialogue() else None
     if kind == "send":
@@ -112,13 +113,14 @@ OPS = st.one_of(
 )
 
 
-def _build(history: list[ConversationMessage], usable: int, cache: BuildCache | None):
+def _build(history: list[ConversationMessage], usable: int,
+           cache: BuildCache | None) -> BuiltRequest:
     budget = Budget(usable + 1000, 1000, 0, "override", calibration=0.9)
     return build_request(history, "chat", model="gpt-4o", budget=budget, counter=COUNTER,
                          composer=COMPOSER, cache=cache)
 
 
-def _check(history: list[ConversationMessage], built) -> None:
+def _check(history: list[ConversationMessage], built: BuiltRequest) -> None:
     sent = built.messages
     assert protocol_errors(sent[1:]) == []
     # the meter's figure is the request's counted tokens
@@ -127,9 +129,9 @@ def _check(history: list[ConversationMessage], built) -> None:
     assert built.report.provider_estimate == round(counted * built.report.calibration)
     # no synthetic result for a call whose result is in the log
     results = {m.tool_call_id for m in history if m.role == "tool"}
-    for m in sent:
-        if m.get("role") == "tool" and m.get("content") == ABORTED_RESULT:
-            assert m["tool_call_id"] not in results, m
+    for msg in sent:
+        if msg.get("role") == "tool" and msg.get("content") == ABORTED_RESULT:
+            assert msg["tool_call_id"] not in results, msg
     # no sentence of ours meant for the user
     text = json.dumps([m.get("content") for m in sent[1:]])
     for s in USER_SENTENCES:
@@ -151,7 +153,8 @@ def _check(history: list[ConversationMessage], built) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=1, max_size=30), st.sampled_from([400, 1500, 100_000]))
-def test_every_request_is_valid_complete_honest_and_counted_as_shown(ops, usable) -> None:
+def test_every_request_is_valid_complete_honest_and_counted_as_shown(
+        ops: list[tuple[Any, ...]], usable: int) -> None:
     log = Log()
     cache = BuildCache()
     for op in ops:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from core.context import server_window
@@ -29,8 +32,9 @@ def settings(server: FakeLLMServer, window: int | None = None) -> LLMSettings:
     ("/api/show", {"parameters": "temperature 0.7\nnum_ctx 12288",
                    "model_info": {"llama.context_length": 131072}}, 12288),
 ])
-def test_each_kind_of_server_states_its_window(project: Project, llm_server, path, body,
-                                               expected) -> None:
+def test_each_kind_of_server_states_its_window(project: Project, llm_server: FakeLLMServer,
+                                               path: str, body: dict[str, Any],
+                                               expected: int) -> None:
     llm_server.info[path] = body
     conv = project.conversations.create()
     service = ProjectContext(project.conversations)
@@ -39,8 +43,8 @@ def test_each_kind_of_server_states_its_window(project: Project, llm_server, pat
     assert llm_server.requests == []  # asking never counts as (or costs) a chat request
 
 
-def test_the_server_is_asked_once_and_the_window_thread_never_asks(project: Project,
-                                                                   llm_server) -> None:
+def test_the_server_is_asked_once_and_the_window_thread_never_asks(
+        project: Project, llm_server: FakeLLMServer) -> None:
     conv = project.conversations.create()
     context = ProjectContext(project.conversations)
     assert context.budget(conv.id, settings(llm_server), ask_servers=False).source != "server"
@@ -52,8 +56,8 @@ def test_the_server_is_asked_once_and_the_window_thread_never_asks(project: Proj
     assert context.budget(conv.id, settings(llm_server), ask_servers=False).window == 8000
 
 
-def test_the_smaller_of_the_setting_and_the_servers_window_applies(project: Project,
-                                                                   llm_server) -> None:
+def test_the_smaller_of_the_setting_and_the_servers_window_applies(
+        project: Project, llm_server: FakeLLMServer) -> None:
     """A server that runs its model with 8,000 tokens refuses a request built for the 20,000
     set in Settings; a conversation set to 3,000 gets 3,000. Whichever applies is named."""
     llm_server.info["/props"] = {"default_generation_settings": {"n_ctx": 8000}}
@@ -76,7 +80,7 @@ def test_an_unknown_model_keeps_most_of_a_guessed_window_for_the_request(project
 
 
 def test_what_a_server_said_is_remembered_across_runs_until_a_request_fails(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     # Every CLI command used to ask the server's four information routes again (a process
     # each); now what it said (or that it said nothing) is kept beside the calibration, and a
     # failed request makes it asked anew (the server may have been restarted otherwise).
@@ -114,7 +118,9 @@ def test_what_a_server_said_is_remembered_across_runs_until_a_request_fails(
     assert "window 4,096 (server)" in out and len(llm_server.probes) > asked, out
 
 
-def test_the_window_is_given_on_the_command_line(capsys, project_dir, llm_server) -> None:
+def test_the_window_is_given_on_the_command_line(capsys: pytest.CaptureFixture[str],
+                                                 project_dir: Path,
+                                                 llm_server: FakeLLMServer) -> None:
     import json
 
     from app.cli.main import main
@@ -138,7 +144,7 @@ def test_the_window_is_given_on_the_command_line(capsys, project_dir, llm_server
 
 
 def test_a_local_server_is_asked_once_to_count_a_sample_and_whether_it_counts_tools(
-        capsys, project_dir, llm_server) -> None:
+        capsys: pytest.CaptureFixture[str], project_dir: Path, llm_server: FakeLLMServer) -> None:
     # llama-cpp-python streams no usage, so no answer ever brings a count to calibrate
     # against, and its chat template may leave the tools out of the prompt: the meter counted
     # 514 tokens of tools the server never read (+26% against its own count). A local server
@@ -169,7 +175,8 @@ def test_a_local_server_is_asked_once_to_count_a_sample_and_whether_it_counts_to
 
 
 def test_a_server_that_does_not_answer_in_time_is_asked_again_not_taken_as_silent(
-        project: Project, llm_server, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+        project: Project, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     # A local server busy with a generation (or still starting) answers late: what it would
     # say is not known yet. It was remembered as saying nothing beside the calibration, so
     # every later run (and window) built for the default window until a request failed.

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -128,11 +129,11 @@ def test_older_schema_runs_the_pending_migrations_in_order(project_dir: Path) ->
     Project.open(project_dir).close()
     calls: list[str] = []
 
-    def add_flag(state: Path, info: dict) -> dict:
+    def add_flag(state: Path, info: dict[str, Any]) -> dict[str, Any]:
         calls.append("add_flag")
         return {**info, "flag": True}
 
-    def note_it(state: Path, info: dict) -> dict:
+    def note_it(state: Path, info: dict[str, Any]) -> dict[str, Any]:
         calls.append("note_it")
         (state / "migrated.txt").write_text("yes")
         return info
@@ -231,7 +232,7 @@ def test_loaded_conversations_are_reused_but_never_stale(project: Project) -> No
 
 # --- every content form reaches the disk and comes back (issue 8, item 1) ---------------------
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20)
 _json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
@@ -268,7 +269,7 @@ _message = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(_message, min_size=1, max_size=5))
 def test_every_content_form_written_to_the_store_reads_back_the_same(
-    project: Project, raw: list[dict]
+    project: Project, raw: list[dict[str, Any]]
 ) -> None:
     from core.interchange import export_openai, parse_openai_messages
 
@@ -290,7 +291,8 @@ def test_every_content_form_written_to_the_store_reads_back_the_same(
     {"text": "half an answer", "model": 5, "continues": 7},
     {"text": "half an answer", "mode": ["chat"], "model": {"name": "m"}},
 ])
-def test_a_sidecar_with_odd_fields_still_becomes_its_entry(project_dir: Path, state: dict) -> None:
+def test_a_sidecar_with_odd_fields_still_becomes_its_entry(project_dir: Path,
+                                                           state: dict[str, Any]) -> None:
     with Project.open(project_dir) as p:
         conv = p.conversations.create()
         p.conversations.append(conv.id, user("question"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,7 +34,7 @@ PARTS = [
     {"type": "input_text", "text": "a provider's own kind", "extra": [1, 2]},
 ]
 
-text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40)
 part = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, text),
     st.builds(lambda u, d: {"type": "image_url", "image_url": {"url": u, **d}}, text,
@@ -50,7 +51,8 @@ message = st.one_of(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(message, min_size=1, max_size=6))
-def test_any_message_written_to_the_log_reads_back_the_same(project: Project, raw: list) -> None:
+def test_any_message_written_to_the_log_reads_back_the_same(project: Project,
+                                                            raw: list[dict[str, Any]]) -> None:
     msgs = parse_openai_messages(raw)
     conv = project.conversations.create()
     project.conversations.append_many(conv.id, msgs)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from core.model import ConversationMessage
+from core.model import ConversationMessage, Status
 from core.todo import render, todo_state
 
 
-def call(cid: str, name: str, args: dict, status: str | None = "ok") -> list[ConversationMessage]:
+def call(cid: str, name: str, args: dict[str, Any],
+         status: Status | None = "ok") -> list[ConversationMessage]:
     out = [ConversationMessage.from_openai({"role": "assistant", "content": None, "tool_calls": [
         {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})]
     if status is not None:

@@ -50,9 +50,9 @@ def run(root: Path, *calls: ToolCall, sandbox: Sandbox | None = None, policy: st
     return asyncio.run(go())
 
 
-def one(root: Path, name: str, args: dict[str, object] | str, **kw: object
-        ) -> ConversationMessage:
-    return run(root, call(name, args), **kw)[0]
+def one(root: Path, name: str, args: dict[str, object] | str, *, sandbox: Sandbox | None = None,
+        history: list[ConversationMessage] | None = None) -> ConversationMessage:
+    return run(root, call(name, args), sandbox=sandbox, history=history)[0]
 
 
 # --- paths -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtGui import QTextCursor, QTextDocument
+from PySide6.QtWidgets import QApplication
 
 from ui.highlight import highlight_code_blocks
 
@@ -17,7 +18,7 @@ def colour_at(doc: QTextDocument, needle: str) -> str:
     return cursor.charFormat().foreground().color().name()
 
 
-def test_python_code_is_coloured_and_prose_is_not(qapp) -> None:
+def test_python_code_is_coloured_and_prose_is_not(qapp: QApplication) -> None:
     doc = QTextDocument()
     doc.setMarkdown('Use this:\n\n```python\ndef parse(text):\n    """Parse it."""\n'
                     '    return 42  # the answer\n```\n\nThe def word in prose stays plain.')
@@ -29,13 +30,14 @@ def test_python_code_is_coloured_and_prose_is_not(qapp) -> None:
     assert colour_at(doc, "def word in prose") == "#000000"  # prose: untouched
 
 
-def test_unknown_or_missing_language_stays_plain(qapp) -> None:
+def test_unknown_or_missing_language_stays_plain(qapp: QApplication) -> None:
     doc = QTextDocument()
     doc.setMarkdown("```\nplain code\n```\n\n```no-such-language\nx = 1\n```\n")
     assert highlight_code_blocks(doc) == 0
 
 
-def test_code_blocks_stand_apart_and_long_lines_wrap_instead_of_being_cut(qapp) -> None:
+def test_code_blocks_stand_apart_and_long_lines_wrap_instead_of_being_cut(
+        qapp: QApplication) -> None:
     long_line = "result = compute(" + ", ".join(f"argument_{i}" for i in range(30)) + ")"
     doc = QTextDocument()
     doc.setMarkdown(f"Prose first.\n\n```\n{long_line}\n```\n")

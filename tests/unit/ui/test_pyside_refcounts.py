@@ -9,12 +9,12 @@ import sys
 import pytest
 from PySide6.QtCore import QRect
 from PySide6.QtGui import QImage, QPainter, QTextCursor, QTextDocument
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QApplication, QLabel
 
 pytestmark = pytest.mark.gui
 
 
-def test_void_methods_used_when_painting_keep_none_alive(qapp) -> None:
+def test_void_methods_used_when_painting_keep_none_alive(qapp: QApplication) -> None:
     doc = QTextDocument()
     doc.setPlainText("x" * 100)
     cursor = QTextCursor(doc)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import ctypes.util
 from pathlib import Path
 
+import pytest
+
 from app.window.start import DEFAULT_PROJECT_NAME, choose_project, missing_display_libraries
 from core.settings import SettingsStore
 
 
-def test_missing_x11_libraries_are_named_with_the_command_to_install_them(monkeypatch) -> None:
+def test_missing_x11_libraries_are_named_with_the_command_to_install_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.setenv("DISPLAY", ":0")
@@ -18,7 +21,7 @@ def test_missing_x11_libraries_are_named_with_the_command_to_install_them(monkey
     assert message is not None and "apt-get install" in message and "libxcb-cursor0" in message
 
 
-def test_headless_runs_need_no_x11_libraries(monkeypatch) -> None:
+def test_headless_runs_need_no_x11_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
     assert missing_display_libraries() is None
 

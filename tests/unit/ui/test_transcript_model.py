@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+from typing import Any
+
+from pytestqt.modeltest import ModelTester
+
 from core.model import ConversationMessage
 from tests.helpers.trajectories import make_conversation
 from ui.transcript_model import RowKind, TranscriptModel, main_argument
 
 
-def messages(raw: list[dict]) -> list[ConversationMessage]:
+def messages(raw: list[dict[str, Any]]) -> list[ConversationMessage]:
     return [ConversationMessage.from_openai(m) for m in raw]
 
 
-def test_model_passes_the_qt_model_tester(qtmodeltester) -> None:
+def test_model_passes_the_qt_model_tester(qtmodeltester: ModelTester) -> None:
     model = TranscriptModel()
     model.set_messages(messages(make_conversation(10, seed=4)))
     qtmodeltester.check(model)
@@ -56,7 +60,7 @@ def test_streaming_row_is_replaced_by_the_stored_answer() -> None:
     model.begin_streaming()
     model.add_stream_text("Hel")
     model.add_stream_text("lo")
-    assert model.streaming_row() is not None and model.streaming_row().text == "Hello"
+    assert (row := model.streaming_row()) is not None and row.text == "Hello"
     model.finish_streaming(ConversationMessage(role="assistant", content="Hello"))
     assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.ASSISTANT]
 
@@ -69,7 +73,7 @@ def test_an_entry_appended_while_a_row_streams_goes_before_it_and_the_text_stays
     model.append_message(ConversationMessage(role="system", kind="summary", content="sum"))
     model.add_stream_text("lo")
     assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.SYSTEM, RowKind.STREAMING]
-    assert model.streaming_row() is not None and model.streaming_row().text == "Hello"
+    assert (row := model.streaming_row()) is not None and row.text == "Hello"
     assert model.row(0).superseded  # the summary stands after it now
     model.finish_streaming(ConversationMessage(role="assistant", content="Hello"))
     assert [r.kind for r in model.rows()] == [RowKind.USER, RowKind.SYSTEM, RowKind.ASSISTANT]

@@ -5,9 +5,11 @@ every card is drawn in the end even when a paint runs out of time."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QImage, QTextBlock, QTextDocument
+from pytestqt.qtbot import QtBot
 
 from core.model import ConversationMessage, FunctionCall, ToolCall
 from ui import row_view
@@ -22,7 +24,7 @@ def _call(n: int) -> ToolCall:
                                                       arguments=f'{{"path": "f{n}.txt"}}'))
 
 
-def _view(qtbot, calls: int = 6) -> tuple[TranscriptView, TranscriptModel]:
+def _view(qtbot: QtBot, calls: int = 6) -> tuple[TranscriptView, TranscriptModel]:
     model = TranscriptModel()
     model.set_messages([
         ConversationMessage(role="user", content="read them all"),
@@ -42,7 +44,7 @@ def _shot(view: TranscriptView) -> QImage:
     return view.viewport().grab().toImage()
 
 
-def _settled(qtbot, view: TranscriptView) -> QImage:
+def _settled(qtbot: QtBot, view: TranscriptView) -> QImage:
     """The viewport once painting has settled: no row left for a later paint, heights learnt
     (two pictures in a row alike)."""
     shots: list[QImage] = []
@@ -56,7 +58,7 @@ def _settled(qtbot, view: TranscriptView) -> QImage:
     return shots[-1]
 
 
-def test_a_card_whose_result_arrives_is_drawn_anew(qtbot) -> None:
+def test_a_card_whose_result_arrives_is_drawn_anew(qtbot: QtBot) -> None:
     view, model = _view(qtbot)
     before = _settled(qtbot, view)
     model.append_message(ConversationMessage(role="tool", tool_call_id="c0",
@@ -64,7 +66,7 @@ def test_a_card_whose_result_arrives_is_drawn_anew(qtbot) -> None:
     assert _settled(qtbot, view) != before
 
 
-def test_a_selected_row_looks_selected(qtbot) -> None:
+def test_a_selected_row_looks_selected(qtbot: QtBot) -> None:
     view, _ = _view(qtbot)
     before = _settled(qtbot, view)
     view.selectionModel().select(view.model().index(0, 0),
@@ -72,7 +74,7 @@ def test_a_selected_row_looks_selected(qtbot) -> None:
     assert _settled(qtbot, view) != before
 
 
-def test_a_running_cards_spinner_moves_without_a_new_layout(qtbot) -> None:
+def test_a_running_cards_spinner_moves_without_a_new_layout(qtbot: QtBot) -> None:
     view, model = _view(qtbot)
     started = time.time() - 3
     for n in range(6):
@@ -90,7 +92,8 @@ def test_a_running_cards_spinner_moves_without_a_new_layout(qtbot) -> None:
     assert view.delegate.layout(row, view.viewport().width(), view.font()) is layout
 
 
-def test_cards_left_for_the_next_paint_are_all_drawn(qtbot, monkeypatch) -> None:
+def test_cards_left_for_the_next_paint_are_all_drawn(qtbot: QtBot,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     view, model = _view(qtbot, calls=12)
     full = _settled(qtbot, view)
     view.delegate.forget()  # as if these cards had just arrived
@@ -103,7 +106,7 @@ def test_cards_left_for_the_next_paint_are_all_drawn(qtbot, monkeypatch) -> None
     assert _settled(qtbot, view) == full
 
 
-def test_an_answer_reads_as_markdown_while_it_arrives_and_keeps_its_layout(qtbot) -> None:
+def test_an_answer_reads_as_markdown_while_it_arrives_and_keeps_its_layout(qtbot: QtBot) -> None:
     view, model = _view(qtbot, calls=1)
     model.begin_streaming()
     text = "# Plan\n\nFirst **this**, then:\n\n- one\n- two\n\n```python\nx = 1\n"
@@ -121,7 +124,7 @@ def test_an_answer_reads_as_markdown_while_it_arrives_and_keeps_its_layout(qtbot
     assert done.toPlainText() == streaming.toPlainText()  # the same text, the same blocks
 
 
-def _blocks(doc):  # type: ignore[no-untyped-def]
+def _blocks(doc: QTextDocument) -> Iterator[QTextBlock]:
     block = doc.begin()
     while block.isValid():
         yield block

@@ -4,6 +4,7 @@ streams, the user's Stop as a stop (not a failure), actions only on the latest a
 from __future__ import annotations
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from core.model import ConversationMessage, ErrorInfo
 from ui.transcript_model import Row, RowKind, TranscriptModel
@@ -39,7 +40,7 @@ def test_a_stop_reads_as_a_stop() -> None:
     assert title == "■ Stopped by you" and "Error" not in title
 
 
-def test_only_the_latest_row_keeps_its_actions(qtbot) -> None:
+def test_only_the_latest_row_keeps_its_actions(qtbot: QtBot) -> None:
     failed = ConversationMessage(role="assistant", kind="error", content="",
                                  error=ErrorInfo(type="provider_error", message="boom"))
     model = TranscriptModel()

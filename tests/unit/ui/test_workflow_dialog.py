@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLineEdit, QPlainTextEdit
+from pytestqt.qtbot import QtBot
 
 from core.workflows.workflow import Workflow, validate_workflow
 from ui.workflow_dialog import WorkflowDialog
@@ -26,8 +27,8 @@ def three_steps() -> Workflow:
         ]})
 
 
-def open_dialog(qtbot, workflow: Workflow | None, **kwargs: str) -> WorkflowDialog:
-    d = WorkflowDialog(workflow, **kwargs)
+def open_dialog(qtbot: QtBot, workflow: Workflow | None, **kwargs: str) -> WorkflowDialog:
+    d = WorkflowDialog(workflow, parent=None, **kwargs)
     qtbot.addWidget(d)
     d.show()
     d.activateWindow()  # keys and focus go to the active window
@@ -36,30 +37,30 @@ def open_dialog(qtbot, workflow: Workflow | None, **kwargs: str) -> WorkflowDial
 
 
 @pytest.fixture
-def dialog(qtbot) -> WorkflowDialog:
+def dialog(qtbot: QtBot) -> WorkflowDialog:
     return open_dialog(qtbot, three_steps(), title="Edit workflow")
 
 
-def select(qtbot, d: WorkflowDialog, row: int) -> None:
+def select(qtbot: QtBot, d: WorkflowDialog, row: int) -> None:
     """Click a step in the list, as a user does."""
     rect = d.steps_list.visualItemRect(d.steps_list.item(row))
     qtbot.mouseClick(d.steps_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert d.steps_list.currentRow() == row
 
 
-def replace_text(qtbot, edit, text: str) -> None:
+def replace_text(qtbot: QtBot, edit: QLineEdit | QPlainTextEdit, text: str) -> None:
     edit.setFocus()
     edit.selectAll()
     qtbot.keyClick(edit, Qt.Key.Key_Delete)
     qtbot.keyClicks(edit, text)
 
 
-def press_ok(qtbot, d: WorkflowDialog) -> None:
+def press_ok(qtbot: QtBot, d: WorkflowDialog) -> None:
     qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
 
 
-def accepted(qtbot, d: WorkflowDialog) -> Workflow:
+def accepted(qtbot: QtBot, d: WorkflowDialog) -> Workflow:
     qtbot.waitUntil(lambda: d.result() == QDialog.DialogCode.Accepted, timeout=WAIT_MS)
     wf = d.workflow()
     assert wf is not None and not d.isVisible()
@@ -76,7 +77,8 @@ def ids(wf: Workflow) -> list[str]:
     return [s.id for s in wf.steps]
 
 
-def test_editing_the_second_steps_brief_gives_a_workflow_with_that_brief(qtbot, dialog) -> None:
+def test_editing_the_second_steps_brief_gives_a_workflow_with_that_brief(
+        qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 1)
     replace_text(qtbot, dialog.brief_edit, "Write the notes in three sections.")
     press_ok(qtbot, dialog)
@@ -89,7 +91,7 @@ def test_editing_the_second_steps_brief_gives_a_workflow_with_that_brief(qtbot, 
     assert wf.steps[2].max_rounds == 12 and wf.steps[1].tools == ("read_file", "write_file")
 
 
-def test_switching_steps_keeps_typed_text(qtbot, dialog) -> None:
+def test_switching_steps_keeps_typed_text(qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 0)
     replace_text(qtbot, dialog.title_edit, "Gather")
     qtbot.keyClicks(dialog.done_edit, "All merged PRs are listed.")
@@ -105,7 +107,8 @@ def test_switching_steps_keeps_typed_text(qtbot, dialog) -> None:
     assert wf.steps[0].title == "Gather" and wf.steps[0].done_when == "All merged PRs are listed."
 
 
-def test_adding_moving_and_removing_steps_changes_the_order(qtbot, dialog) -> None:
+def test_adding_moving_and_removing_steps_changes_the_order(qtbot: QtBot,
+                                                            dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 2)
     qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
     assert dialog.steps_list.count() == 4 and dialog.steps_list.currentRow() == 3
@@ -133,7 +136,8 @@ def test_adding_moving_and_removing_steps_changes_the_order(qtbot, dialog) -> No
     assert wf.steps[2].title == "Publish" and wf.steps[2].brief == "Post the notes."
 
 
-def test_a_dependency_moved_after_its_step_is_refused_and_named(qtbot, dialog) -> None:
+def test_a_dependency_moved_after_its_step_is_refused_and_named(qtbot: QtBot,
+                                                                dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 0)
     qtbot.mouseClick(dialog.down_button, Qt.MouseButton.LeftButton)
     press_ok(qtbot, dialog)
@@ -141,14 +145,16 @@ def test_a_dependency_moved_after_its_step_is_refused_and_named(qtbot, dialog) -
     assert dialog.isVisible() and dialog.steps_list.currentRow() == 0  # "draft"
 
 
-def test_renaming_a_step_keeps_the_steps_that_depend_on_it(qtbot, dialog) -> None:
+def test_renaming_a_step_keeps_the_steps_that_depend_on_it(qtbot: QtBot,
+                                                           dialog: WorkflowDialog) -> None:
     replace_text(qtbot, dialog.id_edit, "gather")
     press_ok(qtbot, dialog)
     wf = accepted(qtbot, dialog)
     assert ids(wf) == ["gather", "draft", "polish"] and wf.steps[1].depends_on == ("gather",)
 
 
-def test_an_empty_brief_keeps_the_dialog_open_with_the_step_selected(qtbot, dialog) -> None:
+def test_an_empty_brief_keeps_the_dialog_open_with_the_step_selected(
+        qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 1)
     replace_text(qtbot, dialog.brief_edit, "   ")
     select(qtbot, dialog, 0)
@@ -161,7 +167,8 @@ def test_an_empty_brief_keeps_the_dialog_open_with_the_step_selected(qtbot, dial
     assert accepted(qtbot, dialog).steps[1].brief == "Write a first draft."
 
 
-def test_a_duplicate_id_keeps_the_dialog_open_with_the_later_step_selected(qtbot, dialog) -> None:
+def test_a_duplicate_id_keeps_the_dialog_open_with_the_later_step_selected(
+        qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 2)
     replace_text(qtbot, dialog.id_edit, "collect")
     select(qtbot, dialog, 0)
@@ -175,7 +182,8 @@ def tool_row(d: WorkflowDialog, name: str) -> int:
     return next(r for r in range(d.tools_list.count()) if d.tools_list.item(r).text() == name)
 
 
-def test_all_tools_unchecked_and_two_tools_checked_gives_those_two(qtbot, dialog) -> None:
+def test_all_tools_unchecked_and_two_tools_checked_gives_those_two(qtbot: QtBot,
+                                                                   dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 0)
     assert dialog.all_tools.isChecked() and not dialog.tools_list.isEnabled()
     dialog.all_tools.setFocus()
@@ -191,7 +199,8 @@ def test_all_tools_unchecked_and_two_tools_checked_gives_those_two(qtbot, dialog
     assert wf.steps[2].tools is None  # the other steps keep every tool
 
 
-def test_all_tools_checked_and_unchecked_again_restores_the_steps_tools(qtbot, dialog) -> None:
+def test_all_tools_checked_and_unchecked_again_restores_the_steps_tools(
+        qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 1)
     dialog.all_tools.click()
     assert dialog.all_tools.isChecked() and not dialog.tools_list.isEnabled()
@@ -205,7 +214,7 @@ def test_all_tools_checked_and_unchecked_again_restores_the_steps_tools(qtbot, d
     assert accepted(qtbot, dialog).steps[1].tools == ("read_file", "write_file")
 
 
-def test_all_tools_checked_again_means_every_tool(qtbot, dialog) -> None:
+def test_all_tools_checked_again_means_every_tool(qtbot: QtBot, dialog: WorkflowDialog) -> None:
     select(qtbot, dialog, 1)
     assert not dialog.all_tools.isChecked()
     dialog.all_tools.click()
@@ -213,7 +222,7 @@ def test_all_tools_checked_again_means_every_tool(qtbot, dialog) -> None:
     assert accepted(qtbot, dialog).steps[1].tools is None
 
 
-def test_a_new_workflow_starts_with_one_step_and_needs_a_name(qtbot) -> None:
+def test_a_new_workflow_starts_with_one_step_and_needs_a_name(qtbot: QtBot) -> None:
     d = open_dialog(qtbot, None)
     assert d.windowTitle() == "New workflow" and d.steps_list.count() == 1
     assert d.id_edit.text() == "step-1" and not d.remove_button.isEnabled()
@@ -230,7 +239,7 @@ def test_a_new_workflow_starts_with_one_step_and_needs_a_name(qtbot) -> None:
     assert wf.steps[0].max_rounds == 5 and wf.steps[0].tools is None
 
 
-def test_cancel_gives_nothing(qtbot, dialog) -> None:
+def test_cancel_gives_nothing(qtbot: QtBot, dialog: WorkflowDialog) -> None:
     replace_text(qtbot, dialog.name_edit, "Other")
     qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel),
                      Qt.MouseButton.LeftButton)
