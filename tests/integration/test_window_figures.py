@@ -5,9 +5,12 @@ the meter, the held paste's line, a refusal and the Inspector."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.window.controller import Controller
 from core.engine import CompactionFinished
@@ -22,7 +25,7 @@ SUMMARY = summary_text("Parsers keep line numbers.")
 
 
 @pytest.fixture(autouse=True)
-def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
+def provider(monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     load_litellm()
     use_fake_provider(monkeypatch, llm_server, context_window="16000",
                       max_output_tokens="800", auto_summary="0",
@@ -32,7 +35,8 @@ def provider(monkeypatch, llm_server: FakeLLMServer) -> FakeLLMServer:
     return llm_server
 
 
-def recalibrated(qloop, controller: Controller, ours: int, theirs: int) -> float:
+def recalibrated(qloop: asyncio.AbstractEventLoop, controller: Controller, ours: int,
+                 theirs: int) -> float:
     """The provider's count of a request moves the calibration; the meter follows."""
     factor = controller.calibration.observe(MODEL, ours, theirs)
     controller.refresh_usage()
@@ -47,7 +51,8 @@ def summaries(window: MainWindow) -> list[tuple[str, str]]:
 
 
 def test_a_summary_s_size_and_agents_md_s_read_the_same_after_calibration_moves(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     conv = agent_session_project(project_dir, 12, 4, "long session")
     (project_dir / "AGENTS.md").write_text("Always answer in French. " * 20, encoding="utf-8")
     window, controller = open_window(qtbot, project_dir)
@@ -88,7 +93,8 @@ def count_in(pattern: str, text: str) -> int:
 
 
 def test_one_pasted_draft_has_one_count_in_the_meter_the_paste_s_line_a_refusal_and_the_inspector(
-        qtbot, qloop, project_dir, llm_server) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     window, controller = open_window(qtbot, project_dir)
     recalibrated(qloop, controller, 10_000, 12_000)
     window.inspector_action.trigger()

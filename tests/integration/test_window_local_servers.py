@@ -5,10 +5,12 @@ garbage or hanging: the dialog as it always was, and the window never waits for 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from app.window.controller import Controller
 from core.llm import local_servers
@@ -23,7 +25,7 @@ from ui.settings_dialog import SettingsDialog
 pytestmark = pytest.mark.gui
 
 
-def first_start(qtbot, tmp_path: Path, project_dir: Path, addresses: list[str]
+def first_start(qtbot: QtBot, tmp_path: Path, project_dir: Path, addresses: list[str]
                 ) -> tuple[MainWindow, Controller, SettingsStore]:
     """The window as a first start opens it: no settings.json yet, so Settings opens."""
     window = MainWindow()
@@ -35,7 +37,7 @@ def first_start(qtbot, tmp_path: Path, project_dir: Path, addresses: list[str]
     return window, controller, store
 
 
-def opened(qtbot, controller: Controller) -> SettingsDialog:
+def opened(qtbot: QtBot, controller: Controller) -> SettingsDialog:
     qtbot.waitUntil(lambda: controller.settings_flow.dialog is not None
                     and controller.settings_flow.dialog.isVisible())
     dialog = controller.settings_flow.dialog
@@ -44,7 +46,8 @@ def opened(qtbot, controller: Controller) -> SettingsDialog:
 
 
 def test_a_running_server_is_offered_and_one_click_and_save_make_the_next_send_reach_it(
-        qtbot, qloop, tmp_path, project_dir, llm_server: FakeLLMServer) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, tmp_path: Path, project_dir: Path,
+        llm_server: FakeLLMServer) -> None:
     load_litellm()
     llm_server.info["/v1/models"] = {"object": "list", "data": [
         {"id": "test-model", "object": "model", "owned_by": "vllm"},
@@ -78,7 +81,8 @@ def test_a_running_server_is_offered_and_one_click_and_save_make_the_next_send_r
 
 
 def test_nothing_running_leaves_the_dialog_as_it_was_and_it_opens_before_the_search_ends(
-        qtbot, qloop, tmp_path, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, tmp_path: Path, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_servers, "DEADLINE_S", 60.0)
     with odd_port("hang") as hang:
         _window, controller, _store = first_start(qtbot, tmp_path, project_dir,
@@ -90,7 +94,8 @@ def test_nothing_running_leaves_the_dialog_as_it_was_and_it_opens_before_the_sea
 
 
 def test_a_port_answering_garbage_or_hanging_is_not_offered_within_the_deadline(
-        qtbot, qloop, tmp_path, project_dir, monkeypatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, tmp_path: Path, project_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_servers, "DEADLINE_S", 0.5)
     with odd_port("garbage") as garbage, odd_port("hang") as hang:
         _window, controller, _store = first_start(qtbot, tmp_path, project_dir,
@@ -101,7 +106,9 @@ def test_a_port_answering_garbage_or_hanging_is_not_offered_within_the_deadline(
         assert controller.settings_flow.local_servers == []
 
 
-def test_with_a_key_nothing_is_looked_for(qtbot, qloop, tmp_path, project_dir, monkeypatch,
+def test_with_a_key_nothing_is_looked_for(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
+                                          tmp_path: Path, project_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
                                           llm_server: FakeLLMServer) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only-0000000000000000")
     llm_server.info["/v1/models"] = {"data": [{"id": "test-model"}]}

@@ -24,7 +24,8 @@ def find(*addresses: str, deadline_s: float | None = None) -> list[LocalServer]:
                                          ("me", "llama-cpp-python"),
                                          ("organization_owner", "LM Studio"),
                                          ("someone", COMPATIBLE)])
-def test_an_openai_compatible_server_is_found_with_its_models(llm_server, owner, kind) -> None:
+def test_an_openai_compatible_server_is_found_with_its_models(llm_server: FakeLLMServer,
+                                                               owner: str, kind: str) -> None:
     llm_server.info["/v1/models"] = {"object": "list", "data": [
         {"id": "qwen2.5-7b", "object": "model", "owned_by": owner},
         {"id": "smollm2", "object": "model", "owned_by": owner}]}
@@ -35,7 +36,7 @@ def test_an_openai_compatible_server_is_found_with_its_models(llm_server, owner,
     assert llm_server.requests == []  # asked, never sent a chat request
 
 
-def test_ollama_is_known_by_its_own_list(llm_server) -> None:
+def test_ollama_is_known_by_its_own_list(llm_server: FakeLLMServer) -> None:
     llm_server.info["/api/tags"] = {"models": [{"name": "llama3.1:8b", "model": "llama3.1:8b"},
                                                {"name": "qwen2.5:0.5b"}]}
     llm_server.info["/v1/models"] = {"data": [{"id": "llama3.1:8b", "owned_by": "library"}]}
@@ -45,20 +46,21 @@ def test_ollama_is_known_by_its_own_list(llm_server) -> None:
 
 
 def test_a_server_with_no_model_list_garbage_a_hang_and_a_closed_port_are_not_servers(
-        llm_server) -> None:
+        llm_server: FakeLLMServer) -> None:
     # llm_server answers 404 to both questions: an HTTP server, but no model server
     with odd_port("garbage") as garbage, odd_port("hang") as hang:
         assert find(root(llm_server), garbage, hang, closed_port(), deadline_s=0.5) == []
 
 
-def test_what_answers_is_found_though_another_port_hangs(llm_server) -> None:
+def test_what_answers_is_found_though_another_port_hangs(llm_server: FakeLLMServer) -> None:
     llm_server.info["/v1/models"] = {"data": [{"id": "m", "owned_by": "vllm"}]}
     with odd_port("hang") as hang:
         found = find(hang, root(llm_server), deadline_s=1.0)
     assert [s.address for s in found] == [root(llm_server)]
 
 
-def test_an_answer_that_is_not_json_or_too_long_is_no_server(llm_server) -> None:
+def test_an_answer_that_is_not_json_or_too_long_is_no_server(
+        llm_server: FakeLLMServer) -> None:
     llm_server.info["/v1/models"] = ["not", "a", "model", "list"]
     assert find(root(llm_server)) == []
     llm_server.info["/v1/models"] = {"data": [{"id": "m" * 1_100_000}]}
