@@ -247,6 +247,22 @@ class Offload(BaseModel):
     size: int
 
 
+class Measured(BaseModel):
+    """A size as it was measured when the entry was made, kept with it so it reads the same
+    later: the calibration against the provider's counts moves after every answer, and a
+    figure the user read once ("a 91-token summary") should not.
+
+    Attributes:
+        tokens: the figure shown then (our count times `calibration`).
+        calibration: the provider's tokens per token of ours it was shown with (1.0: our own
+            count, nothing to calibrate against yet).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    tokens: int
+    calibration: float = 1.0
+
+
 class ConversationMessage(BaseModel):
     """One entry of the log.
 
@@ -284,6 +300,7 @@ class ConversationMessage(BaseModel):
     offload: Offload | None = None
     token_counts: dict[str, int] = Field(default_factory=dict)
     continues: str | None = None  # id of the entry whose answer this one continues
+    measured: Measured | None = None  # a summary's size in a request, as its notice said
 
     # result metadata
     model: str | None = None

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 
 from core.context.projection import summary_tokens
+from core.context.report_text import calibrated
 from core.context.service import ProjectContext
 from core.context.summary import (
     MIN_SECTIONS,
@@ -27,7 +28,7 @@ from core.cost import cost_of
 from core.give_way import give_way
 from core.llm.adapter import Finished, LLMClient, LLMRequest, TextDelta, Usage
 from core.llm.errors import LLMError
-from core.model import ConversationMessage
+from core.model import ConversationMessage, Measured
 from core.settings import LLMSettings
 from core.store.errors import ReadOnlyError
 from core.turn_events import (
@@ -135,6 +136,11 @@ async def summarize(
             f"it would stand for ({plan.covered_tokens:,}). Nothing was changed.",
             automatic=automatic)
         return
+    # shown as every figure is: calibrated for the conversation's model; its size is kept
+    # with it as shown here (the Inspector's compaction history gives the same figure later)
+    factor = context.calibration.factor(settings.model) if context.calibration else 1.0
+    before, now = round(plan.covered_tokens * factor), round(after * factor)
+    entry = entry.model_copy(update={"measured": Measured(tokens=now, calibration=factor)})
     written = context.writer.write(conv_id, [entry], "the summary")
     for event in written.events:
         yield event
@@ -146,12 +152,10 @@ async def summarize(
         return
     covered = len(plan.entries) + (1 if plan.previous is not None else 0)
     price = f", cost ${cost:.4f}" if cost is not None else ""
-    # shown as every figure is: calibrated for the conversation's model
-    factor = context.calibration.factor(settings.model) if context.calibration else 1.0
-    before, now = round(plan.covered_tokens * factor), round(after * factor)
     yield CompactionFinished(
         "ok", f"Summarized {covered:,} entries with {model}: {before:,} tokens of history "
-              f"(as logged, outputs whole) → {article(now)} {now:,}-token summary{price}.",
+              f"(as logged, outputs whole) → {article(now)} {now:,}-token summary{price}"
+              f"{calibrated(factor, ' (', ')')}.",
         entry, covered, before, now, cost, automatic)
 
 

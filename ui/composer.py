@@ -152,6 +152,7 @@ class Composer(QWidget):
         self.hint.setWordWrap(True)
         self.hint.hide()
         self._held = ""  # a large paste, kept as is and sent after the typed text
+        self._held_tokens: tuple[int, bool] | None = None  # the draft's count (the meter's)
         self.held_label = QLabel("", self)
         self.held_label.setObjectName("held")
         self.held_label.setWordWrap(True)  # a long sentence never squeezes the list
@@ -234,10 +235,24 @@ class Composer(QWidget):
 
     def _show_held(self) -> None:
         size = len(self._held.encode("utf-8", "replace")) if self._held else 0
-        self.held_label.setText(f"Pasted text · {size / 2**20:.1f} MB · {len(self._held):,} "
-                                "characters, kept as is and sent with your message")
+        text = f"Pasted text · {size / 2**20:.1f} MB, kept as is and sent with your message"
+        if self._held_tokens is not None:  # the draft's one count, as the meter shows it
+            tokens, estimated = self._held_tokens
+            text += (f", which comes to {'about ' if estimated else ''}{tokens:,} tokens"
+                     f"{' (counting…)' if estimated else ''}")
+        self.held_label.setText(text)
+        self.held_label.setToolTip(f"{len(self._held):,} characters, not laid out in the box "
+                                   "(so many would slow the window down)")
         self.held_label.setVisible(bool(self._held))
         self.held_remove.setVisible(bool(self._held))
+
+    def set_held_tokens(self, tokens: int, estimated: bool) -> None:
+        """The draft's tokens (the meter's figure: typed text, the held paste and what is
+        attached), said on the held paste's line; `estimated`: a long draft not counted yet."""
+        if self._held_tokens != (tokens, estimated):
+            self._held_tokens = (tokens, estimated)
+            if self._held:
+                self._show_held()
 
     def choose_files(self, folders: DialogFolders) -> None:
         """Attach… (and File → Attach…): the files picked go to the owner to be read. The

@@ -302,13 +302,14 @@ class InspectorPanel(QDockWidget):
         """The tools offered (see ToolList.show_tools)."""
         self.tools.show_tools(groups, switchable)
 
-    def show_summaries(self, summaries: list[tuple[str, str, bool]]) -> None:
-        """(entry id, one line, in force) per summary, oldest first."""
+    def show_summaries(self, summaries: list[tuple[str, str, bool, str]]) -> None:
+        """(entry id, one line, in force, its tooltip) per summary, oldest first."""
         current = self.history.currentItem()
         keep = current.data(Qt.ItemDataRole.UserRole) if current is not None else None
         self.history.clear()
-        for entry_id, line, active in summaries:
+        for entry_id, line, active, tip in summaries:
             item = QListWidgetItem(line if active else f"{line} · undone")
+            item.setToolTip(tip)
             item.setData(Qt.ItemDataRole.UserRole, entry_id)
             item.setData(Qt.ItemDataRole.UserRole + 1, active)
             self.history.addItem(item)

@@ -169,6 +169,9 @@ QWidget#notice[kind="problem"] QLabel {{ color: {problem[2]}; }}
 QWidget#notice[kind="info"] {{ background: {info[0]}; border-bottom: 1px solid {info[1]}; }}
 QWidget#notice[kind="info"] QLabel {{ color: {info[2]}; }}
 QLabel#hint {{ color: {p.error_text}; }}
+QFrame#local_servers {{ background: {info[0]}; border: 1px solid {info[1]};
+                        border-radius: 4px; }}
+QFrame#local_servers QLabel {{ color: {info[2]}; }}
 QLabel#held {{ background: {p.chip[0]}; border: 1px solid {p.chip[1]}; border-radius: 4px;
                padding: 3px 8px; }}
 QToolButton#chip {{ background: {p.chip[0]}; border: 1px solid {p.chip[1]};

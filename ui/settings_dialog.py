@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.settings import ENV_API_KEY, ProviderEntry
+from ui.local_server_offer import FoundServer, LocalServerOffer
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class SettingsDialog(QDialog):
     forget_window_requested = Signal(str)
     restart_requested = Signal(str)  # an MCP server's name
     draft_changed = Signal()  # the provider, model, address or window shown changed
+    local_offer: LocalServerOffer | None = None  # model servers found on this computer
 
     def __init__(
         self,
@@ -372,6 +374,33 @@ class SettingsDialog(QDialog):
             note = (f"No system keyring works here, so a key typed here cannot be saved. Set the "
                     f"environment variable {p.key_env} before starting Context Workbench.")
         self.key_note.setText(note)
+
+    def offer_servers(self, servers: list[FoundServer]) -> None:
+        """Model servers found running on this computer, shown above the form: a model picked
+        there fills the provider in (none found: the dialog as it is)."""
+        if self.local_offer is not None:
+            self.local_offer.deleteLater()
+            self.local_offer = None
+        content = self.form_area.widget()
+        layout = content.layout() if content is not None else None
+        if not servers or not isinstance(layout, QVBoxLayout):
+            return
+        self.local_offer = LocalServerOffer(servers, content)
+        self.local_offer.picked.connect(self._use_server)
+        layout.insertWidget(0, self.local_offer)
+        screen = self.screen().availableGeometry() if self.screen() else None
+        taller = self.height() + self.local_offer.sizeHint().height()  # (scrolls past that)
+        self.resize(self.width(), min(taller, screen.height() * 9 // 10) if screen else taller)
+
+    def _use_server(self, model: str, api_base: str) -> None:
+        """A server picked in the offer: an OpenAI-compatible one, its address, no key, and
+        the window its server states."""
+        self.preset.setCurrentIndex(next(i for i, p in enumerate(PRESETS)
+                                         if p.provider == "openai-compatible"))
+        self.model.setText(model)
+        self.api_base.setText(api_base)
+        self.api_key.clear()
+        self.context_window.setValue(0)
 
     def set_protection(self, text: str) -> None:
         """What contains the commands the agent runs (bubblewrap, or none and why)."""

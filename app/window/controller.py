@@ -8,6 +8,7 @@ the engine keeps the partial answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -23,6 +24,7 @@ from app.window.interchange_flow import InterchangeFlow
 from app.window.layout_state import restore_layout, save_layout
 from app.window.library_status import LibraryStatus
 from app.window.list_flow import ListFlow
+from app.window.local_server_flow import LocalServerSearch
 from app.window.mcp_watch import McpWatch
 from app.window.meter import UsageMeter
 from app.window.notices import Notices
@@ -41,6 +43,7 @@ from core.context.service import ProjectContext
 from core.engine import Engine
 from core.factory import build_engine
 from core.llm.adapter import LLMClient
+from core.llm.local_servers import LOCAL_ADDRESSES
 from core.model import ConversationMessage, Mode, pending_entry
 from core.runs.driver import RunDriver
 from core.settings import LLMSettings, SettingsStore
@@ -71,7 +74,10 @@ class Controller(QObject):
         client: LLMClient | None = None,
         open_settings_on_first_run: bool = True,
         notices: Notices | None = None,
+        local_servers: Sequence[str] = LOCAL_ADDRESSES,
     ) -> None:
+        """`local_servers`: where a first start without a key looks for a model server
+        already running (loopback addresses; tests give their own)."""
         super().__init__(window)
         follow_window_thread()
         self.window = window
@@ -108,6 +114,8 @@ class Controller(QObject):
         self.turns.finished.connect(self.turn_finished)
         self.server_window = ServerWindow(self.turns.worker, self.meter, self.settings_flow,
                                           self.refresh_usage, self)
+        self.local_servers = LocalServerSearch(self.turns.worker, self.settings_flow,
+                                               local_servers, self)
         self.compaction = CompactionFlow(window, self.notices, self, self.settings_flow,
                                          self.turns.worker)
         self.turns.finished.connect(self._after_turn)
@@ -222,6 +230,7 @@ class Controller(QObject):
             self.window.composer.editor.setFocus()  # typing starts in the message box
         if self._first_run:
             self._first_run = False
+            self.local_servers.start()  # offered in Settings once found, never waited for
             QTimer.singleShot(0, self.settings_flow.open)
         return True
 

@@ -15,10 +15,8 @@ from app.window.inspector_rows import KeptRows, Rows, holds, label, left_out, sa
 from app.window.meter import UsageMeter
 from app.window.notices import Notices
 from app.window.tools_flow import ToolsFlow, ToolsHost
-from core.attachments import user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.digest import DIGEST_MARK
-from core.context.projection import summary_tokens
 from core.context.report import BuildReport
 from core.context.report_text import (
     budget_parts,
@@ -29,6 +27,7 @@ from core.context.report_text import (
     saved_view,
     sent_before,
     since_last,
+    summary_size,
 )
 from core.give_way import give_way
 from core.model import ConversationMessage, annotation
@@ -176,8 +175,8 @@ class InspectorFlow:
             # Another budget, or the request as it would go if the draft were sent now
             # (debounced as it is typed): a what-if build, nothing sent.
             usable = max(1, report.usable * percent // 100) if percent != 100 else None
-            what_if = [*messages, user_message(draft, attached)] if draft or attached \
-                else messages
+            what_if = [*messages, self.meter.draft_message(draft, attached)] \
+                if draft or attached else messages
             try:
                 built = self.meter.preview(conv, what_if, usable)
             except BudgetError as e:
@@ -326,18 +325,22 @@ class InspectorFlow:
             self._dim(left_out(rows))
 
     def _summaries(self, messages: list[ConversationMessage], report: BuildReport
-                   ) -> list[tuple[str, str, bool]]:
-        """The compaction history's lines: (entry id, one line, in force) per summary; its
-        size is what it costs in a request, calibrated, as the notice said when it landed."""
+                   ) -> list[tuple[str, str, bool, str]]:
+        """The compaction history's lines: (entry id, one line, in force, a sentence on its
+        size) per summary; its size is the one its notice gave when it landed."""
         context = self.meter.context
         if context is None:
             return []
         counter = context.counter(report.model)
-        return [(m.id, f"{m.created_at.astimezone():%H:%M} · {len(m.covers or ()):,} entries"
-                       f"{' · ' + m.model if m.model else ''}"
-                       f" · {report.shown(summary_tokens(m, counter)):,} tokens",
-                 m.include_in_context)
-                for m in messages if m.kind == "summary"]
+        lines = []
+        for m in messages:
+            if m.kind == "summary":
+                tokens, said = summary_size(m, counter, report)
+                lines.append((m.id, f"{m.created_at.astimezone():%H:%M} · "
+                                    f"{len(m.covers or ()):,} entries"
+                                    f"{' · ' + m.model if m.model else ''} · {tokens:,} tokens",
+                              m.include_in_context, said))
+        return lines
 
     def _kept_rows(self, report: BuildReport, messages: list[ConversationMessage],
                    pause: Callable[[], None] | None = None) -> KeptRows:

@@ -18,7 +18,7 @@ from app.window import memory
 from app.window.notices import Notices
 from app.window.settings_flow import SettingsFlow
 from core.agents import Agent
-from core.attachments import Attachment
+from core.attachments import Attachment, user_message
 from core.context.builder import BudgetError, BuiltRequest
 from core.context.instructions import FILES
 from core.context.report import BuildReport
@@ -33,7 +33,9 @@ from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from ui.main_window import MainWindow
 
-EXACT_DRAFT_CHARS = 200_000  # longer drafts are estimated (4 chars a token), not tokenized
+EXACT_DRAFT_CHARS = 200_000  # longer drafts are counted on the meter's thread, once
+COUNTED_DRAFT_CHARS = 16_000_000  # ... up to this long; longer ones (millions of tokens, over
+#                                   any window) stay estimated at 4 characters a token
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
 BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new compaction of it
 #                     costs tens of milliseconds, and only the build can tell when one is due)
@@ -88,6 +90,10 @@ class UsageMeter:
         self.preparers: dict[str, Callable[[BuiltRequest, list[ConversationMessage]], Any]] = {}
         self.prepared: dict[str, Any] = {}
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
+        # a long draft's count, made on the meter's thread: ((encoding, length, hash), tokens)
+        self._long_draft: tuple[tuple[str, int, int], int] | None = None
+        self._long_counting: tuple[str, int, int] | None = None  # the one being counted
+        self._long_next: tuple[tuple[str, int, int], Callable[[], int]] | None = None
         self._last: tuple[str, Callable[[], list[ConversationMessage]]] | None = None
         self._watcher: QFileSystemWatcher | None = None  # the project's AGENTS.md
         # an editor's save is several changes: one count (the timer and the watcher are the
@@ -253,15 +259,70 @@ class UsageMeter:
         self._aside.submit(run)
 
     def draft_tokens(self) -> int:
-        """The draft's tokens, the attachments waiting with it included."""
+        """The draft's tokens, the attachments waiting with it included: the one count of the
+        draft, in our counting (`draft_figure` is the one shown). A long draft is counted on
+        the meter's thread, once; until then it is estimated (`draft_estimated`)."""
         text = self.window.composer.text()
         attached = sum(a.tokens for a in self.attached())
         if not text:
             return attached + 4 if attached else 0
-        if len(text) > EXACT_DRAFT_CHARS or self.context is None or self.report is None:
+        if self.context is None or self.report is None:
             return len(text) // 4 + 4 + attached
         # Per keystroke: the model comes from the last build, not from settings.json on disk.
-        return self.context.counter(self.report.model).text(text) + 4 + attached
+        counter = self.context.counter(self.report.model)
+        if len(text) <= EXACT_DRAFT_CHARS:
+            return counter.text(text) + 4 + attached
+        key = (counter.encoding_name, len(text), hash(text))
+        if self._long_draft is not None and self._long_draft[0] == key:
+            return self._long_draft[1] + 4 + attached
+        if len(text) <= COUNTED_DRAFT_CHARS:
+            self._count_long(key, partial(counter.text, text))
+        return len(text) // 4 + 4 + attached
+
+    def _count_long(self, key: tuple[str, int, int], count: Callable[[], int]) -> None:
+        """One long draft counted at a time on the meter's thread; a draft changed meanwhile
+        (typing beside a held paste) is counted after it, as it is then."""
+        if self._long_counting is not None:
+            if self._long_counting != key:
+                self._long_next = (key, count)
+            return
+        self._long_counting, self._long_next = key, None
+        self.aside(count, partial(self._long_counted, key))
+
+    def _long_counted(self, key: tuple[str, int, int], tokens: int | None) -> None:
+        self._long_counting = None
+        following, self._long_next = self._long_next, None
+        if following is not None:
+            self._count_long(*following)
+        if tokens is None:
+            return
+        self._long_draft = (key, tokens)
+        self.show()
+        for listener in self.listeners:  # the Inspector's draft, counted as the meter's
+            listener()
+
+    def draft_estimated(self) -> bool:
+        """The draft's count is an estimate (a long one, not counted yet or too long)."""
+        text = self.window.composer.text()
+        if len(text) <= EXACT_DRAFT_CHARS or self.context is None or self.report is None:
+            return self.report is None and bool(text)
+        key = (self.context.counter(self.report.model).encoding_name, len(text), hash(text))
+        return self._long_draft is None or self._long_draft[0] != key
+
+    def draft_figure(self) -> int:
+        """The draft's tokens as every figure is shown: calibrated (the meter, its tooltip,
+        the held paste's line, a refusal and the Inspector all show this one)."""
+        calibration = self.report.calibration if self.report is not None else 1.0
+        return round(self.draft_tokens() * calibration)
+
+    def draft_message(self, text: str, attached: list[Attachment]) -> ConversationMessage:
+        """The draft as the next message (the Inspector's what-if), carrying the draft's one
+        count: its build counts what the meter shows, and never tokenizes a long draft again
+        on the window's thread."""
+        if self.context is None or self.report is None:
+            return user_message(text, attached)
+        encoding = self.context.counter(self.report.model).encoding_name
+        return user_message(text, attached, token_counts={encoding: self.draft_tokens()})
 
     def show(self) -> None:
         meter = self.window.usage
@@ -270,9 +331,10 @@ class UsageMeter:
             if self._problem:
                 meter.set_problem(*self._problem)
             return
-        draft = round(self.draft_tokens() * r.calibration)
+        draft = self.draft_figure()
         for listener in self.draft_listeners:
             listener(draft)
+        self.window.composer.set_held_tokens(draft, self.draft_estimated())
         used = r.provider_estimate + draft
         meter.set_usage(used, r.usable, usage_state(used, r.usable),
                         tooltip_html(r, draft, self._set_in, self.cost_note(used)))
@@ -315,23 +377,24 @@ class UsageMeter:
         r = self.report
         if r is None:
             return True
-        need = round((r.totals["system"] + r.totals.get("instructions", 0) +
-                      self.draft_tokens()) * r.calibration)
+        draft = self.draft_figure()  # the figure the meter and the Inspector show
+        need = r.shown(r.totals["system"] + r.totals.get("instructions", 0)) + draft
         if need <= r.usable:
             return True
+        about = "about " if self.draft_estimated() else ""
         attached = self.attached()
         if attached:
             big = max(attached, key=lambda a: a.tokens)
             self.notices.not_sent(
-                f"Not sent: with its attachments this message is about {need:,} tokens with "
-                f"the system prompt ({big.name} alone: {round(big.tokens * r.calibration):,}), "
+                f"Not sent: with its attachments this message alone is {about}{draft:,} tokens "
+                f"({big.name}: {r.shown(big.tokens):,}), {need:,} with the system prompt, "
                 f"but {r.model} accepts {r.usable:,} for input. Remove an attachment, attach "
                 "the part you mean, or choose a model with a larger window in Settings.")
             return False
         self.notices.not_sent(
-            f"Not sent: this message is about {need:,} tokens with the system prompt, but "
-            f"{r.model} accepts {r.usable:,} for input. Shorten it, or choose a model with a "
-            "larger context window in Settings.")
+            f"Not sent: this message alone is {about}{draft:,} tokens, {need:,} with the "
+            f"system prompt, but {r.model} accepts {r.usable:,} for input. Shorten it, or "
+            "choose a model with a larger context window in Settings.")
         return False
 
 

@@ -30,6 +30,7 @@ from core.settings import (
     resolve_llm_settings,
 )
 from ui import palette
+from ui.local_server_offer import FoundServer
 from ui.main_window import MainWindow
 from ui.settings_dialog import PRESETS, SettingsDialog
 
@@ -55,6 +56,7 @@ class SettingsFlow(QObject):
         self._overrides = overrides
         self._budget = budget  # the window the current conversation's requests are built for
         self.dialog: SettingsDialog | None = None
+        self.local_servers: list[FoundServer] = []  # offered until Settings are saved
         # The project's MCP servers, as app/tools_flow.py gives them: (name, where, state)
         # each, and how one is restarted.
         self.mcp_states: Callable[[], list[tuple[str, str, str]]] = list
@@ -178,8 +180,16 @@ class SettingsFlow(QObject):
         self.dialog.restart_requested.connect(self.restart_mcp)
         self.dialog.draft_changed.connect(self._on_dialog_draft_changed)
         self.dialog.set_mcp(self.mcp_states())
+        self.dialog.offer_servers(self.local_servers)
         self._mcp_timer.start()  # the states follow while the dialog is open
         self.dialog.open()
+
+    def offer_local(self, servers: list[FoundServer]) -> None:
+        """Model servers found running on this computer (app/window/local_server_flow.py):
+        offered in the dialog, the one open now included."""
+        self.local_servers = servers
+        if self.dialog is not None and self.dialog.isVisible():
+            self.dialog.offer_servers(servers)
 
     def _follow_mcp(self) -> None:
         if self.dialog is None or not self.dialog.isVisible():
@@ -238,6 +248,7 @@ class SettingsFlow(QObject):
         g.auto_title = None if choice.auto_title else False
         g.cost_cap, g.project_cost_cap = choice.cost_cap, choice.project_cost_cap
         self.store.save(g, replace_unreadable=True)
+        self.local_servers = []  # a provider is chosen: nothing more to offer
         if choice.api_key and not keyring_set(choice.preset.provider, choice.api_key):
             # The variable the key will actually be read from: a custom base URL never gets a
             # provider's own key (see core.settings.key_for_request).

@@ -125,9 +125,12 @@ def build_request(
         directive = 0 if run_context is None else system_tokens - counter.openai_message(
             {"role": "system", "content": composer.compose(
                 mode, None, persona, instructions.text if instructions else None)})
-        raise BudgetError(e.needed, e.usable, minimum_parts(
-            e.needed - draft.prefix_tokens, system_tokens, tools_tokens, directive,
-            report.totals.get("instructions", 0), instructions)) from None
+        # in the figures shown everywhere: calibrated, against the usable budget
+        shown = report.shown
+        raise BudgetError(shown(e.needed), budget.usable, [
+            (what, shown(tokens), do) for what, tokens, do in minimum_parts(
+                e.needed - draft.prefix_tokens, system_tokens, tools_tokens, directive,
+                report.totals.get("instructions", 0), instructions)]) from None
     if update_view:
         draft.cache.view = draft.view
     _account(draft, system_tokens, tools_tokens)

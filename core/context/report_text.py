@@ -7,8 +7,10 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
+from core.context.projection import summary_tokens
 from core.context.report import BuildReport, entry_dicts, sent_in
 from core.llm.tokens import REPLY_PRIMER, TokenCounter
+from core.model import ConversationMessage
 
 WARNING_AT = 0.80  # the compaction trigger: above it the meter turns orange
 
@@ -35,6 +37,29 @@ def window_applied(window: int, source: str, note: str | None) -> str:
                 "smaller or larger; a server that refuses a longer request teaches it.")
     text = f"Requests are built for {window:,} tokens: {window_source(source)}."
     return f"{text} {note[0].upper()}{note[1:].rstrip('.')}." if note else text
+
+
+def calibrated(factor: float, before: str = "", after: str = "") -> str:
+    """What a figure shown with the calibration `factor` says of it, between `before` and
+    `after` ("" for our own count: nothing to say)."""
+    if factor == 1.0:
+        return ""
+    return f"{before}calibrated against the provider's counts: x{factor:.3f}{after}"
+
+
+def summary_size(m: ConversationMessage, counter: TokenCounter, r: BuildReport
+                 ) -> tuple[int, str]:
+    """A summary's size for the compaction history, and a sentence on it: as measured when
+    it was written (its notice's figure, kept with it), else (a summary written before sizes
+    were kept) what it costs in the request `r` now."""
+    if m.measured is not None:
+        tokens = m.measured.tokens
+        return tokens, (f"Its size when it was written: {tokens:,} tokens in a request"
+                        f"{calibrated(m.measured.calibration, ' (', ')')}, as its notice "
+                        "said.")
+    tokens = r.shown(summary_tokens(m, counter))
+    return tokens, (f"Its size in the next request: {tokens:,} tokens"
+                    f"{calibrated(r.calibration, ' (', ')')}.")
 
 
 def usage_state(used: int, usable: int) -> str:
@@ -111,13 +136,23 @@ def instructions_switch(r: BuildReport) -> tuple[str, bool, str]:
         return (f"{r.instructions} · off", False,
                 f"Project instructions: {r.instructions} is in the project folder but not sent "
                 "in this conversation. Tick to send it.")
-    tokens = r.shown(r.totals.get("instructions", 0))
+    tokens = r.totals.get("instructions", 0)
     tip = (f"Project instructions: {r.instructions} from the project folder is part of every "
            "request's system "
            "prefix, after Context Workbench's rules. Turning it off here changes this "
-           "conversation's requests only.")
+           f"conversation's requests only.{_file_size(r)}")
     return (f"{r.instructions} · {tokens:,} tokens", True,
             f"{tip} {r.instructions_note}." if r.instructions_note else tip)
+
+
+def _file_size(r: BuildReport) -> str:
+    """The project instructions' size is the file's, by our count: it changes when the file
+    does, not when the calibration moves; a request's share of it is calibrated (said)."""
+    tokens = r.totals.get("instructions", 0)
+    if r.calibration == 1.0:
+        return ""
+    return (f" {r.instructions} is {tokens:,} tokens by our count (tiktoken); a request counts "
+            f"it as {r.shown(tokens):,}{calibrated(r.calibration, ', ')}.")
 
 
 def instructions_line(r: BuildReport) -> str:
@@ -127,8 +162,10 @@ def instructions_line(r: BuildReport) -> str:
                 f"{r.instructions_note or 'none (the project has no AGENTS.md or CLAUDE.md)'}")
     if not r.instructions_sent:
         return f"project instructions: {r.instructions} not sent ({r.instructions_note})"
-    line = (f"project instructions: {r.instructions}, "
-            f"{r.shown(r.totals.get('instructions', 0)):,} tokens")
+    tokens = r.totals.get("instructions", 0)  # the file's size, by our count (see _file_size)
+    line = f"project instructions: {r.instructions}, {tokens:,} tokens"
+    if r.calibration != 1.0:
+        line += f" ({r.shown(tokens):,} in a request, calibrated)"
     return f"{line} ({r.instructions_note})" if r.instructions_note else line
 
 

@@ -266,7 +266,7 @@ def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
     drop(window, project_dir / "huge.txt")
     type_and_send(qtbot, window, "read this")
     hint = window.composer.hint.text()
-    assert "with its attachments this message is about" in hint and "huge.txt alone" in hint
+    assert "with its attachments this message alone is" in hint and "(huge.txt: " in hint
     assert window.composer.hint.isVisible() and not llm_server.requests
     assert window.composer.attachment_labels()  # nothing lost
 
