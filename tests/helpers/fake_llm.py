@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -127,6 +128,12 @@ class FakeLLMServer:
         # True: a streamed request with tools gets an empty 200 (llama-cpp-python: "Automatic
         # streaming tool choice is not supported"); the same request not streamed is answered.
         self.no_streamed_tools = False
+        # How a streamed request is refused (tools not streamed, a prompt over n_ctx): "empty"
+        # (HTTP 200, no body), "hang-up" (the connection closed with nothing sent), "reset"
+        # (closed with a TCP reset) or "dead-keep-alive" (HTTP 200, no body, the connection
+        # kept open but its next request dropped unread): llama-cpp-python's server raises
+        # inside its event stream, and which its client sees is a race (all seen on 0.3.36).
+        self.streamed_refusal = "empty"
         # True: behave as llama-cpp-python's server with `--chat_format
         # chatml-function-calling` (see tests/helpers/llama_cpp.py): tools unseen without a
         # tool_choice, HTTP 500 on a tool-call message without content "", a new request ends
@@ -200,7 +207,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except OSError:  # a late answer: the client stopped waiting
                 pass
 
+        dead = False  # this connection was left open yet dead ("dead-keep-alive")
+
         def do_POST(self) -> None:  # http.server's naming
+            if self.dead:  # its next request dropped unread, as llama-cpp-python drops it
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.close_connection = True
+                return
             if self.path.endswith("/v1/messages"):  # Anthropic's protocol (a Claude model)
                 self._anthropic()
                 return
@@ -242,7 +255,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             if server.no_streamed_tools and body.get("stream") and body.get("tools"):
                 self.close_connection = True
-                self._empty()
+                self._refuse_streamed()
                 return
             reply = server._next()
             self.close_connection = True
@@ -278,7 +291,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return False
             self.close_connection = True
             if body.get("stream"):
-                self._empty()
+                self._refuse_streamed()
             else:
                 self._error(HttpError(
                     400, f"This model's maximum context length is {server.n_ctx} tokens. "
@@ -329,6 +342,23 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                 self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             self._end()
+
+        def _refuse_streamed(self) -> None:
+            """A streamed request refused as `server.streamed_refusal` says."""
+            if server.streamed_refusal == "empty":
+                self._empty()
+            elif server.streamed_refusal == "dead-keep-alive":  # kept, unless asked to close
+                self.close_connection = self.headers.get("Connection", "").lower() == "close"
+                self.dead = not self.close_connection
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif server.streamed_refusal == "reset":  # RST: "connection reset by peer"
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            # "hang-up": closed with nothing sent ("server disconnected without a response")
 
         def _empty(self) -> None:
             """HTTP 200, an event stream's headers and nothing else (llama.cpp's refusal)."""
