@@ -145,6 +145,8 @@ def test_a_hosted_provider_is_never_counted(
     monkeypatch.setattr(server_window, "_ask", lambda base, model: (True, None))
     monkeypatch.setattr("core.context.service.count_window",
                         lambda base, model: counted.append(base))
+    monkeypatch.setattr("core.context.service.count_prompt",  # nor the sample counts
+                        lambda base, model, *_: counted.append(f"sample {base}"))
     with Project.open(project_dir, create=True) as project:
         context = ProjectContext(project.conversations,
                                  calibration=Calibration(tmp_path / "calibration.json"))
@@ -154,4 +156,5 @@ def test_a_hosted_provider_is_never_counted(
             assert budget.source == "default"
         local = LLMSettings(model="openai/never-heard-of-it", api_base="http://127.0.0.1:9/v1")
         context.budget(None, local)
-    assert counted == ["http://127.0.0.1:9/v1"]  # (the local one: the test's own check)
+    # (the local one: the test's own check that it would see a count)
+    assert counted == ["sample http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"]
