@@ -369,7 +369,7 @@ class Controller(QObject):
             self.meter.refresh(None, list)
             return
         self.meter.refresh(conv, lambda: self.history(conv, project))
-        self.server_window.ask()  # a local server not asked yet: what it states
+        self.server_window.ask(conv)  # a local server not asked yet: what it states
 
     # --- turns (app/turns.py runs them) ----------------------------------------------------------
 

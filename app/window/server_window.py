@@ -1,6 +1,7 @@
-"""A local server's stated window, asked for as soon as the window shows a conversation for it
-(in the background, on the engine's thread), not at the first send: until then the meter and
-the Inspector would count against a guess."""
+"""A local server's stated window (or, where it states none, what one count over the window
+assumed tells: ProjectContext.counted_window), asked for as soon as the window shows a
+conversation for it (in the background, on the engine's thread), not at the first send: until
+then the meter and the Inspector would count against a guess."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from PySide6.QtCore import QObject, Signal
 from app.window.meter import UsageMeter
 from app.window.settings_flow import SettingsFlow
 from app.window.worker import EngineWorker
+from core.llm.compat import is_local
 from core.settings import SettingsError
+from core.store.errors import ConversationNotFound
 
 
 class ServerWindow(QObject):
@@ -25,8 +28,9 @@ class ServerWindow(QObject):
         self._asked: set[tuple[str, str]] = set()
         self.answered.connect(refresh)
 
-    def ask(self) -> None:
-        """Ask the settings' server once, unless what it states is known already."""
+    def ask(self, conv_id: str | None = None) -> None:
+        """Ask the settings' server once, unless what it states is known already (or the
+        conversation shown, `conv_id`, states its own window: no count for it)."""
         try:
             settings = self.settings_flow.llm_settings()
         except SettingsError:
@@ -37,12 +41,16 @@ class ServerWindow(QObject):
             return
         key = (base, settings.model)
         if key in self._asked or context.calibration is None or \
-                context.calibration.probed(*key)[0]:
+                context.calibration.probed(*key)[0] and (
+                    context.calibration.window_count(*key)[0] or not is_local(base)):
             return
         self._asked.add(key)
 
-        async def asking() -> None:
-            await asyncio.to_thread(context.served_window, settings, True)
+        async def asking() -> None:  # what a build asks: the stated window, else the count
+            try:
+                await asyncio.to_thread(context.budget, conv_id, settings)
+            except ConversationNotFound:  # removed meanwhile: the server is asked all the same
+                await asyncio.to_thread(context.budget, None, settings)
             self.answered.emit()
 
         self.worker.call_soon(asking())

@@ -88,6 +88,7 @@ def resolve_budget(
     known_window: int | None = None,
     server_window: int | None = None,
     calibration: float = 1.0,
+    took: int | None = None,
 ) -> Budget:
     """The budget for one build.
 
@@ -95,7 +96,8 @@ def resolve_budget(
     window is the smallest of what the user set (`window_override`), what the server says of
     its model (`server_window`) and a limit the provider itself stated in a refusal
     (`known_window`): a request built for more than the provider takes is refused again. Only
-    when none is known does litellm's map (or a small default) decide.
+    when none is known does litellm's map (or a small default) decide. `took`: a count of that
+    many tokens the server took without refusing (its window is larger than the default).
     """
     if usable_override is not None:
         # (not "override": that is a window the user set, and this is no window at all)
@@ -126,6 +128,13 @@ def resolve_budget(
                     "set it (Settings → Context window, --context-window, or "
                     "WORKBENCH_CONTEXT_WINDOW); a server that refuses a longer request "
                     "teaches it on its own.")
+            # A count it took says the window is at least `took`, no more: just over the
+            # default by design (count_window), so the plan stays the default's.
+            if took and took >= DEFAULT_WINDOW:
+                note = (f"the server states no window for {model!r}, but took a count of "
+                        f"{took:,} tokens: its window is larger than the {DEFAULT_WINDOW:,} "
+                        "assumed. To use more of it, set it (Settings → Context window, "
+                        "--context-window, or WORKBENCH_CONTEXT_WINDOW).")
     # A guessed window keeps more of itself for the request: half of 8,192 reserved for an
     # answer left a whole agent session under 4,000 tokens.
     reserved = min(max_output_tokens, window // (4 if source == "default" else 2))

@@ -72,9 +72,11 @@ class Calibration:
             data = self._load()
             keys = [_window_key(model, api_base), f"no_tools:{model}"]
             if api_base:
-                keys += [_probe_key(api_base, model), _profile_key(api_base, model)]
+                keys += [_probe_key(api_base, model), _profile_key(api_base, model),
+                         _count_key(api_base, model)]
             else:  # the model wherever it is served
-                keys += [k for k in data if k.startswith(("probe:", "profile:", "window:"))
+                keys += [k for k in data if k.startswith(("probe:", "profile:", "window:",
+                                                          "counted:"))
                          and k.endswith(f"|{model}")]
             found = [k for k in keys if k in data]
             for key in found:
@@ -130,6 +132,23 @@ class Calibration:
             if tools_counted is not None:
                 entry["tools_counted"] = float(tools_counted)
             data[_probe_key(api_base, model)] = entry
+            self._changed(data)
+        self._flush()
+
+    def window_count(self, api_base: str, model: str) -> tuple[bool, int | None]:
+        """Whether the server at `api_base` was asked to count a prompt over the window assumed
+        for `model` (core.context.server_window.count_window), and the tokens it took without
+        refusing (None: it refused, its window kept as a learned `window`, or said nothing)."""
+        with self._lock:
+            entry = self._load().get(_count_key(api_base, model))
+        if not isinstance(entry, dict):
+            return False, None
+        return True, int(entry.get("took") or 0) or None
+
+    def remember_window_count(self, api_base: str, model: str, took: int | None) -> None:
+        with self._lock:
+            data = self._load()
+            data[_count_key(api_base, model)] = {"took": float(took or 0)}
             self._changed(data)
         self._flush()
 
@@ -231,6 +250,10 @@ class Calibration:
 
 def _probe_key(api_base: str, model: str) -> str:
     return f"probe:{api_base.rstrip('/')}|{model}"
+
+
+def _count_key(api_base: str, model: str) -> str:
+    return f"counted:{api_base.rstrip('/')}|{model}"
 
 
 def _profile_key(api_base: str, model: str) -> str:

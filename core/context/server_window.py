@@ -12,6 +12,10 @@ command. A failed request to it makes it asked again.
     LM Studio                      GET  <root>/api/v0/models/<m>  loaded_context_length
     llama.cpp                      GET  <root>/props              default_generation_settings.n_ctx
     Ollama                         POST <root>/api/show {model}   num_ctx, else *.context_length
+
+A server that states none of these (llama-cpp-python) is asked once to count a prompt just over
+the window a build would assume (`count_window`): a server whose window is smaller refuses it
+before reading it, naming its window.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
+from core.context.budget import DEFAULT_WINDOW
 from core.llm import compat
+from core.llm.translate import stated_window
 
 TIMEOUT_S = 1.0
 RETRY_S = 60.0  # a server that did not answer is asked again after this long
@@ -38,6 +45,13 @@ PROBE_TOOL = {"type": "function", "function": {
         "offset": {"type": "integer", "description": "the first line to return"},
         "limit": {"type": "integer", "description": "how many lines to return"}},
         "required": ["path"]}}}
+# The window count (see count_window): one word a token in every tokenizer we know ("the"
+# after a space), as many as the window a build assumes. Cheap to build (32 KB) and to
+# refuse: llama-cpp-python 0.3 refuses 8,237 tokens of it in 20-35 ms (SmolLM2-135M, 2
+# cores); what it does not refuse it reads, and reading it took 220 s there.
+WINDOW_LEAD = f"{PROBE_MARK} window:"
+WINDOW_WORDS = DEFAULT_WINDOW
+WINDOW_TIMEOUT_S = 5.0  # a refusal comes before the prompt is read: a server reading it took it
 _lock = threading.Lock()
 _known: dict[tuple[str, str], int | None] = {}
 _unanswered: dict[tuple[str, str], float] = {}  # when a server last did not answer at all
@@ -105,6 +119,60 @@ def count_prompt(api_base: str, model: str, messages: list[dict[str, Any]],
             return int(value) if value else None
         except (OSError, ValueError, TypeError, AttributeError):
             return None
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """What a server made of a count of WINDOW_WORDS words: refused, naming its `window`, or
+    took it (`took`: the prompt tokens it counted; its window is larger); neither when it
+    refused without naming one, or did not answer within WINDOW_TIMEOUT_S."""
+
+    window: int | None = None
+    took: int | None = None
+
+
+def count_window(api_base: str, model: str) -> WindowCount | None:
+    """A server that states no window, asked to count (unstreamed, one token out) a prompt just
+    over the window a build would assume: one smaller refuses it before reading it, and its
+    refusal names its window, read as a refused turn's is (core.llm.translate). Behind the
+    server's running answer (core.llm.compat), never cutting it. None when the server was not
+    reached or its turn did not come: nothing was learned, ask again later."""
+    name = model.split("/", 1)[1] if "/" in model else model
+    text = f"{WINDOW_LEAD} " + "the " * WINDOW_WORDS
+    body = {"model": name, "messages": [{"role": "user", "content": text}], "max_tokens": 1,
+            "stream": False}
+    with compat.one_at_a_time_sync(api_base, model, COUNT_TIMEOUT_S) as turn:
+        if not turn:
+            return None
+        try:
+            data = _post(f"{api_base.rstrip('/')}/chat/completions", body, WINDOW_TIMEOUT_S)
+        except urllib.error.HTTPError as e:  # refused: as too long, naming its window?
+            return WindowCount(window=_refused_window(e))
+        except TimeoutError:  # reached, no refusal in time: reading it (or another's first)
+            return WindowCount()
+        except OSError:  # refused the connection, unreachable, cut: not asked
+            return None
+        except (ValueError, TypeError, AttributeError):  # an answer we cannot read
+            return WindowCount()
+    try:
+        took = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+    except (TypeError, ValueError):
+        took = 0
+    # a server that cut the prompt to fit (and counts what it kept) took less than was sent
+    return WindowCount(took=took if took >= WINDOW_WORDS else None)
+
+
+def _refused_window(e: urllib.error.HTTPError) -> int | None:
+    try:
+        text = e.read(100_000).decode("utf-8", "replace")
+    except OSError:
+        return None
+    try:
+        error = json.loads(text).get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+    except (ValueError, AttributeError):
+        code = None
+    return stated_window(code, text)
 
 
 def forget(api_base: str | None, model: str) -> None:

@@ -8,8 +8,10 @@ smallest of
 
     what the user set (the conversation's own context_window, else the settings': CLI,
     environment, project, global), what the model's server says (vLLM, llama.cpp, LM Studio,
-    Ollama; asked once), and a limit the provider stated when it refused a request (remembered
-    per address and model; only when the user set no window: a window the user states wins)
+    Ollama; asked once), and a limit the provider stated when it refused a request (remembered per
+    address and model; only when the user set no window: a window the user states wins;
+    where a local server states nothing, one counting request it refuses learns it before
+    the first turn: `counted_window`)
 
 and only when none of them is known, litellm's model map, else a default.
 
@@ -34,7 +36,7 @@ from typing import Any
 from core.agents import Agent
 from core.approval_seal import ApprovalSeal
 from core.attachments import AttachmentStore
-from core.context.budget import Budget, resolve_budget
+from core.context.budget import Budget, model_window, resolve_budget
 from core.context.builder import BudgetError, BuildCache, BuiltRequest, build_request
 from core.context.calibration import Calibration
 from core.context.instructions import InstructionFile, Instructions
@@ -44,6 +46,7 @@ from core.context.server_window import (
     PROBE_TOOL,
     cached_window,
     count_prompt,
+    count_window,
     server_window,
     unanswered,
 )
@@ -200,14 +203,16 @@ class ProjectContext:
         if known_window is None and self.calibration is not None and not window:
             # a limit learned from this server's refusal; a window the user stated wins
             known_window = self.calibration.window(settings.model, settings.api_base)
-        served = None
+        served = took = None
         if usable_override is None:  # the smallest stated figure applies (see resolve_budget)
             served = self.served_window(settings, ask_servers)
+            if not (window or served or known_window):  # nothing says it: a count tells
+                known_window, took = self.counted_window(settings, ask_servers)
         factor = self.calibration.factor(settings.model) if self.calibration else 1.0
         return resolve_budget(settings.model, settings.max_output_tokens,
                               window_override=window, known_window=known_window,
                               server_window=served, usable_override=usable_override,
-                              calibration=factor)
+                              calibration=factor, took=took)
 
     def served_window(self, settings: LLMSettings, ask: bool = True) -> int | None:
         """The window the model's server states (see server_window): asked once per server and
@@ -231,6 +236,30 @@ class ProjectContext:
             counted = self._count_probe(base, model) if is_local(base) else None
             self.calibration.remember_probe(base, model, tokens, counted)
         return tokens
+
+    def counted_window(self, settings: LLMSettings, ask: bool = True
+                       ) -> tuple[int | None, int | None]:
+        """Where the model's server states no window and nothing else says it (no window set,
+        none learned, unknown to litellm): what one count over the window assumed tells
+        (server_window.count_window), asked once per local server and model, never while it
+        answers. A refusal names the window: kept as one learned from a refusal is (per
+        server; a window the user states wins; `forget-window` drops it). A count it took
+        shows the window is larger than the one assumed: kept too, so it is never read twice
+        (reading a prompt that long is the cost, minutes on a CPU). Returns (the window
+        named, the tokens it took). `ask=False`: what is known, without the network."""
+        base, model = settings.api_base, settings.model
+        if not base or self.calibration is None or not is_local(base) or model_window(model):
+            return None, None
+        asked, took = self.calibration.window_count(base, model)
+        if asked or not ask or compat.busy(base, model) or unanswered(base, model):
+            return None, took
+        found = count_window(base, model)
+        if found is None:  # not reached, or its turn did not come: a later build asks
+            return None, None
+        if found.window:
+            self.calibration.remember_window(model, found.window, base)
+        self.calibration.remember_window_count(base, model, found.took)
+        return found.window, found.took
 
     def sync_profile(self, settings: LLMSettings) -> None:
         """What the server showed it needs (core.llm.compat), remembered beside its window:

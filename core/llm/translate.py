@@ -46,13 +46,21 @@ _OVER_CONTEXT = re.compile(
     r"exceed context limit|this model's maximum context length is|model's maximum context "
     r"limit|is longer than the model's context length|input tokens exceed the configured limit|"
     r"exceeds the available context size|exceeds the maximum number of tokens allowed|"
-    r"current length is .* while limit is|maximum input length is .*tokens|prompt is too long",
+    r"current length is .* while limit is|maximum input length is .*tokens|prompt is too long|"
+    r"exceeds? context window of",  # llama-cpp-python's own words, before its server's
     re.IGNORECASE)
 
 
 def over_context(code: object, text: str) -> bool:
     """Whether a refusal is a prompt over the model's context, by its code or its words."""
     return code == "context_length_exceeded" or bool(_OVER_CONTEXT.search(text))
+
+
+def stated_window(code: object, text: str) -> int | None:
+    """The window a refusal of a prompt as too long names (None: another refusal, or one that
+    names none): what a refused turn learns (`ContextOverflow.limit`), for a counting request
+    (core.context.server_window.count_window) too."""
+    return _stated_limit(text) if over_context(code, text) else None
 
 
 def translate_error(e: BaseException, kind: Kind, model: str, mid_stream: bool = False,
@@ -146,7 +154,7 @@ def _translate(e: BaseException, kind: Kind, model: str, mid_stream: bool, raw: 
                after: float | None) -> LLMError:
     status = getattr(e, "status_code", None)
     if kind == "context_window":
-        limit = _stated_limit(raw)
+        limit = _stated_limit(raw) or _stated_limit(_causes(e))
         said = f" (the model accepts {limit:,} tokens)" if limit else ""
         return ContextOverflow(
             f"The conversation is longer than {model} accepts{said}. Shorten it or use a model "
@@ -216,10 +224,23 @@ def _refused(kind: Kind, model: str, raw: str, code: int | None) -> LLMError:
 
 
 def _stated_limit(text: str) -> int | None:
+    """OpenAI's wording (llama-cpp-python's server copies it), another's "context window of
+    N", or llama.cpp's server's `n_ctx` beside "exceeds the available context size"."""
     m = re.search(r"maximum context length is ([\d,]+)", text) or re.search(
         r"context (?:window|length)[^\d]{0,30}([\d,]{3,})", text
-    )
+    ) or re.search(r"\bn_ctx\W{1,4}(\d{3,})", text)
     return int(m.group(1).replace(",", "")) if m else None
+
+
+def _causes(e: BaseException) -> str:
+    """What the exceptions `e` was raised from say (litellm keeps the server's own error
+    object, llama.cpp's `n_ctx` in it, only on the SDK's exception beneath its own)."""
+    said: list[str] = []
+    x = e.__cause__ or e.__context__
+    while x is not None and len(said) < 6:
+        said.append(str(x))
+        x = x.__cause__ or x.__context__
+    return "\n".join(said)
 
 
 def _stated_prompt(text: str) -> int | None:

@@ -58,15 +58,21 @@ class OpenAITransport:
 
 async def _streamed(client: Any, body: dict[str, Any], request: LLMRequest,
                     where: Destination) -> AsyncIterator[StreamEvent]:
-    try:
-        stream = await _post(client, body, request.timeout, stream=True)
-    except Exception as e:  # every provider failure is translated here
-        raise _translated(e, request, where) from e
-
     reader = StreamReader()
     usage_sent = False
+    # A local server's streamed answer leaves its connection closed, not kept for the next
+    # request: llama-cpp-python's refusal inside its stream leaves it open yet dead (its next
+    # request is dropped unread, "Disconnected from client ... before llm invoked").
+    close = {"Connection": "close"} if where.api_base and compat.is_local(where.api_base) \
+        else None
     try:
-        async for chunk in stream:
+        stream = await _post(client, body, request.timeout, stream=True, headers=close)
+    except Exception as e:  # every provider failure is translated here
+        if not _hung_up(e, where):
+            raise _translated(e, request, where) from e
+        stream = None  # refused: as an empty 200 (below)
+    try:
+        async for chunk in stream if stream is not None else _nothing():
             # Give the GIL to the window's thread between chunks (see via_litellm).
             time.sleep(0)
             usage = usage_of(chunk)
@@ -80,13 +86,16 @@ async def _streamed(client: Any, body: dict[str, Any], request: LLMRequest,
     except LLMError:
         raise
     except Exception as e:
-        raise _translated(e, request, where, mid_stream=True) from e
+        if reader.received or not _hung_up(e, where):
+            raise _translated(e, request, where, mid_stream=True) from e
     finally:
-        await stream.close()  # a Stop, an error or the end: the connection is given back
+        if stream is not None:
+            await stream.close()  # a Stop, an error or the end: the connection is given back
 
     if not reader.finish and not reader.received:
         # Nothing at all: llama.cpp's server answers a streamed request it refuses (a prompt
-        # over its context, tools it cannot stream) with an empty 200. The same request
+        # over its context, tools it cannot stream) with an empty 200 (llama-cpp-python's,
+        # racing its own answer, at times by hanging up: `_hung_up`). The same request
         # once without streaming reads its real answer; a tool round it answers so is asked
         # so from then on.
         async for event in _whole(client, body, request, where):
@@ -98,6 +107,31 @@ async def _streamed(client: Any, body: dict[str, Any], request: LLMRequest,
         yield reader.estimate(request.model, request.messages)
     for event in reader.ending(reader.finish):
         yield event
+
+
+async def _nothing() -> AsyncIterator[Any]:
+    return
+    yield  # (an async generator that gives nothing)
+
+
+def _hung_up(e: BaseException, where: Destination) -> bool:
+    """A server on this machine or the local network that took the request and closed the
+    connection before a byte of the answer: llama-cpp-python refuses a streamed request (tools
+    it cannot stream, a prompt over its context) by raising inside its event stream, and its
+    client sees an empty 200, the connection closed with nothing sent, or reset, as the race
+    goes (all three seen against 0.3.36). Not a connection it refused, nor a time-out."""
+    if not where.api_base or not compat.is_local(where.api_base):
+        return False
+    x: BaseException | None = e
+    for _ in range(8):
+        if x is None or isinstance(x, (ConnectionRefusedError, TimeoutError)) or \
+                type(x).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout"):
+            return False
+        if isinstance(x, ConnectionResetError) or \
+                type(x).__name__ in ("RemoteProtocolError", "ReadError"):
+            return True
+        x = x.__cause__ or x.__context__
+    return False
 
 
 async def _whole(client: Any, body: dict[str, Any], request: LLMRequest,
@@ -177,15 +211,19 @@ def _translated(e: BaseException, request: LLMRequest, where: Destination,
                            retry_after=retry_after(e))
 
 
-async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool) -> Any:
+async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool,
+                headers: dict[str, str] | None = None) -> Any:
     """POST /chat/completions with `body` as it is: the SDK's own `chat.completions.create`
     would import its every chat type (a third of a second) and walk each message against
     them, to send the same JSON. Its stream, errors and time-out are the SDK's as ever."""
     from openai import AsyncStream
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+    options: dict[str, Any] = {"timeout": timeout}
+    if headers:
+        options["headers"] = headers
     return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                             options={"timeout": timeout}, stream=stream,
+                             options=options, stream=stream,
                              stream_cls=AsyncStream[ChatCompletionChunk])
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -54,8 +55,9 @@ class HttpError:
     status: int = 500
     message: str = "internal server error"
     headers: dict[str, str] = field(default_factory=dict)
-    code: str | None = None
+    code: str | int | None = None
     type: str = "server_error"
+    extra: dict[str, Any] = field(default_factory=dict)  # more of the error object (n_ctx)
 
 
 @dataclass
@@ -119,12 +121,19 @@ class FakeLLMServer:
         self.count_tools = True
         # Behave as llama-cpp-python's server does with `--n_ctx N`: a prompt longer than N
         # tokens (estimated as the usage is) is refused before any scripted reply is used:
-        # streamed, with HTTP 200 and an empty body; not streamed, with the standard 400.
+        # streamed, with HTTP 200 and an empty body; not streamed, with the standard 400
+        # naming N (a counting request too: how count_window learns N).
         self.n_ctx: int | None = None
         self.stream_usage = True  # False: no usage chunk in streams, as llama.cpp's server
         # True: a streamed request with tools gets an empty 200 (llama-cpp-python: "Automatic
         # streaming tool choice is not supported"); the same request not streamed is answered.
         self.no_streamed_tools = False
+        # How a streamed request is refused (tools not streamed, a prompt over n_ctx): "empty"
+        # (HTTP 200, no body), "hang-up" (the connection closed with nothing sent), "reset"
+        # (closed with a TCP reset) or "dead-keep-alive" (HTTP 200, no body, the connection
+        # kept open but its next request dropped unread): llama-cpp-python's server raises
+        # inside its event stream, and which its client sees is a race (all seen on 0.3.36).
+        self.streamed_refusal = "empty"
         # True: behave as llama-cpp-python's server with `--chat_format
         # chatml-function-calling` (see tests/helpers/llama_cpp.py): tools unseen without a
         # tool_choice, HTTP 500 on a tool-call message without content "", a new request ends
@@ -198,7 +207,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except OSError:  # a late answer: the client stopped waiting
                 pass
 
+        dead = False  # this connection was left open yet dead ("dead-keep-alive")
+
         def do_POST(self) -> None:  # http.server's naming
+            if self.dead:  # its next request dropped unread, as llama-cpp-python drops it
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.close_connection = True
+                return
             if self.path.endswith("/v1/messages"):  # Anthropic's protocol (a Claude model)
                 self._anthropic()
                 return
@@ -225,32 +240,22 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     self._error(refusal)
                     return
             if _is_count(body):
-                server.probes.append("count" + ("+tools" if body.get("tools") else ""))
+                server.probes.append(_count_kind(body))
                 counted = body if server.count_tools else {**body, "tools": None}
-                self.close_connection = True
-                self._complete(counted, Answer("x"))
+                if not self._over_n_ctx(counted):  # as any request, refused over n_ctx
+                    self.close_connection = True
+                    self._complete(counted, Answer("x"))
                 return
             server.requests.append(
                 RecordedRequest(self.path, wire, {k.lower(): v for k, v in self.headers.items()},
                                 time.time(), raw)
             )
             server.first_request.set()
-            prompt = _usage(body, "", None)["prompt_tokens"]
-            if server.n_ctx is not None and prompt + int(body.get("max_tokens") or 0) > server.n_ctx:
-                self.close_connection = True
-                if body.get("stream"):
-                    self._empty()
-                else:
-                    self._error(HttpError(
-                        400, f"This model's maximum context length is {server.n_ctx} tokens. "
-                        f"However, you requested {prompt + int(body.get('max_tokens') or 0)} "
-                        f"tokens ({prompt} in the messages, {body.get('max_tokens') or 0} in the "
-                        "completion). Please reduce the length of the messages or completion.",
-                        code="context_length_exceeded", type="invalid_request_error"))
+            if self._over_n_ctx(body):
                 return
             if server.no_streamed_tools and body.get("stream") and body.get("tools"):
                 self.close_connection = True
-                self._empty()
+                self._refuse_streamed()
                 return
             reply = server._next()
             self.close_connection = True
@@ -275,6 +280,26 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._complete(body, reply)
             else:
                 self._stream(body, reply)
+
+        def _over_n_ctx(self, body: dict[str, Any]) -> bool:
+            """A prompt over `server.n_ctx` refused (True), before it is read, as
+            llama-cpp-python's server refuses it: streamed, an empty 200; not streamed, the
+            standard 400 naming its window."""
+            prompt = _usage(body, "", None)["prompt_tokens"]
+            asked = prompt + int(body.get("max_tokens") or 0)
+            if server.n_ctx is None or asked <= server.n_ctx:
+                return False
+            self.close_connection = True
+            if body.get("stream"):
+                self._refuse_streamed()
+            else:
+                self._error(HttpError(
+                    400, f"This model's maximum context length is {server.n_ctx} tokens. "
+                    f"However, you requested {asked} tokens ({prompt} in the messages, "
+                    f"{body.get('max_tokens') or 0} in the completion). Please reduce the "
+                    "length of the messages or completion.",
+                    code="context_length_exceeded", type="invalid_request_error"))
+            return True
 
         # --- replies ---------------------------------------------------------------------------
 
@@ -318,6 +343,23 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             self._end()
 
+        def _refuse_streamed(self) -> None:
+            """A streamed request refused as `server.streamed_refusal` says."""
+            if server.streamed_refusal == "empty":
+                self._empty()
+            elif server.streamed_refusal == "dead-keep-alive":  # kept, unless asked to close
+                self.close_connection = self.headers.get("Connection", "").lower() == "close"
+                self.dead = not self.close_connection
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif server.streamed_refusal == "reset":  # RST: "connection reset by peer"
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            # "hang-up": closed with nothing sent ("server disconnected without a response")
+
         def _empty(self) -> None:
             """HTTP 200, an event stream's headers and nothing else (llama.cpp's refusal)."""
             self.send_response(200)
@@ -329,7 +371,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def _error(self, err: HttpError) -> None:
             payload = json.dumps(
                 {"error": {"message": err.message, "type": err.type, "param": None,
-                           "code": err.code}}
+                           "code": err.code, **err.extra}}
             ).encode()
             self.send_response(err.status)
             self.send_header("Content-Type", "application/json")
@@ -456,6 +498,18 @@ def _is_count(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or []
     return any(isinstance(m, dict) and str(m.get("content") or "").startswith(PROBE_MARK)
                for m in messages)
+
+
+def _count_kind(body: dict[str, Any]) -> str:
+    """What `server.probes` records of a counting request: "count" (a sample), "count+tools"
+    (one offering a tool), "count:window" (one over the window assumed, see count_window)."""
+    from core.context.server_window import WINDOW_LEAD
+
+    first = next((m for m in body.get("messages") or [] if isinstance(m, dict)
+                  and m.get("role") == "user"), {})
+    if str(first.get("content") or "").startswith(WINDOW_LEAD):
+        return "count:window"
+    return "count" + ("+tools" if body.get("tools") else "")
 
 
 def _split(text: str, size: int = 4) -> list[str]:

@@ -203,3 +203,61 @@ def test_a_compact_during_a_send_cuts_neither_the_real_llm_scenario(
     assert (done.send_status, done.send_error, done.answer) == ("ok", "", story)
     assert done.compact_status == "ok", done.compact_message
     assert llm_server.cut_streams == 0
+
+
+def test_the_window_count_waits_behind_a_running_answer(llm_server: FakeLLMServer) -> None:
+    """The count that learns a silent server's window (core.context.server_window
+    .count_window), asked from another thread while an answer streams: it waits its turn, cuts
+    nothing, and its refusal names the window."""
+    from core.context.server_window import count_window
+
+    llm_server.llama_cpp_python, llm_server.n_ctx = True, 2048
+    long = "word " * 60
+    llm_server.script(Answer(long, delay=0.005))
+    found: list[Any] = []
+
+    async def both() -> str:
+        got: list[str] = []
+        started = asyncio.Event()
+        counter = threading.Thread(target=lambda: found.append(count_window(llm_server.url,
+                                                                            MODEL)))
+        async for event in LLMClient().stream(LLMRequest(
+                model=MODEL, api_base=llm_server.url, max_tokens=100,
+                messages=[{"role": "user", "content": "tell me a story"}])):
+            if isinstance(event, TextDelta):
+                got.append(event.text)
+                if not started.is_set():
+                    started.set()
+                    counter.start()
+        await asyncio.to_thread(counter.join, DEADLINE_S)
+        return "".join(got)
+
+    assert asyncio.run(asyncio.wait_for(both(), DEADLINE_S)) == long
+    assert llm_server.cut_streams == 0 and llm_server.probes == ["count:window"]
+    assert [(f.window, f.took) for f in found] == [(2048, None)]
+
+
+@pytest.mark.parametrize("refusal", ["empty", "hang-up", "reset", "dead-keep-alive"])
+def test_a_streamed_tool_round_refused_by_a_dropped_connection_is_asked_whole(
+        llm_server: FakeLLMServer, refusal: str) -> None:
+    """llama-cpp-python refuses a streamed tool round ("Automatic streaming tool choice is not
+    supported") inside its event stream: its client sees an empty 200, the connection closed
+    with nothing sent or reset, or an empty 200 on a connection kept open whose next request
+    it drops unread, as the race goes. Every agent turn of `make real-llm` failed so with
+    "Could not reach the provider": each is the same refusal, asked whole (on a connection
+    of its own: a local server's stream leaves its connection closed)."""
+    from core.llm.adapter import ToolCallsReady
+
+    llm_server.llama_cpp_python, llm_server.streamed_refusal = True, refusal
+    llm_server.script(ToolCalls([("c1", "read_file", json.dumps({"path": "notes.txt"}))]))
+    request = LLMRequest(model=MODEL, api_base=llm_server.url, max_tokens=100, tools=[TOOL],
+                         messages=[{"role": "user", "content": "Read notes.txt"}])
+
+    async def go() -> list[Any]:
+        return [event async for event in LLMClient().stream(request)]
+
+    events = asyncio.run(asyncio.wait_for(go(), DEADLINE_S))
+    ready = [e for e in events if isinstance(e, ToolCallsReady)]
+    assert ready and ready[0].calls[0].function.name == "read_file"
+    assert ["stream" in r.body for r in llm_server.requests] == [True, False]
+    assert not compat.profile(llm_server.url, MODEL).streams_tools  # whole from now on

@@ -188,3 +188,26 @@ def test_an_overflow_caused_by_the_answers_room_is_sent_again_with_less_room(
     assert first["max_tokens"] == 4096 and second["max_tokens"] == 2500  # half the limit
     assert [r.text for r in window.transcript_model.rows()] == ["hi", "It fits now."]
     window.close()
+
+
+def test_the_meter_shows_the_window_a_count_learns_before_the_first_turn(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama-cpp-python with --n_ctx 2048 states no window: the meter and the Inspector
+    counted against the 8,192 assumed until a turn was refused. Opening the conversation asks
+    the server once (on the engine's thread) to count a prompt over 8,192 tokens; its refusal
+    names 2,048, and the meter shows it before anything is sent."""
+    from core.model import ConversationMessage
+
+    monkeypatch.delenv("WORKBENCH_CONTEXT_WINDOW")
+    llm_server.llama_cpp_python, llm_server.n_ctx = True, 2048
+    with Project.open(project_dir, create=True) as project:
+        conv = project.conversations.create("notes").id
+        project.conversations.append_many(conv, [ConversationMessage(role="user", content="hi")])
+    window, controller = open_window(qtbot, project_dir)
+    meter = controller.meter
+    run_until(qloop, lambda: meter.report is not None and meter.report.window == 2048)
+    assert meter.report is not None and meter.report.budget_source == "provider"
+    assert llm_server.probes.count("count:window") == 1 and llm_server.requests == []
+    assert "2,048" in window.usage.toolTip()
+    window.close()

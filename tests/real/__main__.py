@@ -50,8 +50,9 @@ def main(argv: list[str]) -> int:
                 print(f"real-llm: the server did not start within {START_DEADLINE_S} s; see "
                       f"{log}", file=sys.stderr)
                 return 1
-            os.environ["WORKBENCH_REAL_LLM_URL" if what == "chat" else
-                       "WORKBENCH_REAL_LLM_TOOLS_URL"] = url
+            name = "WORKBENCH_REAL_LLM" if what == "chat" else "WORKBENCH_REAL_LLM_TOOLS"
+            os.environ[f"{name}_URL"] = url
+            os.environ[f"{name}_LOG"] = str(log)  # its access log: refusals, cut streams
         env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
         return subprocess.call(
             [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",

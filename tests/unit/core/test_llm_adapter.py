@@ -145,6 +145,18 @@ def test_context_overflow_states_the_models_limit(
     assert "16,385" in str(err)
 
 
+def test_llama_cpp_s_overflow_names_its_window_in_n_ctx(
+        via: str, llm_server: FakeLLMServer) -> None:
+    # llama.cpp's server (b5000 and later) says "the request exceeds the available context
+    # size" and puts its window beside the words, in n_ctx: read as the limit it is.
+    llm_server.script(HttpError(400, "the request exceeds the available context size, try "
+                                "increasing it", code=400, type="exceed_context_size_error",
+                                extra={"n_prompt_tokens": 9000, "n_ctx": 4096}))
+    err = failure(llm_server, via)
+    assert isinstance(err, ContextOverflow) and err.limit == 4096
+    assert "4,096" in str(err)
+
+
 def test_model_the_server_does_not_know(
         via: str, llm_server: FakeLLMServer) -> None:
     llm_server.script(HttpError(404, "The model `test-model` does not exist", code="model_not_found"))
