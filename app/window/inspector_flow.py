@@ -166,40 +166,47 @@ class InspectorFlow:
         if picked > 0 and picked <= len(self._saved):
             self._show_saved(self._saved[picked - 1], messages)
             return
+        shown = self._what_if(conv, report, messages)
+        if shown is not None:
+            self._show_report(project, conv, *shown)
+
+    def _what_if(self, conv: str, report: BuildReport, messages: list[ConversationMessage]
+                 ) -> tuple[BuildReport, int | None, list[ConversationMessage]] | None:
+        """(the report to show, the usable tokens of a budget preview, the messages it
+        holds): the meter's, or at another budget, or the request as it would go if the draft
+        were sent now (debounced as it is typed): a what-if build, nothing sent. None when
+        that build is over its budget (the panel says why)."""
         percent = self.panel.slider.value()
-        preview = None
         draft = self._draft_text()
         attached = self.meter.attached() if percent == 100 else []
         self._shown_draft = (draft, len(attached))
-        if percent != 100 or draft or attached:
-            # Another budget, or the request as it would go if the draft were sent now
-            # (debounced as it is typed): a what-if build, nothing sent.
-            usable = max(1, report.usable * percent // 100) if percent != 100 else None
-            what_if = [*messages, self.meter.draft_message(draft, attached)] \
-                if draft or attached else messages
-            try:
-                built = self.meter.preview(conv, what_if, usable)
-            except BudgetError as e:
-                self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}"
-                                 if usable else f"With your draft: {e}")
-                self._dim({})
-                return
-            if built is not None:
-                report, preview, messages = built.report, usable, what_if
-                self._sent = built.messages
+        if percent == 100 and not draft and not attached:
+            return report, None, messages
+        usable = max(1, report.usable * percent // 100) if percent != 100 else None
+        what_if = [*messages, self.meter.draft_message(draft, attached)] \
+            if draft or attached else messages
+        try:
+            built = self.meter.preview(conv, what_if, usable)
+        except BudgetError as e:
+            self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}"
+                             if usable else f"With your draft: {e}")
+            self._dim({})
+            return None
+        if built is None:
+            return report, None, messages
+        self._sent = built.messages
+        return built.report, usable, what_if
+
+    def _show_report(self, project: Project, conv: str, report: BuildReport,
+                     preview: int | None, messages: list[ConversationMessage]) -> None:
+        """The panel's header, budget bar, rows, instructions switch and summaries for
+        `report`; the line on what changed since the last request only for the meter's own."""
         rows = self._rows_of(report, messages)
-        header = inspector_header(report)
-        if report is self.meter.report:  # the next request's price (core.cost)
-            header += "\n" + self.meter.cost_note(report.provider_estimate)
-        if preview is not None:
-            header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
-                      f"nothing is sent\n{header}")
-        elif report is not self.meter.report:
-            header = f"With your draft as the next message (not sent yet)\n{header}"
-        self._header = (report, header) if report is self.meter.report else None
-        since = None if report is not self.meter.report else self._since_last(project, conv,
-                                                                               report)
-        draft_tokens = self._draft if report is self.meter.report else 0
+        live = report is self.meter.report
+        header = self._header_text(report, preview, live)
+        self._header = (report, header) if live else None
+        since = self._since_last(project, conv, report) if live else None
+        draft_tokens = self._draft if live else 0
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report, draft_tokens), rows)
         self.panel.show_instructions(*instructions_switch(report))
@@ -208,6 +215,19 @@ class InspectorFlow:
         prepared = self.meter.prepared.get("summaries")
         self.panel.show_summaries(prepared[1] if prepared is not None and prepared[0] is report
                                   else self._summaries(messages, report))
+
+    def _header_text(self, report: BuildReport, preview: int | None, live: bool) -> str:
+        """What the request shown is: the meter's next one (with its price, core.cost), a
+        budget preview, or the request with the draft as the next message."""
+        header = inspector_header(report)
+        if live:
+            header += "\n" + self.meter.cost_note(report.provider_estimate)
+        if preview is not None:
+            header = (f"Preview at {preview:,} usable tokens ({self.panel.slider.value()}% of "
+                      f"the budget) — nothing is sent\n{header}")
+        elif not live:
+            header = f"With your draft as the next message (not sent yet)\n{header}"
+        return header
 
     def _draft_text(self) -> str:
         """The draft the decisions follow: the composer's text at the configured budget,
