@@ -178,11 +178,26 @@ class TranscriptDelegate(QStyledItemDelegate):
         return lay
 
     def _make_layout(self, row: Row, width: int, font: QFont) -> Layout:
+        body = body_text(row)
+        shown, hidden_lines = clip(row, body)
+        images = image_refs(row) if row.kind is RowKind.USER else []
+        doc = self._document(row, shown, width, font, images)
+        header, meta = header_line(row)
+        footer = _footer(row, body, hidden_lines)
+        actions = self._actions(row, images)
+        fm = QFontMetrics(font)
+        line_h = fm.lineSpacing()
+        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
+        if footer or actions:
+            height += line_h + 4
+        return Layout(doc, height + GAP, header, meta, footer, actions)
+
+    def _document(self, row: Row, shown: str, width: int, font: QFont,
+                  images: list[tuple[str, str]]) -> QTextDocument:
+        """The row's text laid out at `width`: markdown for an answer, plain text else."""
         doc = QTextDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
-        body = body_text(row)
-        shown, hidden_lines = clip(row, body)
         if row.kind is RowKind.ASSISTANT or (is_stopped(row) and row.text):
             doc.setMarkdown(keep_line_breaks(shown))  # a stopped answer reads as it streamed
             highlight_code_blocks(doc)
@@ -194,20 +209,26 @@ class TranscriptDelegate(QStyledItemDelegate):
             doc.setMarkdown(keep_line_breaks(shown))
         else:
             doc.setPlainText(shown)
-        images = image_refs(row) if row.kind is RowKind.USER else []
         if images:
             add_thumbnails(doc, [self.thumbnails[r] for r, _ in images if r in self.thumbnails])
         highlight_found(doc, row.found)
         doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
-        header, meta = header_line(row)
-        footer = ""
-        if row.kind is RowKind.TOOL:
-            footer = "Show less ▴" if row.expanded else "Show arguments and full result ▾"
-        elif hidden_lines:
-            noun = "line" if hidden_lines == 1 else "lines"
-            footer = f"Show more ▾  ({hidden_lines:,} more {noun})"
-        elif row.expanded and truncated(row, body):
-            footer = "Show less ▴"
+        return doc
+
+    def _actions(self, row: Row, images: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The row's clickable words, (action id, label) each: the versions where branches
+        part, carrying on or retrying, the full output, the images."""
+        actions = self._resume_actions(row)
+        if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
+            actions.append(("open_output", "Open full output"))
+        for ref, name in images:
+            actions.append((f"view_image:{ref}", f"View {name}"))
+        if row.versions is not None:  # where branches part: ‹ version n of m ›
+            actions[:0] = _version_actions(*row.versions)
+        return actions
+
+    def _resume_actions(self, row: Row) -> list[tuple[str, str]]:
+        """Continue, Retry, Open settings: on the latest answer that ended short."""
         actions: list[tuple[str, str]] = []
         if row.superseded:
             pass  # only the latest answer can be continued or retried
@@ -222,21 +243,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         elif row.kind is RowKind.TOOL and row.result is not None and not self.turn_running:
             # The turn ended on a tool's result (Stop, a crash): the model has not seen it yet.
             actions.append(("continue", "Continue the agent"))
-        if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
-            actions.append(("open_output", "Open full output"))
-        for ref, name in images:
-            actions.append((f"view_image:{ref}", f"View {name}"))
-        if row.versions is not None:  # where branches part: ‹ version n of m ›
-            n, of = row.versions
-            actions[:0] = ([("version_prev", "‹ previous")] if n > 1 else []) + \
-                [("version_list", f"version {n} of {of}")] + \
-                ([("version_next", "next ›")] if n < of else [])
-        fm = QFontMetrics(font)
-        line_h = fm.lineSpacing()
-        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
-        if footer or actions:
-            height += line_h + 4
-        return Layout(doc, height + GAP, header, meta, footer, actions)
+        return actions
 
     # --- painting --------------------------------------------------------------------------------
 
@@ -373,3 +380,22 @@ class TranscriptDelegate(QStyledItemDelegate):
         for key in self._stream_keys:
             self._cache.pop(key, None)
         self._stream_keys = []
+
+
+def _footer(row: Row, body: str, hidden_lines: int) -> str:
+    """The words under the row that open or close it ("" when there is nothing more)."""
+    if row.kind is RowKind.TOOL:
+        return "Show less ▴" if row.expanded else "Show arguments and full result ▾"
+    if hidden_lines:
+        noun = "line" if hidden_lines == 1 else "lines"
+        return f"Show more ▾  ({hidden_lines:,} more {noun})"
+    if row.expanded and truncated(row, body):
+        return "Show less ▴"
+    return ""
+
+
+def _version_actions(n: int, of: int) -> list[tuple[str, str]]:
+    """‹ previous · version n of m · next ›, each arrow only where there is one to go to."""
+    return (([("version_prev", "‹ previous")] if n > 1 else [])
+            + [("version_list", f"version {n} of {of}")]
+            + ([("version_next", "next ›")] if n < of else []))
