@@ -25,7 +25,6 @@ from PySide6.QtCore import (
     QRect,
     QSize,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import (
@@ -58,6 +57,7 @@ from ui.row_paint import (
     draw_row,
     is_stopped,
 )
+from ui.throttle import Throttle
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     body_text,
@@ -73,6 +73,7 @@ PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a 
 # in the next paint, a moment later (forty new tool cards at once took a tenth of a second).
 PAINT_SLICE_S = 0.012
 STREAM_MARKDOWN_CHARS = 24_000  # a streaming answer laid out as markdown up to this length
+HEIGHTS_MS = 0  # new heights found by a paint are told to the view once, in a later pass
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
 SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow", "network"}
@@ -106,9 +107,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         # Attached images' thumbnails, by reference (the app reads them: app/window/attachment_flow)
         self.thumbnails: dict[str, QImage] = {}
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self._emit_pending)
+        self._tell_heights = Throttle(self._emit_pending, HEIGHTS_MS, self, mode="debounce")
 
     def dimmed(self, row: Row) -> str | None:
         """Why the model does not see this row, in the model view (None: it does)."""
@@ -284,7 +283,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._pixmaps.keep(key, pixmap)
         elif self.sizes.note(row, rect.width(), height):  # as _paint_row does
             self._pending.add(index.row())
-            self._timer.start(0)
+            self._tell_heights()
         painter.drawPixmap(rect.topLeft(), pixmap)
         if running:  # the spinner and the elapsed time, over the kept picture
             draw_meta(painter, rect, option.font, *header_line(row), bool(self.dimmed(row)))
@@ -307,10 +306,10 @@ class TranscriptDelegate(QStyledItemDelegate):
                               self._view_height() * 3 // 4)
                 self._stream_height = lay.height + reserve
                 self._pending.add(index.row())
-                self._timer.start(0)
+                self._tell_heights()
         elif self.sizes.note(row, rect.width(), lay.height):
             self._pending.add(index.row())
-            self._timer.start(0)
+            self._tell_heights()
 
         draw_row(painter, option, row, lay, self.dimmed(row),
                  QSize(self._view_width(), self._view_height()), live_meta)

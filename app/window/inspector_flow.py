@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QItemSelectionModel, QTimer
+from PySide6.QtCore import QItemSelectionModel
 
 from app.window.conversation_settings import set_conversation
 from app.window.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
@@ -35,8 +35,9 @@ from core.store.errors import StoreError
 from core.store.project import Project
 from core.store.requests import latest_request, read_request, saved_requests
 from ui.main_window import MainWindow
+from ui.throttle import Throttle
 
-SLIDER_DEBOUNCE_MS = 60
+SLIDER_DEBOUNCE_MS = 60  # a slider step rebuilds once the slider rests this long
 DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow the draft
 
 
@@ -62,16 +63,12 @@ class InspectorFlow:
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
         self.panel.instructions_toggled.connect(self._on_instructions_toggled)
         self.tools = ToolsFlow(window, notices, host, meter)  # the tools offered, switchable
-        self.slider_timer = QTimer(self.panel)  # a slider step rebuilds once it rests
-        self.slider_timer.setSingleShot(True)
-        self.slider_timer.setInterval(SLIDER_DEBOUNCE_MS)
-        self.slider_timer.timeout.connect(self.refresh)
-        self.panel.budget_changed.connect(lambda _value: self.slider_timer.start())
+        self.refresh_after_slider = Throttle(self.refresh, SLIDER_DEBOUNCE_MS, self.panel,
+                                             mode="debounce")
+        self.panel.budget_changed.connect(lambda _value: self.refresh_after_slider())
         self.panel.request_picked.connect(lambda _k: self.refresh())
-        self.draft_timer = QTimer(self.panel)  # the decisions follow the draft once it rests
-        self.draft_timer.setSingleShot(True)
-        self.draft_timer.setInterval(DRAFT_DEBOUNCE_MS)
-        self.draft_timer.timeout.connect(self.refresh)
+        self.refresh_after_draft = Throttle(self.refresh, DRAFT_DEBOUNCE_MS, self.panel,
+                                            mode="debounce")
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
@@ -328,7 +325,7 @@ class InspectorFlow:
                 and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
             self.panel.bar.set_parts(budget_parts(report, tokens))
             if (self._draft_text(), len(self.meter.attached())) != self._shown_draft:
-                self.draft_timer.start()
+                self.refresh_after_draft()
 
     def _show_saved(self, path: Path, messages: list[ConversationMessage]) -> None:
         data = read_request(path)
