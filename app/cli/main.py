@@ -70,8 +70,8 @@ __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_TURN_ERROR", "EXIT_USAGE", "build_parse
 
 def run() -> NoReturn:
     """The `workbench` command: `main`, then out at once. A process that imported litellm spent
-    a second or more tearing its hundreds of modules down after the work was done (1.3 s here),
-    and the window's background threads (the meter's count) would be waited for; everything of
+    a noticeable while tearing its hundreds of modules down after the work was done, and the
+    window's background threads (the meter's count) would be waited for; everything of
     ours is written and closed by then, so once the request copies are written and the output
     flushed, the process ends."""
     code = main()

@@ -111,7 +111,7 @@ class InspectorFlow:
     def _prepare_rows(self, built: BuiltRequest, messages: list[ConversationMessage]
                       ) -> KeptRows | None:
         """The panel's rows of a new request, made where the meter builds it (off the window
-        for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
+        for a long log, whose 10,000 rows would hold it up); only while the panel is open."""
         if not self._shown:
             return None
         return self._kept_rows(built.report, messages, give_way)

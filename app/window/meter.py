@@ -40,7 +40,7 @@ COUNTED_DRAFT_CHARS = 16_000_000  # ... up to this long; longer ones (millions o
 #                                   any window) stay estimated at 4 characters a token
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
 BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new compaction of it
-#                     costs tens of milliseconds, and only the build can tell when one is due)
+#                     would hold the window up, and only the build can tell when one is due)
 
 T = TypeVar("T")
 
