@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
-from ui.throttle import Throttle
+from ui.throttle import Mode, Throttle
 
 pytestmark = pytest.mark.gui
 
@@ -40,7 +42,7 @@ class Log:
 
 
 @pytest.mark.parametrize("mode", ["debounce", "throttle"])
-def test_a_burst_of_calls_runs_once_with_the_last_arguments(qtbot, mode) -> None:
+def test_a_burst_of_calls_runs_once_with_the_last_arguments(qtbot: QtBot, mode: Mode) -> None:
     log = Log()
     throttle = Throttle(log.func, 50, mode=mode)
     for n in range(5):
@@ -51,7 +53,7 @@ def test_a_burst_of_calls_runs_once_with_the_last_arguments(qtbot, mode) -> None
     assert not throttle.pending()
 
 
-def test_debounce_waits_again_at_every_call(qtbot) -> None:
+def test_debounce_waits_again_at_every_call(qtbot: QtBot) -> None:
     log = Log()
     debounce = Throttle(log.func, D, mode="debounce")
     debounce("first")
@@ -61,7 +63,7 @@ def test_debounce_waits_again_at_every_call(qtbot) -> None:
     assert log.events == ["1.2 D", ("run", ("second",), {})]
 
 
-def test_throttle_runs_once_per_delay_while_calls_keep_coming(qtbot) -> None:
+def test_throttle_runs_once_per_delay_while_calls_keep_coming(qtbot: QtBot) -> None:
     log = Log()
     throttle = Throttle(log.func, D, mode="throttle")
     throttle("first")
@@ -77,7 +79,7 @@ def test_throttle_runs_once_per_delay_while_calls_keep_coming(qtbot) -> None:
 
 
 @pytest.mark.parametrize("mode", ["debounce", "throttle"])
-def test_cancel_forgets_the_call_asked_for(qtbot, mode) -> None:
+def test_cancel_forgets_the_call_asked_for(qtbot: QtBot, mode: Mode) -> None:
     log = Log()
     throttle = Throttle(log.func, D, mode=mode)
     throttle("forgotten")
@@ -91,7 +93,7 @@ def test_cancel_forgets_the_call_asked_for(qtbot, mode) -> None:
     assert log.runs() == [("run", ("again",), {})]
 
 
-def test_the_function_may_ask_for_its_next_run(qtbot) -> None:
+def test_the_function_may_ask_for_its_next_run(qtbot: QtBot) -> None:
     runs: list[int] = []
 
     def again() -> None:
@@ -105,7 +107,7 @@ def test_the_function_may_ask_for_its_next_run(qtbot) -> None:
     assert not throttle.pending()
 
 
-def test_the_mode_is_one_of_the_two(qapp) -> None:
+def test_the_mode_is_one_of_the_two(qapp: QApplication) -> None:
     with pytest.raises(ValueError, match="debounce"):
         Throttle(print, 10, mode="leading")  # type: ignore[arg-type]
     assert Throttle(print, 10, mode="debounce").delay_ms == 10
