@@ -3,7 +3,7 @@
 CPython runs one thread's Python at a time. While the meter walks 10,000 decisions on its
 thread, every call Qt makes into Python on the window's thread (a model's data, a delegate's
 paint) first waits for the GIL, and a repaint made of hundreds of such calls stalls the window
-for tens of milliseconds. Long walks therefore call `give_way()` every few hundred items: while
+for all their waits together. Long walks therefore call `give_way()` every few hundred items: while
 the window's thread is busy (between Qt's event dispatcher waking and going back to sleep,
 told through `window_busy` and `window_idle`), the walk sleeps, GIL released, until the window
 is idle again, for at most `LONGEST_WAIT` seconds each time, so it always progresses.

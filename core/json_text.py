@@ -1,9 +1,10 @@
 """JSON for people and for programs at once, written fast; and read fast (`loads`).
 
-`json.dumps(..., indent=2)` makes the json module use its pure-Python encoder: 0.4 s for the
-10,000-message request `workbench context --json` prints. `document` lays out only the top:
-a key per line, down to `depth` levels, and a list's items a line each, every item written
-compactly by the C encoder: as easy to read and to diff as an indented file, and parsed alike.
+`json.dumps(..., indent=2)` makes the json module use its pure-Python encoder, a wait the user
+sees on the 10,000-message request `workbench context --json` prints. `document` lays out only
+the top: a key per line, down to `depth` levels, and a list's items a line each, every item
+written compactly by the C encoder: as easy to read and to diff as an indented file, and parsed
+alike.
 """
 
 from __future__ import annotations

@@ -279,7 +279,7 @@ class McpHub(ToolCalls):
             s.status = "failed"
             s.error = s.error or "stopped"
             raise
-        except BaseException as e:  # noqa: BLE001 - whatever the server did: a state, said
+        except BaseException as e:  # whatever the server did: a state, said
             if s.status != "failed":
                 s.status, s.error = "failed", self._why(s, e)
         finally:

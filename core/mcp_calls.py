@@ -48,7 +48,7 @@ class ToolCalls:
                                              read_timeout_seconds=timedelta(seconds=timeout))
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except BaseException as e:  # noqa: BLE001 - the server's failure, said
+        except BaseException as e:  # the server's failure, said
             said = self._said.get(server)
             why = said.why if said is not None and said.why else describe_error(e)
             if "timed out" in why.lower() or isinstance(e, TimeoutError):

@@ -187,7 +187,7 @@ async def _end(process: anyio.abc.Process) -> None:
     if process.stdin is not None:
         try:
             await process.stdin.aclose()
-        except Exception:  # noqa: BLE001 - closed already
+        except Exception:  # closed already
             pass
     try:
         with anyio.fail_after(EXIT_WAIT):

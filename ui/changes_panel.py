@@ -109,7 +109,7 @@ class _DiffColors(QSyntaxHighlighter):
             fmt.setForeground(QColor(color))
             self.formats[mark] = fmt
 
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def highlightBlock(self, text: str) -> None:
         fmt = self.formats.get(text[:1])
         if fmt is not None:
             self.setFormat(0, len(text), fmt)

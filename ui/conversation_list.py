@@ -3,7 +3,7 @@ under the conversation they grew from (collapsible)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -24,8 +24,10 @@ from PySide6.QtWidgets import (
 from core.cost import money
 from core.store.branches import BRANCH_SUFFIX
 from core.store.conversations import ConversationSummary
+from ui.throttle import Throttle
 
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
+SEARCH_DEBOUNCE_MS = 200  # typing in the search box rests this long before the list is searched
 
 
 class _Tree(QTreeWidget):
@@ -108,11 +110,9 @@ class ConversationList(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.list, 1)
 
-        self._search_timer = QTimer(self)
-        self._search_timer.setSingleShot(True)
-        self._search_timer.setInterval(200)
-        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search.text()))
-        self.search.textChanged.connect(lambda _: self._search_timer.start())
+        self._search_rested = Throttle(self.search_changed.emit, SEARCH_DEBOUNCE_MS, self,
+                                       mode="debounce")
+        self.search.textChanged.connect(self._search_rested)
         self.new_button.clicked.connect(self.new_requested)
         self.list.currentItemChanged.connect(self._on_list_current_changed)
         self.list.itemDoubleClicked.connect(lambda item, _c: self.rename(item.data(0, ID_ROLE)))

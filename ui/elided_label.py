@@ -26,28 +26,28 @@ class ElidedLabel(QLabel):
         self._least = least  # the narrowest it gets (0: it may vanish in a small window)
         self.setMinimumWidth(least)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def setText(self, text: str) -> None:
         self._full = text
         self._elide()
 
     def text(self) -> str:
         return self._full
 
-    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+    def sizeHint(self) -> QSize:
         hint = super().sizeHint()
         if self._widest is None:
             return QSize(self._least, hint.height())
         width = self.fontMetrics().horizontalAdvance(self._full) + 2 * self.margin() + 8
         return QSize(min(width, self._widest), hint.height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+    def minimumSizeHint(self) -> QSize:
         return QSize(self._least, super().minimumSizeHint().height())
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._elide()
 
-    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
+    def mousePressEvent(self, event: QMouseEvent) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self.clicked.emit()
         super().mousePressEvent(event)

@@ -25,7 +25,7 @@ from PySide6.QtGui import QTextFormat as F
 
 from ui.palette import current
 
-MAX_CODE_CHARS = 8_000  # about 10 ms to colour at most; longer blocks stay plain
+MAX_CODE_CHARS = 8_000  # longer blocks stay plain: colouring them would hold up the paint
 
 
 

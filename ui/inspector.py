@@ -386,7 +386,7 @@ class InspectorPanel(QDockWidget):
 class _BudgetSlider(QSlider):
     """The budget preview's slider: a double-click returns it to the budget as configured."""
 
-    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         self.setValue(100)
         event.accept()
 

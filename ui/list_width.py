@@ -18,7 +18,7 @@ class ListWidth(QObject):
         """The width the list has now is the user's (a drag, a restored layout)."""
         self.width = self.splitter.sizes()[0] or self.width
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.splitter and event.type() == QEvent.Type.Resize:
             # after the splitter has shared out its new size (this runs before it does)
             QTimer.singleShot(0, self.give_back)

@@ -132,7 +132,7 @@ def _qt_palette(p: Palette) -> QPalette:
         style = QApplication.style()
         return style.standardPalette() if style is not None else QPalette()
     q = QPalette()
-    R = QPalette.ColorRole  # noqa: N806 - a short alias for the many roles
+    R = QPalette.ColorRole  # a short alias for the many roles
     for role, colour in ((R.Window, "#202024"), (R.WindowText, p.text), (R.Base, "#18181b"),
                          (R.AlternateBase, "#232327"), (R.Text, p.text), (R.Button, "#2a2a2f"),
                          (R.ButtonText, p.text), (R.ToolTipBase, "#2a2a2f"),

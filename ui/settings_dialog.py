@@ -118,7 +118,45 @@ class SettingsDialog(QDialog):
         self._keyring = keyring_available
         self._keys_present = keys_present
         self._saved = dict(saved or {})  # provider entries saved before, by preset name
+        self._make_model_fields(model, api_base, max_output_tokens, context_window,
+                                window_applied)
+        self._make_option_fields(summary_model, auto_summary, auto_title, images, cost_cap,
+                                 project_cost_cap)
+        intro = QLabel(
+            "Context Workbench reaches models through litellm. Pick a provider, check the model "
+            "name, and give an API key if the provider needs one. Keys never go into your "
+            "project folder.", self)
+        intro.setWordWrap(True)
+        form = self._form()
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        # The form scrolls inside the dialog: every note gets the lines it needs (a squeezed
+        # layout cut them and drew one over the next), and on a small screen it scrolls.
+        content = QWidget(self)
+        layout = QVBoxLayout(content)
+        layout.addWidget(intro)
+        layout.addLayout(form)
+        self._add_remembered_windows(layout, remembered_windows)
+        self._add_mcp_servers(layout)
+        layout.addStretch(1)  # room left over goes below: the form never moves
+        self.form_area = QScrollArea(self)
+        self.form_area.setWidgetResizable(True)
+        self.form_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_area.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 9)
+        outer.addWidget(self.form_area, 1)
+        outer.addWidget(buttons)
+        buttons.setContentsMargins(9, 0, 9, 0)
+        self._follow_the_form(preset_name)
+        self._fit_to_screen(layout, content, buttons)
 
+    def _make_model_fields(self, model: str, api_base: str | None, max_output_tokens: int,
+                           context_window: int | None, window_applied: str | None) -> None:
+        """Provider, model, address, output limit and context window."""
         self.preset = QComboBox(self)
         for p in PRESETS:
             self.preset.addItem(p.name)
@@ -145,6 +183,11 @@ class SettingsDialog(QDialog):
         self.window_applied.setWordWrap(True)
         self.window_applied.setProperty("role", "muted")
         self.window_applied.setVisible(bool(window_applied))
+
+    def _make_option_fields(self, summary_model: str | None, auto_summary: bool,
+                            auto_title: bool, images: bool, cost_cap: float | None,
+                            project_cost_cap: float | None) -> None:
+        """Summaries and titles, images, the cost caps, the key."""
         self.summary_model = QLineEdit(summary_model or "", self)
         self.summary_model.setPlaceholderText("the model above")
         self.summary_model.setToolTip(
@@ -176,11 +219,8 @@ class SettingsDialog(QDialog):
         self.key_note.setWordWrap(True)
         self.key_note.setProperty("role", "muted")
 
-        intro = QLabel(
-            "Context Workbench reaches models through litellm. Pick a provider, check the model "
-            "name, and give an API key if the provider needs one. Keys never go into your "
-            "project folder.", self)
-        intro.setWordWrap(True)
+    def _form(self) -> QFormLayout:
+        """The fields in rows, with the note on what contains the agent's commands last."""
         form = QFormLayout()
         form.addRow("Provider", self.preset)
         form.addRow("Model", self.model)
@@ -206,39 +246,37 @@ class SettingsDialog(QDialog):
         self.protection.setWordWrap(True)
         self.protection.setProperty("role", "muted")
         form.addRow("Agent commands", self.protection)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        # The form scrolls inside the dialog: every note gets the lines it needs (a squeezed
-        # layout cut them and drew one over the next), and on a small screen it scrolls.
-        content = QWidget(self)
-        layout = QVBoxLayout(content)
-        layout.addWidget(intro)
-        layout.addLayout(form)
+        return form
+
+    def _add_remembered_windows(self, layout: QVBoxLayout,
+                                remembered_windows: dict[str, int] | None) -> None:
+        """The context limits servers stated, each to forget (hidden when there are none)."""
         self.windows = QListWidget(self)
         self.forget_button = QPushButton("Forget the selected limit", self)
         self.forget_button.clicked.connect(self._on_forget_clicked)
-        if remembered_windows:
-            note = QLabel(
-                "Context limits providers stated when they refused a request as too long. "
-                "Requests to these models are built to fit them; forget one that was wrong.",
-                self)
-            note.setWordWrap(True)
-            layout.addWidget(note)
-            for model_name, limit in sorted(remembered_windows.items()):
-                address, _, model = model_name.rpartition("|")  # "<address>|<model>"
-                where = f"{model} at {address}" if address else model
-                item = QListWidgetItem(f"{where}: {limit:,} tokens")
-                item.setData(Qt.ItemDataRole.UserRole, model_name)
-                self.windows.addItem(item)
-            self.windows.setMaximumHeight(90)
-            self.windows.setCurrentRow(0)
-            layout.addWidget(self.windows)
-            layout.addWidget(self.forget_button)
-        else:
+        if not remembered_windows:
             self.windows.hide()
             self.forget_button.hide()
+            return
+        note = QLabel(
+            "Context limits providers stated when they refused a request as too long. "
+            "Requests to these models are built to fit them; forget one that was wrong.",
+            self)
+        note.setWordWrap(True)
+        layout.addWidget(note)
+        for model_name, limit in sorted(remembered_windows.items()):
+            address, _, model = model_name.rpartition("|")  # "<address>|<model>"
+            where = f"{model} at {address}" if address else model
+            item = QListWidgetItem(f"{where}: {limit:,} tokens")
+            item.setData(Qt.ItemDataRole.UserRole, model_name)
+            self.windows.addItem(item)
+        self.windows.setMaximumHeight(90)
+        self.windows.setCurrentRow(0)
+        layout.addWidget(self.windows)
+        layout.addWidget(self.forget_button)
+
+    def _add_mcp_servers(self, layout: QVBoxLayout) -> None:
+        """The MCP servers' list and its Restart, hidden until `set_mcp` gives servers."""
         self.mcp_note = QLabel(
             "MCP servers (.workbench/mcp.json, or mcp.json in the config folder). A command "
             "server runs with your rights: Context Workbench does not sandbox it, and asks "
@@ -252,18 +290,9 @@ class SettingsDialog(QDialog):
         for widget in (self.mcp_note, self.mcp_servers, self.mcp_restart):
             layout.addWidget(widget)
             widget.hide()
-        layout.addStretch(1)  # room left over goes below: the form never moves
-        self.form_area = QScrollArea(self)
-        self.form_area.setWidgetResizable(True)
-        self.form_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.form_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.form_area.setWidget(content)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 9)
-        outer.addWidget(self.form_area, 1)
-        outer.addWidget(buttons)
-        buttons.setContentsMargins(9, 0, 9, 0)
 
+    def _follow_the_form(self, preset_name: str | None) -> None:
+        """The preset shown, and the notes that follow what the form says."""
         index = next((i for i, p in enumerate(PRESETS) if p.name == preset_name), 0)
         self.preset.setCurrentIndex(index)
         self._update_key_note()
@@ -274,7 +303,10 @@ class SettingsDialog(QDialog):
                         self.api_base.textChanged, self.context_window.valueChanged,
                         self.max_tokens.valueChanged):
             changed.connect(self.draft_changed)
-        # Tall enough to read it all without scrolling, within the screen.
+
+    def _fit_to_screen(self, layout: QVBoxLayout, content: QWidget,
+                       buttons: QDialogButtonBox) -> None:
+        """Tall enough to read it all without scrolling, within the screen."""
         screen = self.screen().availableGeometry() if self.screen() else None
         width = max(self.minimumWidth(), self.sizeHint().width())
         inner = layout.totalHeightForWidth(width - 24) if layout.hasHeightForWidth() else \

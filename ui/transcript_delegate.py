@@ -25,7 +25,6 @@ from PySide6.QtCore import (
     QRect,
     QSize,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import (
@@ -58,6 +57,7 @@ from ui.row_paint import (
     draw_row,
     is_stopped,
 )
+from ui.throttle import Throttle
 from ui.transcript_model import ROW_ROLE, Row, RowKind, TranscriptModel
 from ui.transcript_text import (
     body_text,
@@ -70,9 +70,10 @@ from ui.transcript_text import (
 CACHE_SIZE = 300
 PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a wide window
 # A paint lays out new rows for at most this long; the rest show as plain bubbles and are drawn
-# in the next paint, a moment later (forty new tool cards at once took a tenth of a second).
+# in the next paint, a moment later (forty new tool cards laid out at once made a visible stall).
 PAINT_SLICE_S = 0.012
 STREAM_MARKDOWN_CHARS = 24_000  # a streaming answer laid out as markdown up to this length
+HEIGHTS_MS = 0  # new heights found by a paint are told to the view once, in a later pass
 STREAM_RESERVE_LINES = 8  # the streaming row grows by at least this much room at a time
 
 SETTINGS_CAUSES = {"auth", "missing_api_key", "unknown_model", "context_overflow", "network"}
@@ -106,9 +107,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         # Attached images' thumbnails, by reference (the app reads them: app/window/attachment_flow)
         self.thumbnails: dict[str, QImage] = {}
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self._emit_pending)
+        self._tell_heights = Throttle(self._emit_pending, HEIGHTS_MS, self, mode="debounce")
 
     def dimmed(self, row: Row) -> str | None:
         """Why the model does not see this row, in the model view (None: it does)."""
@@ -178,11 +177,26 @@ class TranscriptDelegate(QStyledItemDelegate):
         return lay
 
     def _make_layout(self, row: Row, width: int, font: QFont) -> Layout:
+        body = body_text(row)
+        shown, hidden_lines = clip(row, body)
+        images = image_refs(row) if row.kind is RowKind.USER else []
+        doc = self._document(row, shown, width, font, images)
+        header, meta = header_line(row)
+        footer = _footer(row, body, hidden_lines)
+        actions = self._actions(row, images)
+        fm = QFontMetrics(font)
+        line_h = fm.lineSpacing()
+        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
+        if footer or actions:
+            height += line_h + 4
+        return Layout(doc, height + GAP, header, meta, footer, actions)
+
+    def _document(self, row: Row, shown: str, width: int, font: QFont,
+                  images: list[tuple[str, str]]) -> QTextDocument:
+        """The row's text laid out at `width`: markdown for an answer, plain text else."""
         doc = QTextDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(self._mono if row.kind is RowKind.TOOL else font)
-        body = body_text(row)
-        shown, hidden_lines = clip(row, body)
         if row.kind is RowKind.ASSISTANT or (is_stopped(row) and row.text):
             doc.setMarkdown(keep_line_breaks(shown))  # a stopped answer reads as it streamed
             highlight_code_blocks(doc)
@@ -194,20 +208,26 @@ class TranscriptDelegate(QStyledItemDelegate):
             doc.setMarkdown(keep_line_breaks(shown))
         else:
             doc.setPlainText(shown)
-        images = image_refs(row) if row.kind is RowKind.USER else []
         if images:
             add_thumbnails(doc, [self.thumbnails[r] for r, _ in images if r in self.thumbnails])
         highlight_found(doc, row.found)
         doc.setTextWidth(max(50, width - 2 * SIDE - 2 * PAD))
-        header, meta = header_line(row)
-        footer = ""
-        if row.kind is RowKind.TOOL:
-            footer = "Show less ▴" if row.expanded else "Show arguments and full result ▾"
-        elif hidden_lines:
-            noun = "line" if hidden_lines == 1 else "lines"
-            footer = f"Show more ▾  ({hidden_lines:,} more {noun})"
-        elif row.expanded and truncated(row, body):
-            footer = "Show less ▴"
+        return doc
+
+    def _actions(self, row: Row, images: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The row's clickable words, (action id, label) each: the versions where branches
+        part, carrying on or retrying, the full output, the images."""
+        actions = self._resume_actions(row)
+        if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
+            actions.append(("open_output", "Open full output"))
+        for ref, name in images:
+            actions.append((f"view_image:{ref}", f"View {name}"))
+        if row.versions is not None:  # where branches part: ‹ version n of m ›
+            actions[:0] = _version_actions(*row.versions)
+        return actions
+
+    def _resume_actions(self, row: Row) -> list[tuple[str, str]]:
+        """Continue, Retry, Open settings: on the latest answer that ended short."""
         actions: list[tuple[str, str]] = []
         if row.superseded:
             pass  # only the latest answer can be continued or retried
@@ -222,21 +242,7 @@ class TranscriptDelegate(QStyledItemDelegate):
         elif row.kind is RowKind.TOOL and row.result is not None and not self.turn_running:
             # The turn ended on a tool's result (Stop, a crash): the model has not seen it yet.
             actions.append(("continue", "Continue the agent"))
-        if row.kind is RowKind.TOOL and row.result is not None and row.result.offload is not None:
-            actions.append(("open_output", "Open full output"))
-        for ref, name in images:
-            actions.append((f"view_image:{ref}", f"View {name}"))
-        if row.versions is not None:  # where branches part: ‹ version n of m ›
-            n, of = row.versions
-            actions[:0] = ([("version_prev", "‹ previous")] if n > 1 else []) + \
-                [("version_list", f"version {n} of {of}")] + \
-                ([("version_next", "next ›")] if n < of else [])
-        fm = QFontMetrics(font)
-        line_h = fm.lineSpacing()
-        height = 2 * PAD + line_h + 4 + math.ceil(doc.size().height())
-        if footer or actions:
-            height += line_h + 4
-        return Layout(doc, height + GAP, header, meta, footer, actions)
+        return actions
 
     # --- painting --------------------------------------------------------------------------------
 
@@ -277,7 +283,7 @@ class TranscriptDelegate(QStyledItemDelegate):
             self._pixmaps.keep(key, pixmap)
         elif self.sizes.note(row, rect.width(), height):  # as _paint_row does
             self._pending.add(index.row())
-            self._timer.start(0)
+            self._tell_heights()
         painter.drawPixmap(rect.topLeft(), pixmap)
         if running:  # the spinner and the elapsed time, over the kept picture
             draw_meta(painter, rect, option.font, *header_line(row), bool(self.dimmed(row)))
@@ -300,10 +306,10 @@ class TranscriptDelegate(QStyledItemDelegate):
                               self._view_height() * 3 // 4)
                 self._stream_height = lay.height + reserve
                 self._pending.add(index.row())
-                self._timer.start(0)
+                self._tell_heights()
         elif self.sizes.note(row, rect.width(), lay.height):
             self._pending.add(index.row())
-            self._timer.start(0)
+            self._tell_heights()
 
         draw_row(painter, option, row, lay, self.dimmed(row),
                  QSize(self._view_width(), self._view_height()), live_meta)
@@ -373,3 +379,22 @@ class TranscriptDelegate(QStyledItemDelegate):
         for key in self._stream_keys:
             self._cache.pop(key, None)
         self._stream_keys = []
+
+
+def _footer(row: Row, body: str, hidden_lines: int) -> str:
+    """The words under the row that open or close it ("" when there is nothing more)."""
+    if row.kind is RowKind.TOOL:
+        return "Show less ▴" if row.expanded else "Show arguments and full result ▾"
+    if hidden_lines:
+        noun = "line" if hidden_lines == 1 else "lines"
+        return f"Show more ▾  ({hidden_lines:,} more {noun})"
+    if row.expanded and truncated(row, body):
+        return "Show less ▴"
+    return ""
+
+
+def _version_actions(n: int, of: int) -> list[tuple[str, str]]:
+    """‹ previous · version n of m · next ›, each arrow only where there is one to go to."""
+    return (([("version_prev", "‹ previous")] if n > 1 else [])
+            + [("version_list", f"version {n} of {of}")]
+            + ([("version_next", "next ›")] if n < of else []))

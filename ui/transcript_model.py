@@ -97,9 +97,7 @@ def rows_from_messages(messages: list[ConversationMessage]) -> list[Row]:
 def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, int]) -> list[int]:
     """Add `m`'s rows; returns the indexes of existing rows that changed (tool results, or the
     answer a continuation joins)."""
-    if (m.continues and m.role == "assistant" and not m.tool_calls and rows
-            and rows[-1].message is not None and rows[-1].message.id == m.continues
-            and rows[-1].kind in (RowKind.ERROR, RowKind.ASSISTANT)):
+    if _continues_last(rows, m):
         # A continuation reads as one answer with the part it continues; the log keeps both.
         last = rows[-1]
         last.text += m.text()
@@ -114,18 +112,7 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
         rows.append(Row(RowKind.ERROR, m.id, message=m, text=m.text()))
         return []
     if m.role == "tool":
-        call_id = m.tool_call_id or ""
-        index = cards.get(call_id)
-        if index is None:  # search back: cards map is only kept for the live model
-            index = next((i for i in range(len(rows) - 1, -1, -1)
-                          if (call := rows[i].call) is not None and call.id == call_id), None)
-        if index is not None and rows[index].result is None:
-            rows[index].result = m
-            rows[index].running_since = None
-            rows[index].version += 1
-            return [index]
-        rows.append(Row(RowKind.TOOL, m.id, message=m, result=m, text=m.text()))
-        return []
+        return _append_result(rows, m, cards)
     if m.role == "system":
         # (a summary's size is said where it is counted: its notice and the Inspector's
         # compaction history, calibrated as every figure)
@@ -138,6 +125,31 @@ def _append_message(rows: list[Row], m: ConversationMessage, cards: dict[str, in
     for call in m.tool_calls or []:
         cards[call.id] = len(rows)
         rows.append(Row(RowKind.TOOL, f"{m.id}:{call.id}", message=m, call=call))
+    return []
+
+
+def _continues_last(rows: list[Row], m: ConversationMessage) -> bool:
+    """`m` is an answer (without tool calls) that continues the answer or error shown last."""
+    return bool(m.continues and m.role == "assistant" and not m.tool_calls and rows
+                and rows[-1].message is not None and rows[-1].message.id == m.continues
+                and rows[-1].kind in (RowKind.ERROR, RowKind.ASSISTANT))
+
+
+def _append_result(rows: list[Row], m: ConversationMessage, cards: dict[str, int]
+                   ) -> list[int]:
+    """A tool's result joins its call's card (returned as changed); without one, a card of
+    its own."""
+    call_id = m.tool_call_id or ""
+    index = cards.get(call_id)
+    if index is None:  # search back: cards map is only kept for the live model
+        index = next((i for i in range(len(rows) - 1, -1, -1)
+                      if (call := rows[i].call) is not None and call.id == call_id), None)
+    if index is not None and rows[index].result is None:
+        rows[index].result = m
+        rows[index].running_since = None
+        rows[index].version += 1
+        return [index]
+    rows.append(Row(RowKind.TOOL, m.id, message=m, result=m, text=m.text()))
     return []
 
 

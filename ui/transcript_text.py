@@ -93,13 +93,7 @@ def _header(row: Row) -> tuple[str, str]:
     if row.kind is RowKind.STREAMING:
         return "Assistant", row.note or "streaming…"
     if row.kind is RowKind.SYSTEM:
-        if m is not None and m.kind == "summary":
-            covered = len(m.covers or ())
-            by = f" · {m.model}" if m.model else ""
-            return f"∑ {covered:,} earlier entries summarized", f"{spent(m)}{when}{by}"
-        if m is not None and m.kind == "notice":
-            return ("▶ Run" if m.run_event is not None else "Notice"), when
-        return "System prompt", when
+        return _system_header(m, when)
     if row.kind is RowKind.ERROR:
         kind = m.error.type.replace("_", " ") if m is not None and m.error else "error"
         if kind == "stopped":
@@ -108,6 +102,24 @@ def _header(row: Row) -> tuple[str, str]:
     # tool card
     if row.call is None:
         return f"⚙ tool result {m.tool_call_id if m else ''}", when
+    arg = main_argument(row.call)
+    return f"⚙ {row.call.function.name}  {arg}", _tool_status(row)
+
+
+def _system_header(m: ConversationMessage | None, when: str) -> tuple[str, str]:
+    """A summary's (what it covers, what it cost), a notice's or a run's, the system prompt's."""
+    if m is not None and m.kind == "summary":
+        covered = len(m.covers or ())
+        by = f" · {m.model}" if m.model else ""
+        return f"∑ {covered:,} earlier entries summarized", f"{spent(m)}{when}{by}"
+    if m is not None and m.kind == "notice":
+        return ("▶ Run" if m.run_event is not None else "Notice"), when
+    return "System prompt", when
+
+
+def _tool_status(row: Row) -> str:
+    """A tool card's state: waiting, running (a spinner and the time so far), or how it ended
+    (its exit code, how long it took, the full output's size on disk)."""
     status = "waiting"
     if row.running_since is not None:
         elapsed = max(0.0, time.time() - row.running_since)
@@ -123,8 +135,7 @@ def _header(row: Row) -> tuple[str, str]:
             status += f" · {_duration(r.duration_ms)}"
         if r.offload is not None:
             status += f" · {_size(r.offload.size)} on disk"
-    arg = main_argument(row.call)
-    return f"⚙ {row.call.function.name}  {arg}", status
+    return status
 
 
 SPINNER = "◐◓◑◒"

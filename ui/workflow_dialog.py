@@ -69,6 +69,24 @@ def _multiline(parent: QWidget, placeholder: str, lines: int) -> QPlainTextEdit:
     return edit
 
 
+def _tools_list(parent: QWidget) -> QListWidget:
+    """Run mode's tools, each to tick, in two columns (the list wraps top to bottom), so the
+    brief keeps the room."""
+    tools = QListWidget(parent)
+    for name in sorted(TOOL_NAMES):
+        item = QListWidgetItem(name, tools)
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(Qt.CheckState.Unchecked)
+    tools.setFlow(QListView.Flow.TopToBottom)
+    tools.setWrapping(True)
+    tools.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    tools.setResizeMode(QListView.ResizeMode.Adjust)
+    tools.setGridSize(QSize(tools.sizeHintForColumn(0) + 40, tools.sizeHintForRow(0) + 4))
+    tools.setFixedHeight(tools.gridSize().height() * ((tools.count() + 1) // 2)
+                         + 2 * tools.frameWidth() + 4)
+    return tools
+
+
 class WorkflowDialog(QDialog):
     """Edits a copy of a workflow; read `workflow()` after it is accepted.
 
@@ -97,7 +115,16 @@ class WorkflowDialog(QDialog):
         self.description_edit = _multiline(self, "What the workflow is for (optional)", 2)
         self.description_edit.setMaximumHeight(self.description_edit.minimumHeight() + 16)
         self.description_edit.setPlainText(workflow.description if workflow else "")
+        left = self._make_steps_pane()
+        self._make_step_editor()
+        self._lay_out(left)
+        self._connect()
+        self._refill_list(0)
+        self.resize(860, 600)
+        self.name_edit.setFocus()
 
+    def _make_steps_pane(self) -> QWidget:
+        """The left side: the steps in order, and the buttons that change the list."""
         left = QWidget(self)
         self.steps_list = QListWidget(left)
         self.steps_list.setMinimumWidth(200)
@@ -119,7 +146,10 @@ class WorkflowDialog(QDialog):
         left_layout.addWidget(steps_label)
         left_layout.addWidget(self.steps_list, 1)
         left_layout.addLayout(grid)
+        return left
 
+    def _make_step_editor(self) -> None:
+        """The right side, `editor`: the selected step's fields in a form."""
         self.editor = QWidget(self)
         self.id_edit = QLineEdit(self.editor)
         self.id_edit.setPlaceholderText("letters, digits, '_', '-' or '.'")
@@ -130,21 +160,7 @@ class WorkflowDialog(QDialog):
                                     "(optional)", 2)
         self.done_edit.setMaximumHeight(self.done_edit.minimumHeight() * 2)
         self.all_tools = QCheckBox("A&ll tools of run mode", self.editor)
-        self.tools_list = QListWidget(self.editor)
-        for name in sorted(TOOL_NAMES):
-            item = QListWidgetItem(name, self.tools_list)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Unchecked)
-        # Two columns (the list wraps top to bottom), so the brief keeps the room.
-        self.tools_list.setFlow(QListView.Flow.TopToBottom)
-        self.tools_list.setWrapping(True)
-        self.tools_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.tools_list.setResizeMode(QListView.ResizeMode.Adjust)
-        self.tools_list.setGridSize(QSize(self.tools_list.sizeHintForColumn(0) + 40,
-                                          self.tools_list.sizeHintForRow(0) + 4))
-        self.tools_list.setFixedHeight(self.tools_list.gridSize().height()
-                                       * ((self.tools_list.count() + 1) // 2)
-                                       + 2 * self.tools_list.frameWidth() + 4)
+        self.tools_list = _tools_list(self.editor)
         self.max_rounds = QSpinBox(self.editor)
         self.max_rounds.setRange(0, 10_000)
         self.max_rounds.setSpecialValueText("settings' limit")
@@ -164,6 +180,9 @@ class WorkflowDialog(QDialog):
         form.addRow(tools_label, tools_box)
         form.addRow("Max &rounds", self.max_rounds)
 
+    def _lay_out(self, left: QWidget) -> None:
+        """The workflow's fields on top, the steps and the step editor side by side, the
+        error and the buttons below; Tab goes through them in that order."""
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(left)
         splitter.addWidget(self.editor)
@@ -195,6 +214,8 @@ class WorkflowDialog(QDialog):
         for before, after in zip(chain, chain[1:], strict=False):
             QWidget.setTabOrder(before, after)
 
+    def _connect(self) -> None:
+        """The shortcuts, the buttons, and every field's edit kept in its step at once."""
         for keys, slot in (("Ctrl+Return", self.accept), ("Ctrl+Enter", self.accept),
                            ("Alt+Up", lambda: self._move(-1)),
                            ("Alt+Down", lambda: self._move(1))):
@@ -216,10 +237,6 @@ class WorkflowDialog(QDialog):
         self.all_tools.toggled.connect(self._on_all_tools_toggled)
         self.tools_list.itemChanged.connect(self._on_tools_list_item_changed)
         self.max_rounds.valueChanged.connect(lambda v: self._write("max_rounds", v or None))
-
-        self._refill_list(0)
-        self.resize(860, 600)
-        self.name_edit.setFocus()
 
     def workflow(self) -> Workflow | None:
         """The checked workflow once the dialog was accepted; None before, or after Cancel."""

@@ -29,9 +29,11 @@ from app.cli.commands import (
 from app.cli.run_progress import run_progress
 from app.cli.term import for_stream
 from core.redact import StreamRedactor, redact
+from core.store.conversations import ConversationMeta, ConversationStore
 from core.store.project import Project
 
 if TYPE_CHECKING:
+    from core.agents import Agent
     from core.attachments import Attachment
     from core.engine import Engine, EngineEvent, TurnOptions  # litellm behind it: imported late
     from core.model import Mode
@@ -202,69 +204,22 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
                  mode: Mode | None = None) -> Turn:
     """Open the project, resolve the settings, the conversation (or make it: `--new`), the
     agent and the approval policy from the command's flags. `mode`: forced (run)."""
-    if args.max_tokens is not None and args.max_tokens <= 0:
-        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
-
-    from core.agents import find_agent, load_agents
+    _check_limits(args)
     from core.engine import TurnOptions
-    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 
-    if args.timeout is not None and args.timeout <= 0:
-        raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
-    if args.step_limit is not None and args.step_limit <= 0:
-        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
     project = open_project(args.project, create=create, trust=args.trust)
     require_trusted(project)
     try:
-        cli_values = {"model": args.model, "api_base": args.api_base,
-                      "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
-                      "context_window": args.context_window,
-                      "step_limit": args.step_limit}
-        try:
-            settings = resolve_llm_settings(cli=cli_values, project=project.overrides,
-                                            global_settings=SettingsStore().load())
-        except SettingsError as e:
-            raise CliError(str(e)) from None
-        from core.llm.model_map import speaks_openai
-
-        if not speaks_openai(settings.model):
-            # litellm takes seconds to import: start it now, in parallel with the rest. A
-            # model that speaks the OpenAI protocol goes through the openai SDK without it.
-            from core.llm.runtime import start_background_import
-
-            start_background_import()
-        from core.llm.tokens import encoding_for_model, get_encoding
-
-        threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
-                         daemon=True).start()
+        settings = _settings(args, project)
+        _warm_up(settings)
         store = project.conversations
         require_writable(project)
-        if getattr(args, "new", False):
-            conv_id = store.create(title=args.title or title or None, model=settings.model).id
-            print(f"conversation {conv_id}", file=sys.stderr)
-        else:
-            conv_id = resolve_conversation(store, args.conversation)
-
+        conv_id = _conversation(args, project, title, settings)
         engine = engine_for(project)
         meta = store.meta(conv_id)
         mode = mode or args.mode or meta.mode
-        agents, problems = load_agents(project.state, project.trusted)
-        for problem in problems:
-            print(f"workbench: warning: {problem}", file=sys.stderr)
-        agent_name = args.agent or meta.agent
-        agent = find_agent(agents, agent_name)
-        if args.agent and agent.name.casefold() != args.agent.casefold():
-            raise CliError(f"there is no agent {args.agent!r}; the project has: "
-                           + ", ".join(a.name for a in agents), EXIT_USAGE)
-        changes: dict[str, object] = {}
-        if mode != meta.mode:
-            changes["mode"] = mode
-        if args.agent and agent.name != meta.agent:
-            changes["agent"] = agent.name
-        if args.allow_network and not store.network_allowed(meta):
-            changes["allow_network"] = True
-        if changes:
-            store.update_meta(conv_id, **changes)
+        agent = _agent(args, project, meta.agent)
+        _remember_choices(args, store, conv_id, meta, mode, agent)
     except BaseException:
         project.close()
         raise
@@ -273,6 +228,88 @@ def prepare_turn(args: argparse.Namespace, *, create: bool, title: str,
     return Turn(project, engine, conv_id, settings,
                 TurnOptions(mode=mode, agent=agent, approve=approve),
                 created=bool(getattr(args, "new", False)))
+
+
+def _check_limits(args: argparse.Namespace) -> None:
+    """The numbers the flags give are positive, or the command is a usage mistake."""
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise CliError("--max-tokens must be a positive whole number", EXIT_USAGE)
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError("--timeout must be a positive number of seconds", EXIT_USAGE)
+    if args.step_limit is not None and args.step_limit <= 0:
+        raise CliError("--step-limit must be a positive whole number", EXIT_USAGE)
+
+
+def _settings(args: argparse.Namespace, project: Project) -> LLMSettings:
+    """The flags over the project's settings over the user's."""
+    from core.settings import SettingsError, SettingsStore, resolve_llm_settings
+
+    cli_values = {"model": args.model, "api_base": args.api_base,
+                  "max_output_tokens": args.max_tokens, "request_timeout": args.timeout,
+                  "context_window": args.context_window,
+                  "step_limit": args.step_limit}
+    try:
+        return resolve_llm_settings(cli=cli_values, project=project.overrides,
+                                    global_settings=SettingsStore().load())
+    except SettingsError as e:
+        raise CliError(str(e)) from None
+
+
+def _warm_up(settings: LLMSettings) -> None:
+    """Start loading what the request will need (litellm, the token encoding) in the
+    background, in parallel with the rest of the preparation."""
+    from core.llm.model_map import speaks_openai
+
+    if not speaks_openai(settings.model):
+        # litellm takes seconds to import: start it now, in parallel with the rest. A
+        # model that speaks the OpenAI protocol goes through the openai SDK without it.
+        from core.llm.runtime import start_background_import
+
+        start_background_import()
+    from core.llm.tokens import encoding_for_model, get_encoding
+
+    threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),
+                     daemon=True).start()
+
+
+def _conversation(args: argparse.Namespace, project: Project, title: str,
+                  settings: LLMSettings) -> str:
+    """The id of the conversation `--conversation` names, or of the one `--new` makes."""
+    store = project.conversations
+    if getattr(args, "new", False):
+        conv_id = store.create(title=args.title or title or None, model=settings.model).id
+        print(f"conversation {conv_id}", file=sys.stderr)
+        return conv_id
+    return resolve_conversation(store, args.conversation)
+
+
+def _agent(args: argparse.Namespace, project: Project, current: str | None) -> Agent:
+    """The agent `--agent` names (a usage mistake if the project has none of that name), else
+    the conversation's; the project's problems with its agents are warned about."""
+    from core.agents import find_agent, load_agents
+
+    agents, problems = load_agents(project.state, project.trusted)
+    for problem in problems:
+        print(f"workbench: warning: {problem}", file=sys.stderr)
+    agent = find_agent(agents, args.agent or current)
+    if args.agent and agent.name.casefold() != args.agent.casefold():
+        raise CliError(f"there is no agent {args.agent!r}; the project has: "
+                       + ", ".join(a.name for a in agents), EXIT_USAGE)
+    return agent
+
+
+def _remember_choices(args: argparse.Namespace, store: ConversationStore, conv_id: str,
+                      meta: ConversationMeta, mode: Mode, agent: Agent) -> None:
+    """The mode, agent and network permission this turn uses become the conversation's."""
+    changes: dict[str, object] = {}
+    if mode != meta.mode:
+        changes["mode"] = mode
+    if args.agent and agent.name != meta.agent:
+        changes["agent"] = agent.name
+    if args.allow_network and not store.network_allowed(meta):
+        changes["allow_network"] = True
+    if changes:
+        store.update_meta(conv_id, **changes)
 
 
 def print_turn(events: AsyncIterator[EngineEvent],

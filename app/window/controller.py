@@ -50,9 +50,10 @@ from core.settings import LLMSettings, SettingsStore
 from core.store.errors import StoreError
 from core.store.project import Project
 from ui.main_window import MainWindow
+from ui.throttle import Throttle
 
-DRAFT_SAVE_MS = 1000
-USAGE_DEBOUNCE_MS = 150
+DRAFT_SAVE_MS = 1000  # typing rests this long before the draft is saved with the window's state
+USAGE_DEBOUNCE_MS = 150  # ... and this long before the meter counts the draft
 
 
 class Controller(QObject):
@@ -92,13 +93,7 @@ class Controller(QObject):
         self._drafts: dict[str, str] = {}
         self._first_run = not settings_store.path.exists() and open_settings_on_first_run
 
-        self._draft_timer = QTimer(self)
-        self._draft_timer.setSingleShot(True)
-        self._draft_timer.setInterval(DRAFT_SAVE_MS)
-        self._draft_timer.timeout.connect(self._save_ui_state)
-        self._usage_timer = QTimer(self)
-        self._usage_timer.setSingleShot(True)
-        self._usage_timer.setInterval(USAGE_DEBOUNCE_MS)
+        self._save_draft = Throttle(self._save_ui_state, DRAFT_SAVE_MS, self, mode="debounce")
         self.calibration = Calibration(settings_store.folder / "calibration.json")
         self.settings_flow = SettingsFlow(
             window, settings_store, self.calibration,
@@ -109,7 +104,7 @@ class Controller(QObject):
         self.meter = UsageMeter(window, self.notices, self.settings_flow, self.mode,
                                 self.agent_flow.agent)
         window.mode_switcher.agent_changed.connect(lambda _name: self.refresh_usage())
-        self._usage_timer.timeout.connect(self.meter.show)
+        self._count_draft = Throttle(self.meter.show, USAGE_DEBOUNCE_MS, self, mode="debounce")
         self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
         self.turns.finished.connect(self.turn_finished)
         self.server_window = ServerWindow(self.turns.worker, self.meter, self.settings_flow,
@@ -323,8 +318,8 @@ class Controller(QObject):
             self.show_conversation(conv_id)
 
     def _on_composer_draft_changed(self) -> None:
-        self._draft_timer.start()
-        self._usage_timer.start()  # only the draft is recounted, debounced
+        self._save_draft()
+        self._count_draft()  # only the draft is recounted
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:
         if self.project is not None and self.current_id is not None and not self.project.read_only:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QItemSelectionModel, QTimer
+from PySide6.QtCore import QItemSelectionModel
 
 from app.window.conversation_settings import set_conversation
 from app.window.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
@@ -35,8 +35,9 @@ from core.store.errors import StoreError
 from core.store.project import Project
 from core.store.requests import latest_request, read_request, saved_requests
 from ui.main_window import MainWindow
+from ui.throttle import Throttle
 
-SLIDER_DEBOUNCE_MS = 60
+SLIDER_DEBOUNCE_MS = 60  # a slider step rebuilds once the slider rests this long
 DRAFT_DEBOUNCE_MS = 400  # typing pauses this long before the decisions follow the draft
 
 
@@ -62,16 +63,12 @@ class InspectorFlow:
         self.panel.model_view_toggled.connect(self._on_model_view_toggled)
         self.panel.instructions_toggled.connect(self._on_instructions_toggled)
         self.tools = ToolsFlow(window, notices, host, meter)  # the tools offered, switchable
-        self.slider_timer = QTimer(self.panel)  # a slider step rebuilds once it rests
-        self.slider_timer.setSingleShot(True)
-        self.slider_timer.setInterval(SLIDER_DEBOUNCE_MS)
-        self.slider_timer.timeout.connect(self.refresh)
-        self.panel.budget_changed.connect(lambda _value: self.slider_timer.start())
+        self.refresh_after_slider = Throttle(self.refresh, SLIDER_DEBOUNCE_MS, self.panel,
+                                             mode="debounce")
+        self.panel.budget_changed.connect(lambda _value: self.refresh_after_slider())
         self.panel.request_picked.connect(lambda _k: self.refresh())
-        self.draft_timer = QTimer(self.panel)  # the decisions follow the draft once it rests
-        self.draft_timer.setSingleShot(True)
-        self.draft_timer.setInterval(DRAFT_DEBOUNCE_MS)
-        self.draft_timer.timeout.connect(self.refresh)
+        self.refresh_after_draft = Throttle(self.refresh, DRAFT_DEBOUNCE_MS, self.panel,
+                                            mode="debounce")
         meter.draft_listeners.append(self._on_draft)
         self._draft = 0
         self._saved: list[Path] = []
@@ -114,7 +111,7 @@ class InspectorFlow:
     def _prepare_rows(self, built: BuiltRequest, messages: list[ConversationMessage]
                       ) -> KeptRows | None:
         """The panel's rows of a new request, made where the meter builds it (off the window
-        for a long log: 10,000 rows are tens of milliseconds); only while the panel is open."""
+        for a long log, whose 10,000 rows would hold it up); only while the panel is open."""
         if not self._shown:
             return None
         return self._kept_rows(built.report, messages, give_way)
@@ -166,40 +163,47 @@ class InspectorFlow:
         if picked > 0 and picked <= len(self._saved):
             self._show_saved(self._saved[picked - 1], messages)
             return
+        shown = self._what_if(conv, report, messages)
+        if shown is not None:
+            self._show_report(project, conv, *shown)
+
+    def _what_if(self, conv: str, report: BuildReport, messages: list[ConversationMessage]
+                 ) -> tuple[BuildReport, int | None, list[ConversationMessage]] | None:
+        """(the report to show, the usable tokens of a budget preview, the messages it
+        holds): the meter's, or at another budget, or the request as it would go if the draft
+        were sent now (debounced as it is typed): a what-if build, nothing sent. None when
+        that build is over its budget (the panel says why)."""
         percent = self.panel.slider.value()
-        preview = None
         draft = self._draft_text()
         attached = self.meter.attached() if percent == 100 else []
         self._shown_draft = (draft, len(attached))
-        if percent != 100 or draft or attached:
-            # Another budget, or the request as it would go if the draft were sent now
-            # (debounced as it is typed): a what-if build, nothing sent.
-            usable = max(1, report.usable * percent // 100) if percent != 100 else None
-            what_if = [*messages, self.meter.draft_message(draft, attached)] \
-                if draft or attached else messages
-            try:
-                built = self.meter.preview(conv, what_if, usable)
-            except BudgetError as e:
-                self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}"
-                                 if usable else f"With your draft: {e}")
-                self._dim({})
-                return
-            if built is not None:
-                report, preview, messages = built.report, usable, what_if
-                self._sent = built.messages
+        if percent == 100 and not draft and not attached:
+            return report, None, messages
+        usable = max(1, report.usable * percent // 100) if percent != 100 else None
+        what_if = [*messages, self.meter.draft_message(draft, attached)] \
+            if draft or attached else messages
+        try:
+            built = self.meter.preview(conv, what_if, usable)
+        except BudgetError as e:
+            self.panel.clear(f"Budget preview at {usable:,} usable tokens: {e}"
+                             if usable else f"With your draft: {e}")
+            self._dim({})
+            return None
+        if built is None:
+            return report, None, messages
+        self._sent = built.messages
+        return built.report, usable, what_if
+
+    def _show_report(self, project: Project, conv: str, report: BuildReport,
+                     preview: int | None, messages: list[ConversationMessage]) -> None:
+        """The panel's header, budget bar, rows, instructions switch and summaries for
+        `report`; the line on what changed since the last request only for the meter's own."""
         rows = self._rows_of(report, messages)
-        header = inspector_header(report)
-        if report is self.meter.report:  # the next request's price (core.cost)
-            header += "\n" + self.meter.cost_note(report.provider_estimate)
-        if preview is not None:
-            header = (f"Preview at {preview:,} usable tokens ({percent}% of the budget) — "
-                      f"nothing is sent\n{header}")
-        elif report is not self.meter.report:
-            header = f"With your draft as the next message (not sent yet)\n{header}"
-        self._header = (report, header) if report is self.meter.report else None
-        since = None if report is not self.meter.report else self._since_last(project, conv,
-                                                                               report)
-        draft_tokens = self._draft if report is self.meter.report else 0
+        live = report is self.meter.report
+        header = self._header_text(report, preview, live)
+        self._header = (report, header) if live else None
+        since = self._since_last(project, conv, report) if live else None
+        draft_tokens = self._draft if live else 0
         self.panel.show_request(header + ("\n" + since if since else ""),
                                 budget_parts(report, draft_tokens), rows)
         self.panel.show_instructions(*instructions_switch(report))
@@ -208,6 +212,19 @@ class InspectorFlow:
         prepared = self.meter.prepared.get("summaries")
         self.panel.show_summaries(prepared[1] if prepared is not None and prepared[0] is report
                                   else self._summaries(messages, report))
+
+    def _header_text(self, report: BuildReport, preview: int | None, live: bool) -> str:
+        """What the request shown is: the meter's next one (with its price, core.cost), a
+        budget preview, or the request with the draft as the next message."""
+        header = inspector_header(report)
+        if live:
+            header += "\n" + self.meter.cost_note(report.provider_estimate)
+        if preview is not None:
+            header = (f"Preview at {preview:,} usable tokens ({self.panel.slider.value()}% of "
+                      f"the budget) — nothing is sent\n{header}")
+        elif not live:
+            header = f"With your draft as the next message (not sent yet)\n{header}"
+        return header
 
     def _draft_text(self) -> str:
         """The draft the decisions follow: the composer's text at the configured budget,
@@ -308,7 +325,7 @@ class InspectorFlow:
                 and self.panel.picker.currentIndex() == 0 and self.panel.slider.value() == 100):
             self.panel.bar.set_parts(budget_parts(report, tokens))
             if (self._draft_text(), len(self.meter.attached())) != self._shown_draft:
-                self.draft_timer.start()
+                self.refresh_after_draft()
 
     def _show_saved(self, path: Path, messages: list[ConversationMessage]) -> None:
         data = read_request(path)

@@ -13,7 +13,7 @@ entries, most of it garbage a moment later. glibc keeps what Python frees in its
 thread that allocated) for reuse, so the process's resident size only ever grew as the user went
 from one long conversation to the next, although the caches that hold them are bounded (the store
 and the context service keep two conversations each). After a conversation is shown, or a
-project closed, `release()` asks glibc to return its free pages (`malloc_trim`, about 15 ms).
+project closed, `release()` asks glibc to return its free pages (`malloc_trim`).
 Elsewhere than glibc it does nothing.
 """
 

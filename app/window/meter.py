@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
+from PySide6.QtCore import QFileSystemWatcher, QObject, Signal
 from shiboken6 import isValid
 
 from app.window import memory
@@ -32,13 +32,15 @@ from core.model import ConversationMessage, Mode
 from core.settings import LLMSettings, SettingsError
 from core.store.errors import StoreError
 from ui.main_window import MainWindow
+from ui.throttle import Throttle
 
+INSTRUCTIONS_SETTLE_MS = 300  # AGENTS.md's changes rest this long before it is counted again
 EXACT_DRAFT_CHARS = 200_000  # longer drafts are counted on the meter's thread, once
 COUNTED_DRAFT_CHARS = 16_000_000  # ... up to this long; longer ones (millions of tokens, over
 #                                   any window) stay estimated at 4 characters a token
 COUNT_ASIDE = 1500  # a build that must tokenize more entries than this runs off the window
 BUILD_ASIDE = 2000  # ... and so does every build of a log this long (a new compaction of it
-#                     costs tens of milliseconds, and only the build can tell when one is due)
+#                     would hold the window up, and only the build can tell when one is due)
 
 T = TypeVar("T")
 
@@ -96,12 +98,10 @@ class UsageMeter:
         self._long_next: tuple[tuple[str, int, int], Callable[[], int]] | None = None
         self._last: tuple[str, Callable[[], list[ConversationMessage]]] | None = None
         self._watcher: QFileSystemWatcher | None = None  # the project's AGENTS.md
-        # an editor's save is several changes: one count (the timer and the watcher are the
-        # window's: a change after it closed reaches nothing)
-        self._instructions_timer = QTimer(window)
-        self._instructions_timer.setSingleShot(True)
-        self._instructions_timer.setInterval(300)
-        self._instructions_timer.timeout.connect(self._instructions_changed)
+        # an editor's save is several changes: one count (the throttle and the watcher are
+        # the window's: a change after it closed reaches nothing)
+        self._instructions_settled = Throttle(self._instructions_changed,
+                                              INSTRUCTIONS_SETTLE_MS, window, mode="debounce")
 
     def _watch(self, context: ProjectContext) -> None:
         """The project's AGENTS.md (or CLAUDE.md), watched: an edit, a new or a removed file
@@ -111,8 +111,8 @@ class UsageMeter:
             return
         if self._watcher is None:
             self._watcher = QFileSystemWatcher(self.window)
-            self._watcher.fileChanged.connect(lambda _p: self._instructions_timer.start())
-            self._watcher.directoryChanged.connect(lambda _p: self._instructions_timer.start())
+            self._watcher.fileChanged.connect(lambda _p: self._instructions_settled())
+            self._watcher.directoryChanged.connect(lambda _p: self._instructions_settled())
         wanted = [str(found.root)] + [str(found.root / n) for n in FILES
                                       if (found.root / n).is_file()]
         watched = self._watcher.files() + self._watcher.directories()

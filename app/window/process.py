@@ -14,8 +14,8 @@ def prepare_runtime() -> None:
     # Work off the window's thread (the engine streaming, the meter building the next request,
     # a summary being planned) runs Python while the window paints. Every call Qt makes into
     # Python (a model's data, a delegate's paint) must take the GIL back first, and waits up to a
-    # switch interval for it: 0.1 ms instead of CPython's 5 keeps a repaint from taking a hundred
-    # such waits' worth of milliseconds. Only threads that contend for the GIL switch this often.
+    # switch interval for it: one far shorter than CPython's default keeps a repaint from adding
+    # up a hundred such long waits. Only threads that contend for the GIL switch this often.
     sys.setswitchinterval(0.0001)
 
 

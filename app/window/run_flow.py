@@ -28,6 +28,7 @@ from core.workflows.state import RunState
 from core.workflows.workflow import Step, Workflow, WorkflowError, Workflows
 from ui.main_window import MainWindow
 from ui.run_panel import RunView, StepView
+from ui.throttle import Throttle
 
 if TYPE_CHECKING:
     from core.model import Mode
@@ -64,10 +65,7 @@ class RunFlow(QObject):
         self.workflows: Workflows | None = None
         self._found: dict[str, tuple[Path, Workflow]] = {}
         self._message = ""  # why the run stopped, from the driver's last report
-        self._refresh = QTimer(self)
-        self._refresh.setSingleShot(True)
-        self._refresh.setInterval(REFRESH_MS)
-        self._refresh.timeout.connect(self.show_current)
+        self._refresh = Throttle(self.show_current, REFRESH_MS, self, mode="debounce")
         self.panel.start_requested.connect(self._on_panel_start_requested)
         self.panel.control_requested.connect(self._on_panel_control_requested)
         self.panel.workflow_action.connect(self._on_panel_workflow_action)
@@ -141,10 +139,10 @@ class RunFlow(QObject):
             return
         if event is not None and event.stopped is not None:
             self._message = event.stopped
-        self._refresh.start()
+        self._refresh()
 
     def _after_turn(self) -> None:
-        self._refresh.stop()
+        self._refresh.cancel()
         self.show_current()
 
     def _on_mode_switcher_mode_changed(self, mode: str) -> None:

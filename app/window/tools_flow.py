@@ -14,8 +14,9 @@ from app.window.meter import UsageMeter
 from app.window.notices import Notices
 from app.window.settings_flow import SettingsFlow
 from app.window.turns import TurnRunner
+from core.context.report import BuildReport
 from core.engine import Engine
-from core.mcp import SEP
+from core.mcp import SEP, McpHub
 from core.model import ConversationMessage
 from core.store.errors import StoreError
 from core.store.project import Project
@@ -80,22 +81,7 @@ class ToolsFlow:
             return
         hub = context.mcp
         servers = list(hub.servers) if hub is not None else []
-        off = set(report.tools_off)
-        groups: dict[str, list[tuple[str, int, bool]]] = {OURS: []}
-        for server in servers:
-            groups[server] = []
-        offered = set()
-        server_of = {i.name: i.server for i in hub.tools()} if hub is not None else {}
-        for name, tokens in report.tools_offered:
-            server = server_of.get(name) or next(  # as listed; else by its server's prefix
-                (x for x in servers if name.startswith(f"{x}{SEP}")), "")
-            groups[server if server in groups else OURS].append((name, tokens, True))
-            offered.add(name)
-        if hub is not None and report.mode != "chat":  # switched off: listed, to switch on
-            for info in hub.tools():
-                if info.name not in offered and (info.name in off or
-                                                 f"{info.server}{SEP}*" in off):
-                    groups[info.server].append((info.name, 0, False))
+        groups = _groups(report, hub, servers)
         notes = {}  # a server that offers nothing says why (failed, not started yet)
         for server in servers:
             state = hub.servers[server] if hub is not None else None
@@ -126,3 +112,26 @@ class ToolsFlow:
         if set_conversation(project, conv, self.notices, "Not changed",
                             tools_off=sorted(set(off))):
             self.host.refresh_usage()
+
+
+def _groups(report: BuildReport, hub: McpHub | None, servers: list[str]
+            ) -> dict[str, list[tuple[str, int, bool]]]:
+    """Source (ours, then each server) -> its tools as (name, tokens, offered): those the
+    request offers, and (outside chat) those switched off, listed to be switched on."""
+    off = set(report.tools_off)
+    groups: dict[str, list[tuple[str, int, bool]]] = {OURS: []}
+    for server in servers:
+        groups[server] = []
+    offered = set()
+    server_of = {i.name: i.server for i in hub.tools()} if hub is not None else {}
+    for name, tokens in report.tools_offered:
+        server = server_of.get(name) or next(  # as listed; else by its server's prefix
+            (x for x in servers if name.startswith(f"{x}{SEP}")), "")
+        groups[server if server in groups else OURS].append((name, tokens, True))
+        offered.add(name)
+    if hub is not None and report.mode != "chat":  # switched off: listed, to switch on
+        for info in hub.tools():
+            if info.name not in offered and (info.name in off or
+                                             f"{info.server}{SEP}*" in off):
+                groups[info.server].append((info.name, 0, False))
+    return groups

@@ -49,6 +49,7 @@ from core.settings import LLMSettings, SettingsError
 from core.store.project import Project
 from ui.approval_dialog import ApprovalDialog
 from ui.main_window import MainWindow
+from ui.throttle import Throttle
 
 STREAM_FLUSH_MS = 33  # ~30 updates a second while an answer streams
 TOOL_TICK_MS = 250  # a running tool card's spinner and elapsed time
@@ -118,10 +119,7 @@ class TurnRunner(QObject):
         self._flush_timer.timeout.connect(window.transcript_model.flush_stream)
         # The list's count, the meter and the Inspector follow a long (agent) turn as its
         # entries land, at most once per MID_TURN_REFRESH_MS, not only when it ends.
-        self._follow_timer = QTimer(self)
-        self._follow_timer.setSingleShot(True)
-        self._follow_timer.setInterval(MID_TURN_REFRESH_MS)
-        self._follow_timer.timeout.connect(self._follow)
+        self._follow_entries = Throttle(self._follow, MID_TURN_REFRESH_MS, self, mode="throttle")
         window.notice_action.connect(self.save_unsaved)
         self.attachments = AttachmentFlow(window, notices, host, meter)
 
@@ -246,8 +244,7 @@ class TurnRunner(QObject):
         elif isinstance(event, EntryAppended):
             self._turn_entries += 1
             self._show_entry(event.message)
-            if not self._follow_timer.isActive():
-                self._follow_timer.start()
+            self._follow_entries()
             self.host.agent_flow.entry_appended(event.message)
             if event.message.run_id is not None:
                 self.run_updated.emit(None)
@@ -348,7 +345,7 @@ class TurnRunner(QObject):
             status = "error"
         self._flush_timer.stop()
         self._tool_timer.stop()
-        self._follow_timer.stop()  # (the end refreshes them below)
+        self._follow_entries.cancel()  # (the end refreshes them below)
         self.window.transcript.delegate.turn_running = False
         self.window.transcript_model.stop_running()
         self.window.transcript_model.touch_last()

@@ -1,13 +1,13 @@
 """Engine turns on their own thread, with their own asyncio loop.
 
-litellm and the provider SDK spend a few milliseconds of Python on every streamed chunk and more
-at the end of a stream; on the window's thread that adds up to visible stalls. Here they run on a
-worker loop, and every engine event crosses to the window's thread through a Qt signal (queued,
-so in order). Stop cancels the worker task; the engine then persists the partial answer.
+litellm and the provider SDK run Python on every streamed chunk, and more at the end of a
+stream; on the window's thread that adds up to visible stalls. Here they run on a worker loop,
+and every engine event crosses to the window's thread through a Qt signal (queued, so in
+order). Stop cancels the worker task; the engine then persists the partial answer.
 
-The window takes those events in slices of a few milliseconds: an agent's answer that calls forty
+The window takes those events in short slices (SLICE_S): an agent's answer that calls forty
 tools brings eighty events at once, and handling them in one go (each lays out a card) froze the
-window for a fifth of a second. Between slices it paints and its other timers run.
+window for a moment the user could see. Between slices it paints and its other timers run.
 """
 
 from __future__ import annotations

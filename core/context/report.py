@@ -201,8 +201,9 @@ class Decisions:
 
     def counts(self) -> dict[str, int]:
         """How many entries got each decision, without making the entries (the meter asks on
-        every refresh: ten thousand EntryDecisions are ~100 ms). Counted once: a report does
-        not change, and the meter counts where it builds, off the window's thread."""
+        every refresh, and making ten thousand EntryDecisions each time would be a pause of its
+        own). Counted once: a report does not change, and the meter counts where it builds,
+        off the window's thread."""
         if self._counts is None:
             self._counts = self._count()
         return dict(self._counts)

@@ -1,11 +1,11 @@
 """Tokenizer tables kept ready to load.
 
 tiktoken builds an encoding from its BPE file (shipped inside litellm's package) by decoding
-200,000 base64 lines: 0.6 s of every cold command and of the window's start, for o200k_base. The
-decoded table is kept in the app's cache folder in `marshal` form (no code runs on loading it,
-unlike pickle), keyed by the Python and tiktoken versions and by the BPE files it came from; it
-loads in 0.06 s. A missing, stale or unreadable copy is made again from the BPE file, so the
-cache can always be deleted.
+200,000 base64 lines (o200k_base): a wait at the start of every cold command and of the window.
+The decoded table is kept in the app's cache folder in `marshal` form (no code runs on loading
+it, unlike pickle), keyed by the Python and tiktoken versions and by the BPE files it came from;
+it loads in a small part of that time. A missing, stale or unreadable copy is made again from
+the BPE file, so the cache can always be deleted.
 """
 
 from __future__ import annotations

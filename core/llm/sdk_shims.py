@@ -2,10 +2,10 @@
 
 Before it sends a chat request, the SDK walks every message against its TypedDicts to apply key
 aliases and value formats (`openai._utils._transform`). Chat messages have neither, so the walk
-returns what it was given; but it is type-driven Python over every part of every message: about
-0.4 ms a message on a 2-core machine, so 200 ms for the 560 messages of a long conversation's
-request: most of the time from Send to the request on the wire, spent on the engine's thread
-while the window waits for the interpreter.
+returns what it was given; but it is type-driven Python over every part of every message, and
+over the hundreds of messages of a long conversation's request it was most of the time from Send
+to the request on the wire, spent on the engine's thread while the window waits for the
+interpreter.
 
 `install()` checks, on the SDK as installed, that no type a chat message can hold carries an
 alias or a format; only then does the chat `create` call pass the messages through as they are

@@ -85,7 +85,7 @@ class TokenCounter:
     def for_model(cls, model: str | None) -> TokenCounter:
         """The process's counter for the model's encoding: the window's meter and the engine
         share what each has counted (an entry is counted once, not once per thread: a 10,000
-        entry log is seconds of counting)."""
+        entry log is a long count)."""
         enc = encoding_for_model(model)
         counter = _shared.get(enc)
         if counter is None:

@@ -40,7 +40,7 @@ class LitellmTransport:
             async for chunk in response:
                 # A fast stream keeps this thread busy parsing chunks: hand the GIL to the
                 # window's thread between them, or each of its Qt calls waits a whole switch
-                # interval for it (stalls of 100 ms and more while tool calls stream in).
+                # interval for it (the window stalls visibly while tool calls stream in).
                 time.sleep(0)
                 if reader.chunks >= FORGET_AFTER and reader.chunks % FORGET_EVERY == 0:
                     _forget_chunks(response)
@@ -55,8 +55,8 @@ class LitellmTransport:
                 if usage is not None and getattr(response, "sent_last_chunk", False) is True:
                     # The usage litellm hands on once the provider's stream has ended: the last
                     # thing that comes for us. Before it said the stream is over, litellm would
-                    # assemble the whole answer from its chunks once more (50-80 ms of Python
-                    # for forty tool calls, the GIL taken from the window while their cards
+                    # assemble the whole answer from its chunks once more (Python over every
+                    # chunk of forty tool calls, the GIL taken from the window while their cards
                     # appear): the stream is closed here instead.
                     await _close(response)
                     break

@@ -130,7 +130,7 @@ class ConversationStore:
         self._index = SearchIndex()
         # The list's rows as last made (the index file is read once per process) and the one
         # thread that writes the file: a cache, never worth a stall of the window's thread
-        # (a rename can wait tens of milliseconds behind another thread's fsync).
+        # (a rename can wait behind another thread's fsync).
         self._rows: builtins.list[ConversationSummary] | None = None
         self._index_writer: ThreadPoolExecutor | None = None
         # Seals "allow the network" as the app's own (core.approval_seal); without it no

@@ -43,8 +43,8 @@ def fsync_dir(path: Path) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file.
-    `durable=False` for a cache that is rebuilt when lost (no fsync: tens of milliseconds on
-    the window's thread for nothing)."""
+    `durable=False` for a cache that is rebuilt when lost (no fsync: a wait on the window's
+    thread for nothing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -82,7 +82,7 @@ PIECE = 128  # list items encoded per call (see json_in_pieces)
 def json_in_pieces(value: Any) -> Iterator[str]:
     """Compact JSON of `value`, the text `json.dumps` gives, made a few hundred list items at
     a time. The C encoder holds the GIL for a whole call: one call over a 10,000-entry build
-    report keeps every other thread (the window's) waiting for ~100 ms; in pieces, they get
+    report keeps every other thread (the window's) waiting until it ends; in pieces, they get
     their turn between two (and the window's, when busy, first: `core.give_way`)."""
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         yield "{"

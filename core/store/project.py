@@ -126,8 +126,8 @@ class Project:
         if self.read_only_reason is None:
             # Replaced atomically (an app that crashes leaves the old or the new state) but not
             # fsync'ed: this is the window's thread, a second after each Send (the draft is
-            # cleared), and an fsync there waits behind the turn's request copy being flushed:
-            # tens of milliseconds of a frozen answer. Only a power loss can lose a draft.
+            # cleared), and an fsync there waits behind the turn's request copy being flushed,
+            # the answer frozen meanwhile. Only a power loss can lose a draft.
             atomic_write_json(self.state / "ui-state.json", state, durable=False)
 
     def close(self) -> None:

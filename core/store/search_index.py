@@ -12,8 +12,8 @@ that shrank or whose beginning changed (a repair, a restore from backup) is inde
 the start. The files are a cache: missing or damaged, they are rebuilt; where they cannot be
 written (a read-only project) the store reads the logs instead (see ConversationStore.search).
 
-An FTS5 trigram index was measured first and rejected: 270 ms per MB to build and 5x the text on
-disk, for tool outputs that are most of a log's bytes.
+An FTS5 trigram index was measured first and rejected: slow to build, and 5x the text on disk,
+for tool outputs that are most of a log's bytes.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def run() -> None:
         slider = []
         for percent in (90, 70, 50, 30, 150):
             window.inspector.slider.setValue(percent)
-            controller.inspector.slider_timer.stop()  # its one refresh is measured here
+            controller.inspector.refresh_after_slider.cancel()  # its one refresh is measured here
             t = time.perf_counter()
             controller.inspector.refresh()  # what the slider's debounce timer runs
             app.processEvents()
@@ -122,7 +122,7 @@ def run() -> None:
                 t = time.perf_counter()
                 controller.meter.show()
                 counts.append((time.perf_counter() - t) * 1000)
-                controller.inspector.draft_timer.stop()
+                controller.inspector.refresh_after_draft.cancel()
                 t = time.perf_counter()
                 controller.inspector.refresh()
                 app.processEvents()

@@ -121,7 +121,7 @@ def test_a_message_past_the_limit_stops_the_server(tmp_path: Path) -> None:
             await asyncio.wait_for(session.initialize(), 30)
             try:
                 await asyncio.wait_for(session.call_tool("big", {"mb": 3}), 60)
-            except Exception as e:  # noqa: BLE001 - the connection it closed
+            except Exception as e:  # the connection it closed
                 return str(e)
             return "answered"
 
