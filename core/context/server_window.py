@@ -47,8 +47,8 @@ PROBE_TOOL = {"type": "function", "function": {
         "required": ["path"]}}}
 # The window count (see count_window): one word a token in every tokenizer we know ("the"
 # after a space), as many as the window a build assumes. Cheap to build (32 KB) and to
-# refuse: llama-cpp-python 0.3 refuses 8,237 tokens of it in 20-35 ms (SmolLM2-135M, 2
-# cores); what it does not refuse it reads, and reading it took 220 s there.
+# refuse: a server refuses it before reading it; what it does not refuse it reads, which on
+# a CPU takes minutes (the figures: make real-llm).
 WINDOW_LEAD = f"{PROBE_MARK} window:"
 WINDOW_WORDS = DEFAULT_WINDOW
 WINDOW_TIMEOUT_S = 5.0  # a refusal comes before the prompt is read: a server reading it took it
