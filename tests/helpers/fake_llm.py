@@ -385,6 +385,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def _complete(self, body: dict[str, Any], reply: Reply) -> None:
             message: dict[str, Any] = {"role": "assistant", "content": None}
             finish = "stop"
+            if isinstance(reply, Answer) and reply.first_delay:
+                time.sleep(reply.first_delay)  # the whole answer is generated first
             if isinstance(reply, Answer):
                 message["content"], finish = reply.text, reply.finish_reason
             elif isinstance(reply, ToolCalls):
