@@ -195,6 +195,7 @@ class Workbench(RuleBasedStateMachine):
         """Run one engine call to its end; press Stop after event `stop_at` (the engine gets it
         at its next await), copy the project folder as a crash leaves it after `crash_at`."""
         turn = Turn(stop_at=stop_at, first_request=len(self.server.requests))
+        answered = [turn.first_request]  # the requests before this one have their answer
 
         async def consume() -> None:
             gen = make()
@@ -204,8 +205,7 @@ class Workbench(RuleBasedStateMachine):
                     turn.events.append(ev)
                     n = len(turn.events)
                     if isinstance(ev, EntryAppended) and ev.message.role == "assistant":
-                        # the request it answers is the last one in by now (one per round)
-                        self.produced.setdefault(ev.message.id, len(self.server.requests) - 1)
+                        self.pair(ev.message, answered)
                     if isinstance(ev, QuestionAsked) and n != stop_at:
                         ev.question.answer(choice, "not now" if choice == DENY else "")
                     if n == pin_at:  # the user pins their first message while it runs
@@ -245,6 +245,16 @@ class Workbench(RuleBasedStateMachine):
             self.server._replies.clear()  # what the model was scripted to say and did not
         self.check_stop(turn)
         return turn
+
+    def pair(self, answer: ConversationMessage, answered: list[int]) -> None:
+        """Note the request `answer` answers: the last one in by now (one per round), when it
+        came in after the turn's previous answer. An answer stopped before its request left
+        (a Stop before the first request, or between a batch's results and the next one)
+        answers none: the previous round's request, or an earlier turn's, is not its own."""
+        last = len(self.server.requests) - 1
+        if last >= answered[0]:
+            self.produced.setdefault(answer.id, last)
+            answered[0] = last + 1
 
     def check_stop(self, turn: Turn) -> None:
         """A Stop the engine received ends the turn as stopped, never "ok"."""

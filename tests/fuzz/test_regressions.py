@@ -240,3 +240,28 @@ def test_regenerate_an_answer_of_a_multi_round_retry_and_the_local_servers_empty
     check(m)
     m.regenerate(entry=223, mode=None, script=([], 0), which=0)
     check(m)
+
+
+def test_regenerate_an_answer_stopped_before_its_request_left(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer (reported as regen-drops-tools, after a run stopped at
+    its second event): an answer is paired with the last request in when its entry comes, so
+    the entry of a turn stopped before its request left was paired with request -1, which
+    read as whatever request came last, by the time of the check the regenerated turn's own
+    second round; its calls looked dropped from the regenerated request. Such an answer
+    answers no request: there is no original to compare."""
+    m = machine
+    send(m, "hi", stop_at=1)  # your message, then Stop: the stopped entry, no request
+    m.regenerate(which=0, entry=0, mode="agent", script=([([0], False)], 0))
+    check(m)
+
+
+def test_regenerate_an_answer_stopped_between_the_results_and_its_request(
+        machine: Workbench) -> None:
+    """The same pairing, the other way round: stopped after the call's result (event 6), before
+    the next request left, the stopped entry was paired with the request that made the call;
+    regenerated at the result, the request rightly ends with the call and its result, which
+    the request that made the call could not hold."""
+    m = machine
+    send(m, "read the readme", "agent", script=([([0], False)], 0), stop_at=6)
+    m.regenerate(which=0, entry=2, mode="agent", script=([], 0))  # the stopped entry
+    check(m)
