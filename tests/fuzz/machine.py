@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from core.attachments import Attachment, attach_file, taken_apart
+from core.attachments import Attachment, accepts_images, attach_file, taken_apart
 from core.context.service import ProjectContext
 from core.engine import (
     CompactionFinished,
@@ -404,8 +404,11 @@ class Workbench(RuleBasedStateMachine):
             return turn
         attachments = self.engine.context.attachments
         assert attachments is not None
+        # put on the wire as the exchange does: references made images, or, for a model that
+        # takes none, each image a one-line note (N10's fix)
+        images = accepts_images(settings.model, settings.images)
         for name, built in (("the preview", preview), ("`workbench context`", cli)):
-            said = plain(attachments.inline(built.messages))
+            said = plain(attachments.inline(built.messages, images))
             assert said == plain(sent["messages"]), (
                 f"{name} differs from the request sent:\n{json.dumps(said)[:2000]}\n"
                 f"{json.dumps(sent['messages'])[:2000]}")

@@ -265,3 +265,16 @@ def test_regenerate_an_answer_stopped_between_the_results_and_its_request(
     send(m, "read the readme", "agent", script=([([0], False)], 0), stop_at=6)
     m.regenerate(which=0, entry=2, mode="agent", script=([], 0))  # the stopped entry
     check(m)
+
+
+def test_the_preview_of_a_history_image_for_a_model_that_takes_none(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: since N10's fix the exchange sends each image of the
+    history to a model that takes none as a one-line note, as it makes references images (both
+    in `AttachmentStore.inline`); the check that the preview is what is sent put the preview on
+    the wire as for a model that reads images."""
+    m = machine
+    send(m, "what is this?", attach=["shot.png"])
+    m.switch_model()
+    m.send(which=0, mode="chat", text="and now?", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=True)
+    check(m)
