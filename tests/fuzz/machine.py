@@ -39,7 +39,7 @@ from core.interchange import ImportProblem, export_openai, read_import
 from core.model import ConversationMessage, Mode, annotation
 from core.redact import environment_secrets, find_secret
 from core.request_copies import finish_writes
-from core.runs.driver import RunControlError, RunDriver
+from core.runs.driver import NUDGE, RunControlError, RunDriver
 from core.settings import LLMSettings
 from core.store.branches import asked_at
 from core.store.project import Project
@@ -73,6 +73,7 @@ AGENTS_LINE = f"Use the key {KEY} for the staging server."  # AGENTS.md "with ke
 IMPORTED = f"the key is {KEY}"  # the message a foreign export adds
 DEADLINE = 60.0  # seconds a turn may take before the fuzzer calls it hung
 STEPS = [0]  # rules run in this process (the long run reports it)
+NUDGE_HEAD = NUDGE[:NUDGE.index("{")]  # how a run's nudge starts
 
 # --- what the scripted model does -----------------------------------------------------------
 
@@ -394,11 +395,13 @@ class Workbench(RuleBasedStateMachine):
         self.proceed_with_preview(conv, settings, options, choice)
 
     def proceed_with_preview(self, conv: str, settings: LLMSettings, options: TurnOptions,
-                             choice: str = ALLOW_ONCE) -> Turn:
+                             choice: str = ALLOW_ONCE, instruction: str | None = None) -> Turn:
+        """`Engine.proceed` (with a run's one-off `instruction`, which no preview holds: the
+        exchange adds it as the last message)."""
         preview = self.engine.context.preview(conv, settings, options.mode)
         cli = ProjectContext.for_project(self.project).preview(conv, settings, options.mode)
-        turn = self.drive(lambda: self.engine.proceed(conv, settings, options), conv,
-                          choice=choice)
+        turn = self.drive(lambda: self.engine.proceed(conv, settings, options, instruction),
+                          conv, choice=choice)
         sent = self.first_user_request(turn)
         if sent is None:
             return turn
@@ -407,8 +410,9 @@ class Workbench(RuleBasedStateMachine):
         # put on the wire as the exchange does: references made images, or, for a model that
         # takes none, each image a one-line note (N10's fix)
         images = accepts_images(settings.model, settings.images)
+        told = [{"role": "user", "content": instruction}] if instruction else []
         for name, built in (("the preview", preview), ("`workbench context`", cli)):
-            said = plain(attachments.inline(built.messages, images))
+            said = plain(attachments.inline(built.messages, images)) + told
             assert said == plain(sent["messages"]), (
                 f"{name} differs from the request sent:\n{json.dumps(said)[:2000]}\n"
                 f"{json.dumps(sent['messages'])[:2000]}")
@@ -508,8 +512,9 @@ class Workbench(RuleBasedStateMachine):
     @rule(which=PICK, entry=PICK, mode=st.sampled_from([None, "chat", "agent"]), script=script_st)
     def regenerate(self, which: int, entry: int, mode: Mode | None,
                    script: tuple[list[tuple[list[int], bool]], int]) -> None:
-        """As the window does it: a branch at the user's message the answer replied to, and
-        the request made again there (in `mode`, when chosen)."""
+        """As the window does it (app/window/branch_flow.py): a branch at the entry the
+        answer's request ended in, and the request made again there (in `mode`, when chosen;
+        in run mode with the run's nudge, when it waits for one)."""
         conv = self.pick(self.convs, which)
         messages = self.messages(conv)
         answers = [i for i, m in enumerate(messages) if m.role in ("assistant", "tool")
@@ -525,14 +530,17 @@ class Workbench(RuleBasedStateMachine):
         self.source[meta.id] = conv
         self.script(script)
         options = self.send_options(mode or messages[at].mode or "chat", "always")
-        turn = self.proceed_with_preview(meta.id, self.settings(), options)
+        nudge = RunDriver(self.engine).nudge(meta.id) if options.mode == "run" else None
+        turn = self.proceed_with_preview(meta.id, self.settings(), options, instruction=nudge)
         original = self.produced.get(messages[at].id)
         sent = self.first_user_request(turn)
         if original is None or sent is None:
             return
         def tail(body: dict[str, Any]) -> list[tuple[str, Any]]:
             msgs = body["messages"]
-            last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=0)
+            # after the user's last message (a run's nudge is not one: what it follows counts)
+            last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"
+                             and not str(m.get("content")).startswith(NUDGE_HEAD)), default=0)
             return [(m["role"], m.get("tool_call_id")) for m in msgs[last_user + 1:]]
         before = tail(self.server.requests[original].body)
         if before != tail(sent):

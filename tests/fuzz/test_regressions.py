@@ -278,3 +278,17 @@ def test_the_preview_of_a_history_image_for_a_model_that_takes_none(machine: Wor
     m.send(which=0, mode="chat", text="and now?", attach=[], script=([], 0), stop_at=None,
            approve="always", choice=ALLOW_ONCE, via_preview=True)
     check(m)
+
+
+def test_regenerate_the_answer_after_a_runs_nudge(machine: Workbench) -> None:
+    """Invariant: a regenerated request is the original's. A run's step read two files, then
+    answered "Done." without completing the step; nudged (an instruction, never stored), it
+    called complete_step. Regenerating that call branched at the second file's result, before
+    "Done.": the branch lost the answer and the request the nudge. It now branches at the
+    answer it followed and asks with the run's nudge again (core.store.branches.asked_at,
+    RunDriver.nudge)."""
+    m = machine
+    m.run_workflow(which=0, steps=["tool", "done"], stop_at=None)
+    check(m)
+    m.regenerate(which=0, entry=4, mode=None, script=([], 0))  # the call after the nudge
+    check(m)
