@@ -292,3 +292,13 @@ def test_regenerate_the_answer_after_a_runs_nudge(machine: Workbench) -> None:
     check(m)
     m.regenerate(which=0, entry=4, mode=None, script=([], 0))  # the call after the nudge
     check(m)
+
+
+def test_a_stop_while_a_command_starts_leaves_its_output_with_the_key(
+        machine: Workbench) -> None:
+    """Invariant: no key in the project's files. Stop right after the command's card (event 5:
+    your message, built, started, the answer, the tool started) landed while `cat .env` was
+    being started: asyncio killed the process, but the file it printed into, key and all, was
+    left in tool-results/ for good (core/tools/shell.py took it away only from a Stop later on).
+    Found in the long run as a flaky failure, after a crash and a Retry."""
+    send(machine, "go", "agent", script=([([7], False)], 0), stop_at=5)
