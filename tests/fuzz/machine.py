@@ -534,7 +534,7 @@ class Workbench(RuleBasedStateMachine):
         turn = self.proceed_with_preview(meta.id, self.settings(), options, instruction=nudge)
         original = self.produced.get(messages[at].id)
         sent = self.first_user_request(turn)
-        if original is None or sent is None:
+        if original is None or sent is None or self.decided_since(messages, at, asked.id):
             return
         def tail(body: dict[str, Any]) -> list[tuple[str, Any]]:
             msgs = body["messages"]
@@ -546,6 +546,17 @@ class Workbench(RuleBasedStateMachine):
         if before != tail(sent):
             violated("regen-drops-tools" if before and not tail(sent) else None,
                      f"the regenerated request ends {tail(sent)}, the original's {before}")
+
+    @staticmethod
+    def decided_since(messages: list[ConversationMessage], at: int, upto: str) -> bool:
+        """The user excluded or included an entry of the history up to `upto`, or compacted,
+        after the answer `at`: the branch keeps those decisions (README: Branches), so its
+        request is what they make it, not the original's (exclude a misleading result, then
+        regenerate: the point of it)."""
+        shared = {m.id for m in messages[:next(i for i, m in enumerate(messages)
+                                                if m.id == upto) + 1]}
+        return any(m.kind == "summary" or m.kind == "annotation" and m.target in shared
+                   and m.content in ("exclude", "include") for m in messages[at + 1:])
 
     @rule(which=PICK, script=script_st, stop_at=stop_st)
     def continue_or_retry(self, which: int,

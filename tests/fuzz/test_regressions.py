@@ -302,3 +302,17 @@ def test_a_stop_while_a_command_starts_leaves_its_output_with_the_key(
     left in tool-results/ for good (core/tools/shell.py took it away only from a Stop later on).
     Found in the long run as a flaky failure, after a crash and a Retry."""
     send(machine, "go", "agent", script=([([7], False)], 0), stop_at=5)
+
+
+def test_regenerate_after_excluding_the_call_the_answer_was_based_on(
+        machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: the user excluded the answer that called
+    complete_step (its result goes with it), then regenerated the failed answer after the
+    result. The branch keeps the exclusion, as it keeps every later decision about its history,
+    so the request leaves both out: what the user asked for, not calls dropped."""
+    m = machine
+    m.run_workflow(which=0, steps=["done"], stop_at=None)  # the next step's request fails
+    check(m)
+    m.annotate(which=0, entry=1, action="exclude")  # the answer that called complete_step
+    m.regenerate(which=0, entry=2, mode=None, script=([], 0))  # the failed answer
+    check(m)
