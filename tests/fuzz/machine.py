@@ -397,7 +397,11 @@ class Workbench(RuleBasedStateMachine):
     def proceed_with_preview(self, conv: str, settings: LLMSettings, options: TurnOptions,
                              choice: str = ALLOW_ONCE, instruction: str | None = None) -> Turn:
         """`Engine.proceed` (with a run's one-off `instruction`, which no preview holds: the
-        exchange adds it as the last message)."""
+        exchange adds it as the last message). As it does, the calls a crash (or an import)
+        left without results are answered first: the preview is of the log it then builds
+        from."""
+        for _ in self.engine.close_interrupted(conv):
+            pass
         preview = self.engine.context.preview(conv, settings, options.mode)
         cli = ProjectContext.for_project(self.project).preview(conv, settings, options.mode)
         turn = self.drive(lambda: self.engine.proceed(conv, settings, options, instruction),
@@ -543,6 +547,8 @@ class Workbench(RuleBasedStateMachine):
                              and not str(m.get("content")).startswith(NUDGE_HEAD)), default=0)
             return [(m["role"], m.get("tool_call_id")) for m in msgs[last_user + 1:]]
         before = tail(self.server.requests[original].body)
+        if nudge is None and before[-1:] == [("user", None)]:
+            before = before[:-1]  # the run's nudge, asked again only in run mode
         if before != tail(sent):
             violated("regen-drops-tools" if before and not tail(sent) else None,
                      f"the regenerated request ends {tail(sent)}, the original's {before}")

@@ -316,3 +316,26 @@ def test_regenerate_after_excluding_the_call_the_answer_was_based_on(
     m.annotate(which=0, entry=1, action="exclude")  # the answer that called complete_step
     m.regenerate(which=0, entry=2, mode=None, script=([], 0))  # the failed answer
     check(m)
+
+
+def test_regenerate_in_chat_mode_the_answer_after_a_runs_nudge(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: regenerated in Chat mode, the answer a run asked
+    after its nudge is asked without it (the nudge is a run's instruction: it asks for a
+    complete_step a chat has not got), after the answer it followed."""
+    m = machine
+    m.run_workflow(which=0, steps=["talk", "done"], stop_at=None)
+    check(m)
+    m.regenerate(which=0, entry=1, mode="chat", script=([], 0))  # the call after the nudge
+    check(m)
+
+
+def test_regenerate_at_a_result_of_a_batch_a_crash_cut(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: killed after the first result of two, the branch
+    made at that result ends with the second call unanswered. Engine.proceed answers it first
+    (as the window does on showing the branch), so the preview is of the log after that, as
+    `send_with_preview` had it."""
+    m = machine
+    m.crash(which=0, mode="agent", script=([([7, 3], False)], 0), crash_at=6)  # after result 1
+    check(m)
+    m.regenerate(which=0, entry=1, mode=None, script=([], 0))  # at that result
+    check(m)
