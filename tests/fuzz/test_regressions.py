@@ -339,3 +339,23 @@ def test_regenerate_at_a_result_of_a_batch_a_crash_cut(machine: Workbench) -> No
     check(m)
     m.regenerate(which=0, entry=1, mode=None, script=([], 0))  # at that result
     check(m)
+
+
+def test_a_branch_inside_a_batch_a_crash_cut_says_a_started_call_did_nothing(
+        machine: Workbench) -> None:
+    """Invariant: the model is never told something false. Killed once two of three reads'
+    results were written (the three had run together; the third's start is marked in the
+    conversation's folder), the conversation was regenerated at the second result: the branch
+    answered the third call "Not run ... it did nothing", looking for the mark in its own
+    folder, while the conversation it came from answered it "the app closed while this call
+    was running". Engine._started now reads the marks of the conversations a branch grew from
+    too."""
+    m = machine
+    m.crash(which=0, mode="chat", script=([([0, 0, 0], False)], 0), crash_at=9)
+    check(m)
+    m.regenerate(which=0, entry=2, mode=None, script=([], 0))  # at the second result
+    check(m)
+    send(m, "hi")  # the conversation it came from answers the third call
+    m.send(which=1, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    check(m)
