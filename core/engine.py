@@ -487,12 +487,15 @@ class Engine:
         return await asyncio.to_thread(recorder.before)
 
     def _started(self, conv_id: str, call_id: str) -> bool:
-        """Whether a call the app closed on had started (without tools here: assume so)."""
+        """Whether a call the app closed on had started (without tools here: assume so): in
+        this conversation, or in one it grew from (a branch cut inside a batch a crash
+        interrupted shares the call, whose marks are where it ran)."""
         if self.tools is None:
             return True
         state = self.tools.state
-        return started_file(state, conv_id, call_id).exists() or \
-            running_file(state, conv_id, call_id).exists()
+        return any(started_file(state, conv, call_id).exists() or
+                   running_file(state, conv, call_id).exists()
+                   for conv in (conv_id, *self.store.grew_from(conv_id)))
 
     def _forget_started(self, conv_id: str, call_ids: list[str]) -> None:
         if self.tools is None:

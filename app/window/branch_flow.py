@@ -4,6 +4,7 @@ answer), and "‹ version n of m ›" where branches part. A branch is a convers
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
@@ -16,9 +17,10 @@ from app.window.notices import Notices
 from app.window.settings_flow import SettingsFlow
 from app.window.turns import TurnRunner
 from core.attachments import Attachment
-from core.engine import Engine
+from core.engine import Engine, EngineEvent, TurnOptions
 from core.model import ConversationMessage, Mode
-from core.settings import SettingsError
+from core.runs.driver import RunDriver
+from core.settings import LLMSettings, SettingsError
 from core.store.branches import asked_at
 from core.store.conversations import ConversationSummary
 from core.store.project import Project
@@ -50,6 +52,7 @@ class BranchHost(Protocol):
     def show_conversation(self, conv_id: str) -> None: ...
     def set_mode(self, mode: Mode) -> None: ...
     def busy(self) -> bool: ...
+    def run_driver(self) -> RunDriver | None: ...
 
 
 class BranchFlow(QObject):
@@ -169,9 +172,11 @@ class BranchFlow(QObject):
 
     def regenerate(self, entry_id: str, mode: Mode | None = None,
                    provider: str | None = None) -> None:
-        """Ask again for the answer `entry_id` belongs to: a branch at the message it replied
-        to (the user's, or the results of the tool calls it followed, which come along whole),
-        sent again there (in `mode`, with a saved `provider`'s model, when given)."""
+        """Ask again for the answer `entry_id` belongs to: a branch at the entry its request
+        ended in (the user's message, the results of the tool calls it followed, which come
+        along whole, or in a run the answer it followed), sent again there (in `mode`, with a
+        saved `provider`'s model, when given). In Run mode the request carries what the run
+        would ask with there: its nudge, after an answer that did not complete the step."""
         asked = asked_at(self._messages(), entry_id)
         if asked is None:
             self.notices.warning("There is no message of yours before this answer to ask again.")
@@ -183,16 +188,21 @@ class BranchFlow(QObject):
         engine = self.host.engine
         if engine is None:
             return
-        if provider is None:
-            self.host.turns.start_run(engine.proceed)
-            return
-        try:
-            other = self.host.settings_flow.llm_settings(provider)
-        except SettingsError as e:
-            self.notices.warning(f"Not regenerated: {e}.")
-            return
-        self.host.turns.start_run(
-            lambda conv, _settings, options: engine.proceed(conv, other, options))
+        other: LLMSettings | None = None
+        if provider is not None:
+            try:
+                other = self.host.settings_flow.llm_settings(provider)
+            except SettingsError as e:
+                self.notices.warning(f"Not regenerated: {e}.")
+                return
+
+        def again(conv: str, settings: LLMSettings, options: TurnOptions
+                  ) -> AsyncIterator[EngineEvent]:
+            driver = self.host.run_driver() if options.mode == "run" else None
+            nudge = driver.nudge(conv) if driver is not None else None
+            return engine.proceed(conv, other or settings, options, nudge)
+
+        self.host.turns.start_run(again)
 
     def regenerate_last(self) -> None:
         last = next((m for m in reversed(self._messages())

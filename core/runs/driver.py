@@ -79,6 +79,15 @@ class RunDriver:
     def state(self, conv_id: str) -> RunState | None:
         return self.engine.context.run_state(conv_id)
 
+    def nudge(self, conv_id: str, run: RunState | None = None) -> str | None:
+        """The instruction the run asks with when the model answered without completing its
+        step (the run waits): never stored, so Regenerate of the answer that followed it asks
+        with it again (core.store.branches.asked_at). None when the run does not wait."""
+        run = run if run is not None else self.state(conv_id)
+        if run is None or run.status != "waiting" or run.active is None:
+            return None
+        return NUDGE.format(number=run.steps.index(run.active) + 1, title=run.active.step.title)
+
     async def start(
         self, conv_id: str, workflow: Workflow, settings: LLMSettings,
         options: TurnOptions = DEFAULT_TURN, goal: str = "",
@@ -157,12 +166,10 @@ class RunDriver:
             if run.status == "waiting":
                 if answered and nudged >= self.nudges:
                     break
-                active = run.active
-                if active is None:
+                instruction = self.nudge(conv_id, run)
+                if instruction is None:
                     break
                 nudged += 1
-                instruction = NUDGE.format(number=run.steps.index(active) + 1,
-                                           title=active.step.title)
             if last is not None and last.kind == "error" and instruction is None:
                 if continuable(last):
                     events = self.engine.continue_(conv_id, settings, options)

@@ -53,14 +53,24 @@ class Cut:
 
 
 def asked_at(messages: list[ConversationMessage], entry_id: str) -> ConversationMessage | None:
-    """Where Regenerate branches for the answer `entry_id`: the message it replied to, the
-    user's or the results of the tool calls it followed (their batch comes along whole); None
-    when there is none before it."""
+    """Where Regenerate branches for the answer `entry_id`: the entry its request ended in,
+    the user's message, the results of the tool calls it followed (their batch comes along
+    whole) or an answer it followed (a run asks again after an answer that did not complete
+    its step, with a nudge that is not stored: `RunDriver.nudge`). Failed answers before it
+    are passed over, as Retry left them out, and so is the answer it continues (a new
+    version of a continued answer is a whole one). None when there is none before it."""
     at = next((i for i, m in enumerate(messages) if m.id == entry_id), None)
     if at is None:
         return None
-    return next((m for m in reversed(messages[:at + 1])
-                 if m.role in ("user", "tool") and m.kind == "message"), None)
+    if messages[at].role in ("user", "tool") and messages[at].kind == "message":
+        return messages[at]
+    passed = {messages[at].continues}
+    for m in reversed(messages[:at]):
+        if not in_dialogue(m) or m.kind != "message" or m.id in passed:
+            continue
+        if m.role in ("user", "tool") or m.role == "assistant" and not m.tool_calls:
+            return m
+    return None
 
 
 def find_cut(log: Path, entry_id: str, before: bool = False, results: bool = True) -> Cut:

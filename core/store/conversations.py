@@ -526,6 +526,21 @@ class ConversationStore:
                                  meta.model_dump(mode="json")), "fork")
             return meta
 
+    def grew_from(self, conv_id: str) -> builtins.list[str]:
+        """The conversations `conv_id` grew from, nearest first: its parent, the parent's
+        parent, … (as far as their metadata reads)."""
+        chain: builtins.list[str] = []
+        at = conv_id
+        while True:
+            try:
+                up = self.meta(at).branch_of
+            except StoreError:
+                return chain
+            if up is None or up == conv_id or up in chain:
+                return chain
+            chain.append(up)
+            at = up
+
     def ran_upstream(self, conv_id: str, call_id: str) -> bool:
         """Whether a conversation `conv_id` grew from holds a result of the call `call_id`
         (the call ran there; the branch was cut without its result)."""

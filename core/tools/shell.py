@@ -156,11 +156,16 @@ async def run_shell(args: ShellArgs, ctx: ToolContext) -> ToolOutput:
 
 async def _run(argv: list[str], args: ShellArgs, ctx: ToolContext, out_path: Path
                ) -> ToolOutput:
-    with open(out_path, "wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
-            cwd=ctx.root, env=ctx.env if ctx.env is not None else tool_environment(),
-            start_new_session=True)
+    try:
+        with open(out_path, "wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=asyncio.subprocess.STDOUT, cwd=ctx.root,
+                env=ctx.env if ctx.env is not None else tool_environment(),
+                start_new_session=True)
+    except BaseException:  # Stop while it starts (asyncio kills it): what it printed goes too
+        out_path.unlink(missing_ok=True)
+        raise
     started = time.monotonic()
     ended = ""
     try:

@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from core.attachments import Attachment, attach_file, taken_apart
+from core.attachments import Attachment, accepts_images, attach_file, taken_apart
 from core.context.service import ProjectContext
 from core.engine import (
     CompactionFinished,
@@ -39,7 +39,7 @@ from core.interchange import ImportProblem, export_openai, read_import
 from core.model import ConversationMessage, Mode, annotation
 from core.redact import environment_secrets, find_secret
 from core.request_copies import finish_writes
-from core.runs.driver import RunControlError, RunDriver
+from core.runs.driver import NUDGE, RunControlError, RunDriver
 from core.settings import LLMSettings
 from core.store.branches import asked_at
 from core.store.project import Project
@@ -73,6 +73,7 @@ AGENTS_LINE = f"Use the key {KEY} for the staging server."  # AGENTS.md "with ke
 IMPORTED = f"the key is {KEY}"  # the message a foreign export adds
 DEADLINE = 60.0  # seconds a turn may take before the fuzzer calls it hung
 STEPS = [0]  # rules run in this process (the long run reports it)
+NUDGE_HEAD = NUDGE[:NUDGE.index("{")]  # how a run's nudge starts
 
 # --- what the scripted model does -----------------------------------------------------------
 
@@ -195,6 +196,7 @@ class Workbench(RuleBasedStateMachine):
         """Run one engine call to its end; press Stop after event `stop_at` (the engine gets it
         at its next await), copy the project folder as a crash leaves it after `crash_at`."""
         turn = Turn(stop_at=stop_at, first_request=len(self.server.requests))
+        answered = [turn.first_request]  # the requests before this one have their answer
 
         async def consume() -> None:
             gen = make()
@@ -204,8 +206,7 @@ class Workbench(RuleBasedStateMachine):
                     turn.events.append(ev)
                     n = len(turn.events)
                     if isinstance(ev, EntryAppended) and ev.message.role == "assistant":
-                        # the request it answers is the last one in by now (one per round)
-                        self.produced.setdefault(ev.message.id, len(self.server.requests) - 1)
+                        self.pair(ev.message, answered)
                     if isinstance(ev, QuestionAsked) and n != stop_at:
                         ev.question.answer(choice, "not now" if choice == DENY else "")
                     if n == pin_at:  # the user pins their first message while it runs
@@ -245,6 +246,16 @@ class Workbench(RuleBasedStateMachine):
             self.server._replies.clear()  # what the model was scripted to say and did not
         self.check_stop(turn)
         return turn
+
+    def pair(self, answer: ConversationMessage, answered: list[int]) -> None:
+        """Note the request `answer` answers: the last one in by now (one per round), when it
+        came in after the turn's previous answer. An answer stopped before its request left
+        (a Stop before the first request, or between a batch's results and the next one)
+        answers none: the previous round's request, or an earlier turn's, is not its own."""
+        last = len(self.server.requests) - 1
+        if last >= answered[0]:
+            self.produced.setdefault(answer.id, last)
+            answered[0] = last + 1
 
     def check_stop(self, turn: Turn) -> None:
         """A Stop the engine received ends the turn as stopped, never "ok"."""
@@ -384,18 +395,28 @@ class Workbench(RuleBasedStateMachine):
         self.proceed_with_preview(conv, settings, options, choice)
 
     def proceed_with_preview(self, conv: str, settings: LLMSettings, options: TurnOptions,
-                             choice: str = ALLOW_ONCE) -> Turn:
+                             choice: str = ALLOW_ONCE, instruction: str | None = None) -> Turn:
+        """`Engine.proceed` (with a run's one-off `instruction`, which no preview holds: the
+        exchange adds it as the last message). As it does, the calls a crash (or an import)
+        left without results are answered first: the preview is of the log it then builds
+        from."""
+        for _ in self.engine.close_interrupted(conv):
+            pass
         preview = self.engine.context.preview(conv, settings, options.mode)
         cli = ProjectContext.for_project(self.project).preview(conv, settings, options.mode)
-        turn = self.drive(lambda: self.engine.proceed(conv, settings, options), conv,
-                          choice=choice)
+        turn = self.drive(lambda: self.engine.proceed(conv, settings, options, instruction),
+                          conv, choice=choice)
         sent = self.first_user_request(turn)
         if sent is None:
             return turn
         attachments = self.engine.context.attachments
         assert attachments is not None
+        # put on the wire as the exchange does: references made images, or, for a model that
+        # takes none, each image a one-line note (N10's fix)
+        images = accepts_images(settings.model, settings.images)
+        told = [{"role": "user", "content": instruction}] if instruction else []
         for name, built in (("the preview", preview), ("`workbench context`", cli)):
-            said = plain(attachments.inline(built.messages))
+            said = plain(attachments.inline(built.messages, images)) + told
             assert said == plain(sent["messages"]), (
                 f"{name} differs from the request sent:\n{json.dumps(said)[:2000]}\n"
                 f"{json.dumps(sent['messages'])[:2000]}")
@@ -495,8 +516,9 @@ class Workbench(RuleBasedStateMachine):
     @rule(which=PICK, entry=PICK, mode=st.sampled_from([None, "chat", "agent"]), script=script_st)
     def regenerate(self, which: int, entry: int, mode: Mode | None,
                    script: tuple[list[tuple[list[int], bool]], int]) -> None:
-        """As the window does it: a branch at the user's message the answer replied to, and
-        the request made again there (in `mode`, when chosen)."""
+        """As the window does it (app/window/branch_flow.py): a branch at the entry the
+        answer's request ended in, and the request made again there (in `mode`, when chosen;
+        in run mode with the run's nudge, when it waits for one)."""
         conv = self.pick(self.convs, which)
         messages = self.messages(conv)
         answers = [i for i, m in enumerate(messages) if m.role in ("assistant", "tool")
@@ -512,19 +534,35 @@ class Workbench(RuleBasedStateMachine):
         self.source[meta.id] = conv
         self.script(script)
         options = self.send_options(mode or messages[at].mode or "chat", "always")
-        turn = self.proceed_with_preview(meta.id, self.settings(), options)
+        nudge = RunDriver(self.engine).nudge(meta.id) if options.mode == "run" else None
+        turn = self.proceed_with_preview(meta.id, self.settings(), options, instruction=nudge)
         original = self.produced.get(messages[at].id)
         sent = self.first_user_request(turn)
-        if original is None or sent is None:
+        if original is None or sent is None or self.decided_since(messages, at, asked.id):
             return
         def tail(body: dict[str, Any]) -> list[tuple[str, Any]]:
             msgs = body["messages"]
-            last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=0)
+            # after the user's last message (a run's nudge is not one: what it follows counts)
+            last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"
+                             and not str(m.get("content")).startswith(NUDGE_HEAD)), default=0)
             return [(m["role"], m.get("tool_call_id")) for m in msgs[last_user + 1:]]
         before = tail(self.server.requests[original].body)
+        if nudge is None and before[-1:] == [("user", None)]:
+            before = before[:-1]  # the run's nudge, asked again only in run mode
         if before != tail(sent):
             violated("regen-drops-tools" if before and not tail(sent) else None,
                      f"the regenerated request ends {tail(sent)}, the original's {before}")
+
+    @staticmethod
+    def decided_since(messages: list[ConversationMessage], at: int, upto: str) -> bool:
+        """The user excluded or included an entry of the history up to `upto`, or compacted,
+        after the answer `at`: the branch keeps those decisions (README: Branches), so its
+        request is what they make it, not the original's (exclude a misleading result, then
+        regenerate: the point of it)."""
+        shared = {m.id for m in messages[:next(i for i, m in enumerate(messages)
+                                                if m.id == upto) + 1]}
+        return any(m.kind == "summary" or m.kind == "annotation" and m.target in shared
+                   and m.content in ("exclude", "include") for m in messages[at + 1:])
 
     @rule(which=PICK, script=script_st, stop_at=stop_st)
     def continue_or_retry(self, which: int,

@@ -240,3 +240,122 @@ def test_regenerate_an_answer_of_a_multi_round_retry_and_the_local_servers_empty
     check(m)
     m.regenerate(entry=223, mode=None, script=([], 0), which=0)
     check(m)
+
+
+def test_regenerate_an_answer_stopped_before_its_request_left(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer (reported as regen-drops-tools, after a run stopped at
+    its second event): an answer is paired with the last request in when its entry comes, so
+    the entry of a turn stopped before its request left was paired with request -1, which
+    read as whatever request came last, by the time of the check the regenerated turn's own
+    second round; its calls looked dropped from the regenerated request. Such an answer
+    answers no request: there is no original to compare."""
+    m = machine
+    send(m, "hi", stop_at=1)  # your message, then Stop: the stopped entry, no request
+    m.regenerate(which=0, entry=0, mode="agent", script=([([0], False)], 0))
+    check(m)
+
+
+def test_regenerate_an_answer_stopped_between_the_results_and_its_request(
+        machine: Workbench) -> None:
+    """The same pairing, the other way round: stopped after the call's result (event 6), before
+    the next request left, the stopped entry was paired with the request that made the call;
+    regenerated at the result, the request rightly ends with the call and its result, which
+    the request that made the call could not hold."""
+    m = machine
+    send(m, "read the readme", "agent", script=([([0], False)], 0), stop_at=6)
+    m.regenerate(which=0, entry=2, mode="agent", script=([], 0))  # the stopped entry
+    check(m)
+
+
+def test_the_preview_of_a_history_image_for_a_model_that_takes_none(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: since N10's fix the exchange sends each image of the
+    history to a model that takes none as a one-line note, as it makes references images (both
+    in `AttachmentStore.inline`); the check that the preview is what is sent put the preview on
+    the wire as for a model that reads images."""
+    m = machine
+    send(m, "what is this?", attach=["shot.png"])
+    m.switch_model()
+    m.send(which=0, mode="chat", text="and now?", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=True)
+    check(m)
+
+
+def test_regenerate_the_answer_after_a_runs_nudge(machine: Workbench) -> None:
+    """Invariant: a regenerated request is the original's. A run's step read two files, then
+    answered "Done." without completing the step; nudged (an instruction, never stored), it
+    called complete_step. Regenerating that call branched at the second file's result, before
+    "Done.": the branch lost the answer and the request the nudge. It now branches at the
+    answer it followed and asks with the run's nudge again (core.store.branches.asked_at,
+    RunDriver.nudge)."""
+    m = machine
+    m.run_workflow(which=0, steps=["tool", "done"], stop_at=None)
+    check(m)
+    m.regenerate(which=0, entry=4, mode=None, script=([], 0))  # the call after the nudge
+    check(m)
+
+
+def test_a_stop_while_a_command_starts_leaves_its_output_with_the_key(
+        machine: Workbench) -> None:
+    """Invariant: no key in the project's files. Stop right after the command's card (event 5:
+    your message, built, started, the answer, the tool started) landed while `cat .env` was
+    being started: asyncio killed the process, but the file it printed into, key and all, was
+    left in tool-results/ for good (core/tools/shell.py took it away only from a Stop later on).
+    Found in the long run as a flaky failure, after a crash and a Retry."""
+    send(machine, "go", "agent", script=([([7], False)], 0), stop_at=5)
+
+
+def test_regenerate_after_excluding_the_call_the_answer_was_based_on(
+        machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: the user excluded the answer that called
+    complete_step (its result goes with it), then regenerated the failed answer after the
+    result. The branch keeps the exclusion, as it keeps every later decision about its history,
+    so the request leaves both out: what the user asked for, not calls dropped."""
+    m = machine
+    m.run_workflow(which=0, steps=["done"], stop_at=None)  # the next step's request fails
+    check(m)
+    m.annotate(which=0, entry=1, action="exclude")  # the answer that called complete_step
+    m.regenerate(which=0, entry=2, mode=None, script=([], 0))  # the failed answer
+    check(m)
+
+
+def test_regenerate_in_chat_mode_the_answer_after_a_runs_nudge(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: regenerated in Chat mode, the answer a run asked
+    after its nudge is asked without it (the nudge is a run's instruction: it asks for a
+    complete_step a chat has not got), after the answer it followed."""
+    m = machine
+    m.run_workflow(which=0, steps=["talk", "done"], stop_at=None)
+    check(m)
+    m.regenerate(which=0, entry=1, mode="chat", script=([], 0))  # the call after the nudge
+    check(m)
+
+
+def test_regenerate_at_a_result_of_a_batch_a_crash_cut(machine: Workbench) -> None:
+    """Found by the fuzzer in the fuzzer: killed after the first result of two, the branch
+    made at that result ends with the second call unanswered. Engine.proceed answers it first
+    (as the window does on showing the branch), so the preview is of the log after that, as
+    `send_with_preview` had it."""
+    m = machine
+    m.crash(which=0, mode="agent", script=([([7, 3], False)], 0), crash_at=6)  # after result 1
+    check(m)
+    m.regenerate(which=0, entry=1, mode=None, script=([], 0))  # at that result
+    check(m)
+
+
+def test_a_branch_inside_a_batch_a_crash_cut_says_a_started_call_did_nothing(
+        machine: Workbench) -> None:
+    """Invariant: the model is never told something false. Killed once two of three reads'
+    results were written (the three had run together; the third's start is marked in the
+    conversation's folder), the conversation was regenerated at the second result: the branch
+    answered the third call "Not run ... it did nothing", looking for the mark in its own
+    folder, while the conversation it came from answered it "the app closed while this call
+    was running". Engine._started now reads the marks of the conversations a branch grew from
+    too."""
+    m = machine
+    m.crash(which=0, mode="chat", script=([([0, 0, 0], False)], 0), crash_at=9)
+    check(m)
+    m.regenerate(which=0, entry=2, mode=None, script=([], 0))  # at the second result
+    check(m)
+    send(m, "hi")  # the conversation it came from answers the third call
+    m.send(which=1, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    check(m)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from core.engine import LEFT_UPSTREAM
+from core.engine import INTERRUPTED_RUNNING, LEFT_UPSTREAM
 from core.factory import build_engine
 from core.last_turn import last_turn
 from core.model import ConversationMessage, FunctionCall, ToolCall, annotation
 from core.store.project import Project
+from core.tools.base import started_file
 from tests.helpers.cli import cli
 
 
@@ -82,3 +83,25 @@ def test_a_branch_cut_inside_a_batch_is_never_told_a_call_that_ran_did_nothing(
         repaired = {m.tool_call_id: m for m in store.load(branch).messages if m.role == "tool"}
     assert repaired["c2"].status == "aborted" and repaired["c2"].text() == LEFT_UPSTREAM
     assert "did nothing" not in repaired["c2"].text()
+
+
+def test_a_branch_made_inside_a_batch_a_crash_cut_says_the_started_call_may_have_run(
+        project_dir: Path) -> None:
+    """Killed while c2 ran (its mark is the origin's), a branch at c1's result ends with c2
+    unanswered: the branch's repair reads the mark where the call ran, as the origin's does."""
+    conv, msgs = batch_session(project_dir)
+    with Project.open(project_dir) as p:
+        store = p.conversations
+        crashed = store.create("crashed").id
+        store.append_many(crashed, msgs[:3])  # user, c1 and c2 called, c1's result
+        mark = started_file(p.state, crashed, "c2")
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+        branch = store.fork(crashed, msgs[2].id).id
+        engine = build_engine(p)
+        for which in (branch, crashed):
+            list(engine.close_interrupted(which))
+            repaired = {m.tool_call_id: m for m in store.load(which).messages
+                        if m.role == "tool"}
+            assert repaired["c2"].status == "aborted"
+            assert repaired["c2"].text() == INTERRUPTED_RUNNING

@@ -141,6 +141,31 @@ def test_typing_during_a_run_joins_the_active_step(qtbot: QtBot, qloop: asyncio.
     assert panel_steps(window)[:2] == ["✓ 1. Collect the changes", "▶ 2. Draft the notes"]
 
 
+def test_regenerate_after_a_nudge_keeps_the_answer_it_followed_and_asks_with_the_nudge(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
+    """The answer after a nudge was asked after the answer before it, with the nudge (never
+    stored): Regenerate branches at that answer, not at the run's start, and the request is
+    the original's byte for byte."""
+    provider.script(Answer("I looked around."), Answer("Still looking."))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    assert len(provider.requests) == 2 and "call complete_step" in str(provider.requests[1].body)
+    original = controller.current_id
+    answer = window.transcript_model.rows()[-1].message
+    assert answer is not None and answer.text() == "Still looking."
+    provider.script(Answer("Looking again."))
+    window.transcript.branch_action.emit(answer.id, "regenerate")
+    run_until(qloop, lambda: len(provider.requests) == 3 and not controller.busy())
+    assert controller.current_id != original and controller.mode() == "run"
+    assert provider.requests[2].raw == provider.requests[1].raw
+    said = [r.message.text() for r in window.transcript_model.rows()
+            if r.message is not None and r.message.role == "assistant"]
+    assert said == ["I looked around.", "Looking again."]
+
+
 def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
         qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
         provider: FakeLLMServer) -> None:

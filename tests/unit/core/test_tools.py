@@ -13,7 +13,7 @@ import pytest
 from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage, FunctionCall, ToolCall
 from core.tools import BUILTIN_TOOLS, tools_for
-from core.tools.runner import ToolResult, ToolRunner
+from core.tools.runner import ToolResult, ToolRunner, ToolStarted
 from core.tools.sandbox import Sandbox, detect_sandbox
 from core.tools.shell import tool_environment
 
@@ -215,6 +215,29 @@ def test_a_command_that_never_ends_is_killed_with_everything_it_started(
     while time.monotonic() < deadline:
         assert not (root / "late.txt").exists()
         time.sleep(0.1)
+
+
+def test_a_stop_while_a_command_starts_leaves_nothing_it_printed(root: Path) -> None:
+    """The file a command prints into holds what it printed, a key included (the kept result
+    is redacted): a Stop that lands while the process is being started (asyncio kills it)
+    takes the file away too, as a Stop later on does."""
+    runner = ToolRunner(root, root / ".workbench", tools_for("agent"),
+                        TokenCounter.for_model(None), "always", Sandbox("none", why="test"),
+                        env=tool_environment())
+
+    async def go() -> None:
+        events = runner.run("conv", [call("run_shell", {"command": "cat notes.md"})], [])
+        async for event in events:
+            if isinstance(event, ToolStarted):
+                break
+        step = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(0)  # the command is being started
+        step.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await step  # (the cancellation ended the runner's generator too)
+
+    asyncio.run(go())
+    assert not list((root / ".workbench").rglob(".running-*"))
 
 
 def test_a_command_that_prints_endlessly_is_stopped(root: Path, monkeypatch: pytest.MonkeyPatch
