@@ -72,10 +72,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     project = open_project(args.project, create=False, read_only=True)
     try:
-        if project.trust.restricted and project.trust.routing:
-            print(for_stream("workbench: warning: the project is not trusted, so its provider "
-                             "settings are left out of this build (`workbench trust "
-                             f"{project.root}`)", sys.stderr), file=sys.stderr)
+        _warn_routing_left_out(project)
         conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
     except (StoreError, OSError) as e:
@@ -104,10 +101,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         raise CliError("--budget must be a positive number of tokens", EXIT_USAGE)
     project = open_project(args.project, create=False, read_only=True)
     try:
-        if project.trust.restricted and project.trust.routing:
-            print(for_stream("workbench: warning: the project is not trusted, so its provider "
-                             "settings are left out of this build (`workbench trust "
-                             f"{project.root}`)", sys.stderr), file=sys.stderr)
+        _warn_routing_left_out(project)
         conv_id = resolve_conversation(project.conversations, args.conversation)
         loaded = project.conversations.load(conv_id)
         try:
@@ -351,6 +345,14 @@ def read_stdin_text() -> str:
     except UnicodeDecodeError as e:
         raise CliError(f"standard input is not UTF-8 text (bad byte at offset {e.start}); "
                        "nothing was sent") from None
+
+
+def _warn_routing_left_out(project: Project) -> None:
+    """An untrusted project's provider settings are not used: said once, on stderr."""
+    if project.trust.restricted and project.trust.routing:
+        print(for_stream("workbench: warning: the project is not trusted, so its provider "
+                         "settings are left out of this build (`workbench trust "
+                         f"{project.root}`)", sys.stderr), file=sys.stderr)
 
 
 def _store_failure(e: StoreError | OSError, outcome: str) -> CliError:
