@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -27,56 +24,7 @@ from PySide6.QtWidgets import (
 
 from core.settings import ENV_API_KEY, ProviderEntry
 from ui.local_server_offer import FoundServer, LocalServerOffer
-
-
-@dataclass(frozen=True)
-class Preset:
-    name: str
-    provider: str  # litellm provider, for the key's environment variable
-    model: str
-    api_base: str | None
-    key_env: str | None  # None: no key needed
-
-
-PRESETS = [
-    Preset("OpenAI", "openai", "gpt-4o-mini", None, "OPENAI_API_KEY"),
-    Preset("Anthropic", "anthropic", "anthropic/claude-3-5-sonnet-latest", None,
-           "ANTHROPIC_API_KEY"),
-    Preset("Ollama (local)", "ollama", "ollama/llama3.1", "http://localhost:11434", None),
-    Preset("OpenAI-compatible server", "openai-compatible", "openai/local-model",
-           "http://localhost:8080/v1", None),
-]
-
-
-@dataclass(frozen=True)
-class SettingsChoice:
-    """What the user chose; the API key is None when the field was left empty."""
-
-    preset: Preset
-    model: str
-    api_base: str | None
-    max_output_tokens: int
-    api_key: str | None
-    context_window: int | None = None  # None: from the model's server or litellm
-    summary_model: str | None = None  # None: the model writes its own summaries
-    auto_summary: bool = True
-    auto_title: bool = True
-    images: bool = False  # the user says the model reads images (else: litellm's map says)
-    cost_cap: float | None = None  # USD a conversation may spend (None: no cap)
-    project_cost_cap: float | None = None  # USD a project's conversations may spend
-
-
-def _cap_box(parent: QWidget, value: float | None, tip: str) -> QDoubleSpinBox:
-    """A cap in US dollars; 0 shows as "no cap"."""
-    box = QDoubleSpinBox(parent)
-    box.setRange(0, 100_000)
-    box.setDecimals(2)
-    box.setSingleStep(1.0)
-    box.setPrefix("$")
-    box.setSpecialValueText("no cap")
-    box.setValue(value or 0)
-    box.setToolTip(tip)
-    return box
+from ui.settings_parts import PRESETS, Preset, SettingsChoice, cap_box
 
 
 class SettingsDialog(QDialog):
@@ -208,10 +156,10 @@ class SettingsDialog(QDialog):
         self.images.setToolTip(
             "litellm knows which hosted models take images; tick this for a model it does not "
             "know that does (a local vision model). Unticked: as litellm says.")
-        self.cost_cap = _cap_box(self, cost_cap, "A send whose conversation has spent this "
+        self.cost_cap = cap_box(self, cost_cap, "A send whose conversation has spent this "
                                  "much, or whose next request would pass it, is not sent "
                                  "(WORKBENCH_COST_CAP on the command line)")
-        self.project_cost_cap = _cap_box(self, project_cost_cap, "The same, for all the "
+        self.project_cost_cap = cap_box(self, project_cost_cap, "The same, for all the "
                                          "conversations of the open project together")
         self.api_key = QLineEdit(self)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)

@@ -13,7 +13,7 @@ from app.window.worker import EngineWorker
 from core.llm.local_servers import LocalServer, find_local_servers
 from core.settings import lookup_api_key
 from ui.local_server_offer import FoundServer
-from ui.settings_dialog import PRESETS
+from ui.settings_parts import PRESETS
 
 
 class LocalServerSearch(QObject):

@@ -32,7 +32,8 @@ from core.settings import (
 from ui import palette
 from ui.local_server_offer import FoundServer
 from ui.main_window import MainWindow
-from ui.settings_dialog import PRESETS, SettingsDialog
+from ui.settings_dialog import SettingsDialog
+from ui.settings_parts import PRESETS
 
 
 class SettingsFlow(QObject):
