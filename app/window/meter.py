@@ -15,6 +15,7 @@ from PySide6.QtCore import QFileSystemWatcher, QObject, Signal
 from shiboken6 import isValid
 
 from app.window import memory
+from app.window.long_count import LongDraftCount
 from app.window.notices import Notices
 from app.window.settings_flow import SettingsFlow
 from core.agents import Agent
@@ -93,9 +94,7 @@ class UsageMeter:
         self.prepared: dict[str, Any] = {}
         self.draft_listeners: list[Callable[[int], None]] = []  # told the draft's tokens
         # a long draft's count, made on the meter's thread: ((encoding, length, hash), tokens)
-        self._long_draft: tuple[tuple[str, int, int], int] | None = None
-        self._long_counting: tuple[str, int, int] | None = None  # the one being counted
-        self._long_next: tuple[tuple[str, int, int], Callable[[], int]] | None = None
+        self._long = LongDraftCount(self.aside, self._long_counted)
         self._last: tuple[str, Callable[[], list[ConversationMessage]]] | None = None
         self._watcher: QFileSystemWatcher | None = None  # the project's AGENTS.md
         # an editor's save is several changes: one count (the throttle and the watcher are
@@ -273,30 +272,14 @@ class UsageMeter:
         if len(text) <= EXACT_DRAFT_CHARS:
             return counter.text(text) + 4 + attached
         key = (counter.encoding_name, len(text), hash(text))
-        if self._long_draft is not None and self._long_draft[0] == key:
-            return self._long_draft[1] + 4 + attached
+        known = self._long.known(key)
+        if known is not None:
+            return known + 4 + attached
         if len(text) <= COUNTED_DRAFT_CHARS:
-            self._count_long(key, partial(counter.text, text))
+            self._long.ask(key, partial(counter.text, text))
         return len(text) // 4 + 4 + attached
 
-    def _count_long(self, key: tuple[str, int, int], count: Callable[[], int]) -> None:
-        """One long draft counted at a time on the meter's thread; a draft changed meanwhile
-        (typing beside a held paste) is counted after it, as it is then."""
-        if self._long_counting is not None:
-            if self._long_counting != key:
-                self._long_next = (key, count)
-            return
-        self._long_counting, self._long_next = key, None
-        self.aside(count, partial(self._long_counted, key))
-
-    def _long_counted(self, key: tuple[str, int, int], tokens: int | None) -> None:
-        self._long_counting = None
-        following, self._long_next = self._long_next, None
-        if following is not None:
-            self._count_long(*following)
-        if tokens is None:
-            return
-        self._long_draft = (key, tokens)
+    def _long_counted(self) -> None:
         self.show()
         for listener in self.listeners:  # the Inspector's draft, counted as the meter's
             listener()
@@ -307,7 +290,7 @@ class UsageMeter:
         if len(text) <= EXACT_DRAFT_CHARS or self.context is None or self.report is None:
             return self.report is None and bool(text)
         key = (self.context.counter(self.report.model).encoding_name, len(text), hash(text))
-        return self._long_draft is None or self._long_draft[0] != key
+        return self._long.known(key) is None
 
     def draft_figure(self) -> int:
         """The draft's tokens as every figure is shown: calibrated (the meter, its tooltip,
