@@ -11,7 +11,16 @@ from typing import Any
 from PySide6.QtCore import QItemSelectionModel
 
 from app.window.conversation_settings import set_conversation
-from app.window.inspector_rows import KeptRows, Rows, holds, label, left_out, same_start, sent_at
+from app.window.inspector_rows import (
+    EntryNumbers,
+    KeptRows,
+    Rows,
+    holds,
+    label,
+    left_out,
+    sent_at,
+    summary_lines,
+)
 from app.window.meter import UsageMeter
 from app.window.notices import Notices
 from app.window.tools_flow import ToolsFlow, ToolsHost
@@ -27,7 +36,6 @@ from core.context.report_text import (
     saved_view,
     sent_before,
     since_last,
-    summary_size,
 )
 from core.give_way import give_way
 from core.model import ConversationMessage, annotation
@@ -73,7 +81,7 @@ class InspectorFlow:
         self._draft = 0
         self._saved: list[Path] = []
         self._rows: KeptRows | None = None  # the last report's rows
-        self._positions: tuple[int, str, dict[str, int]] = (0, "", {})  # see _positions_in
+        self._positions = EntryNumbers()
         self._since: tuple[BuildReport, Path, str] | None = None  # and its "since the last"
         self._comparing: tuple[BuildReport, Path] | None = None  # a comparison under way
         # the draft the decisions follow now, and its attachments ("", 0: none)
@@ -334,7 +342,7 @@ class InspectorFlow:
             return
         report = data["report"]
         self._sent = data.get("messages") or []
-        header, parts, rows = saved_view(report, self._positions_in(messages))
+        header, parts, rows = saved_view(report, self._positions.of(messages))
         self.panel.show_request(f"{label(path)} ({len(data.get('messages') or []):,} "
                                 f"messages, as kept in .workbench/requests)\n{header}",
                                 parts, rows)
@@ -343,39 +351,14 @@ class InspectorFlow:
 
     def _summaries(self, messages: list[ConversationMessage], report: BuildReport
                    ) -> list[tuple[str, str, bool, str]]:
-        """The compaction history's lines: (entry id, one line, in force, a sentence on its
-        size) per summary; its size is the one its notice gave when it landed."""
         context = self.meter.context
-        if context is None:
-            return []
-        counter = context.counter(report.model)
-        lines = []
-        for m in messages:
-            if m.kind == "summary":
-                tokens, said = summary_size(m, counter, report)
-                lines.append((m.id, f"{m.created_at.astimezone():%H:%M} · "
-                                    f"{len(m.covers or ()):,} entries"
-                                    f"{' · ' + m.model if m.model else ''} · {tokens:,} tokens",
-                              m.include_in_context, said))
-        return lines
+        return [] if context is None else summary_lines(messages, context.counter(report.model),
+                                                        report)
 
     def _kept_rows(self, report: BuildReport, messages: list[ConversationMessage],
                    pause: Callable[[], None] | None = None) -> KeptRows:
         return (report, len(messages), messages[-1].id if messages else "",
-                inspector_rows(report, self._positions_in(messages), pause))
-
-    def _positions_in(self, messages: list[ConversationMessage]) -> dict[str, int]:
-        """Entry id -> its number in the log. Kept from one request to the next: the log only
-        grows at its end, so only the new entries are numbered (not 10,000 each time). Read
-        on the meter's thread and the window's: the dict is only ever added to, with the
-        numbers it would have anyway; a log with another start gets a new one."""
-        length, last, positions = self._positions
-        if not same_start(messages, length, last):
-            length, positions = 0, {}
-        for n in range(length, len(messages)):
-            positions[messages[n].id] = n + 1
-        self._positions = (len(messages), messages[-1].id if messages else "", positions)
-        return positions
+                inspector_rows(report, self._positions.of(messages), pause))
 
     def show_entry(self, entry_id: str) -> None:
         """Select and show the transcript row holding the entry (a tool card holds its call

@@ -7,7 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 from core.context.report import BuildReport
-from core.context.report_text import LEFT_OUT
+from core.context.report_text import LEFT_OUT, summary_size
+from core.llm.tokens import TokenCounter
 from core.model import ConversationMessage
 
 Rows = list[tuple[int, str, str, str, int, int, str, str]]
@@ -42,3 +43,37 @@ def same_start(messages: list[ConversationMessage], length: int, last: str) -> b
 def left_out(rows: Rows) -> dict[str, str]:
     """Entry id -> why the request leaves it out (the model view's dimmed rows)."""
     return {r[1]: r[2] for r in rows if r[2] in LEFT_OUT or r[2] == "excluded"}
+
+
+def summary_lines(messages: list[ConversationMessage], counter: TokenCounter,
+                  report: BuildReport) -> list[tuple[str, str, bool, str]]:
+    """The compaction history's lines: (entry id, one line, in force, a sentence on its size)
+    per summary; its size is the one its notice gave when it landed."""
+    lines = []
+    for m in messages:
+        if m.kind == "summary":
+            tokens, said = summary_size(m, counter, report)
+            lines.append((m.id, f"{m.created_at.astimezone():%H:%M} · "
+                                f"{len(m.covers or ()):,} entries"
+                                f"{' · ' + m.model if m.model else ''} · {tokens:,} tokens",
+                          m.include_in_context, said))
+    return lines
+
+
+class EntryNumbers:
+    """Entry id -> its number in the log. Kept from one request to the next: the log only grows
+    at its end, so only the new entries are numbered. Read on the meter's thread and the
+    window's: the dict is only ever added to, with the numbers it would have anyway; a log with
+    another start gets a new one."""
+
+    def __init__(self) -> None:
+        self._seen: tuple[int, str, dict[str, int]] = (0, "", {})
+
+    def of(self, messages: list[ConversationMessage]) -> dict[str, int]:
+        length, last, positions = self._seen
+        if not same_start(messages, length, last):
+            length, positions = 0, {}
+        for n in range(length, len(messages)):
+            positions[messages[n].id] = n + 1
+        self._seen = (len(messages), messages[-1].id if messages else "", positions)
+        return positions
