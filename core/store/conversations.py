@@ -31,7 +31,6 @@ from core import confined
 from core.model import (
     ConversationMessage,
     Mode,
-    app_closed_entry,
     apply_annotations,
     new_id,
 )
@@ -72,6 +71,7 @@ from core.store.log import (
 from core.store.meta import DEFAULT_TITLE as DEFAULT_TITLE  # their home is core.store.meta
 from core.store.meta import ConversationMeta as ConversationMeta
 from core.store.meta import ConversationSummary as ConversationSummary
+from core.store.partial import read_sidecar, recovered_entry, sidecar_text
 from core.store.search_index import SearchIndex, searchable
 from core.store.tally import kept, tally
 
@@ -331,8 +331,8 @@ class ConversationStore:
 
     def pending_partial(self, conv_id: str) -> str | None:
         """The text of an orphaned answer sidecar, if there is one (for read-only views)."""
-        state = _read_sidecar(self._dir(conv_id) / PARTIAL_FILE)
-        return None if state is None else _sidecar_text(state)
+        state = read_sidecar(self._dir(conv_id) / PARTIAL_FILE)
+        return None if state is None else sidecar_text(state)
 
     def _recover_partial(self, conv_id: str) -> builtins.list[str]:
         """A sidecar no live turn owns is an answer the app was receiving when it closed:
@@ -342,20 +342,7 @@ class ConversationStore:
         sidecar = self._dir(conv_id) / PARTIAL_FILE
         if conv_id in self._streaming or not sidecar.is_file():
             return []
-        state = _read_sidecar(sidecar) or {}
-        text = _sidecar_text(state)
-        entry = app_closed_entry(text)
-        # The details are best effort (another version, or a hand, may have written them):
-        # one that does not fit is left out; the text is what matters.
-        for key in ("model", "mode", "continues", "run_id", "step_id"):
-            value = state.get(key)
-            if value in (None, ""):
-                continue
-            try:
-                entry = ConversationMessage.model_validate(
-                    {**entry.model_dump(exclude_defaults=True), key: value})
-            except ValidationError:
-                pass
+        entry, text = recovered_entry(read_sidecar(sidecar) or {})
         found = self._append_now(conv_id, [entry])
         try:
             sidecar.unlink(missing_ok=True)
@@ -787,26 +774,6 @@ def _stamp(folder: Path) -> list[int]:
         except FileNotFoundError:
             out += [0, 0]
     return out
-
-
-def _read_sidecar(path: Path) -> dict[str, Any] | None:
-    """The streaming sidecar's state; {} when it exists but is unreadable, None when absent."""
-    if not path.is_file():
-        return None
-    try:
-        state = read_json(path)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def _sidecar_text(state: dict[str, Any]) -> str:
-    text = state.get("text")
-    if text is None:
-        return ""
-    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
 
 
 def _short(value: Any) -> str:
