@@ -71,9 +71,9 @@ class SettingsDialog(QDialog):
         self._make_option_fields(summary_model, auto_summary, auto_title, images, cost_cap,
                                  project_cost_cap)
         intro = QLabel(
-            "Context Workbench reaches models through litellm. Pick a provider, check the model "
-            "name, and give an API key if the provider needs one. Keys never go into your "
-            "project folder.", self)
+            "Pick a provider, check the model name (OpenAI-compatible servers are spoken to "
+            "directly, other providers through litellm), and give an API key if the provider "
+            "needs one. Keys never go into your project folder.", self)
         intro.setWordWrap(True)
         form = self._form()
         buttons = QDialogButtonBox(

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 WELCOME_NO_PROVIDER = (
     "<h2>Welcome to Context Workbench</h2>"
-    "<p>No model is connected yet. Context Workbench talks to models through litellm: give it an "
+    "<p>No model is connected yet. Give Context Workbench an "
     "<b>OpenAI</b> or <b>Anthropic</b> API key, or point it at a model running on your own "
     "machine — <b>Ollama</b> (http://localhost:11434), or <b>llama.cpp</b> / <b>LM Studio</b> as "
     "an OpenAI-compatible server. Open <b>File → Settings</b> (Ctrl+,) to choose one, then type "
