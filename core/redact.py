@@ -34,7 +34,9 @@ _PATTERNS = [
     # whatever a provider echoes back as "the key"
     r"(?<=(?<![A-Za-z])[Kk]ey provided: )[^\s.,;\"'\\]{6,}",
 ]
-_KEYISH = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+# A key starts a word: "task-specific" holds "sk-specific", and is not a key.
+_KEYISH = re.compile("|".join(f"(?:{p})" if p.startswith("(?<=") else f"(?<![A-Za-z0-9_])(?:{p})"
+                              for p in _PATTERNS))
 # A long hex or base64-ish token right after the word "key", "token" or "secret" (`x-api-key:
 # 3f8a…`, `"api_key": "AbC1…"`, `the key 3f8a… is revoked`). It must mix letters and digits, so
 # a long ordinary word after "key" is left alone.

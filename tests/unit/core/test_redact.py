@@ -35,6 +35,8 @@ def test_key_shaped_strings_are_redacted_and_the_words_around_them_kept(text: st
     "The monkey provided: bananas.",
     "maximum context length is 8192 tokens; your messages resulted in 9000 tokens",
     "key: internationalization_considerations",  # a long word, not a secret
+    # a key's prefix inside a word (found in a real session's file: "task-specific")
+    "// Package checkpoint: task-specific and disk-specific storage, shelf_configuration_values",
 ])
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact(text) == text
