@@ -17,7 +17,7 @@ import threading
 from core.llm import litellm_loader
 from core.llm.litellm_loader import is_loaded as is_loaded
 from core.llm.litellm_loader import load_litellm as load_litellm
-from core.llm.tokens import get_encoding
+from core.llm.tokens import encoding_for_model, get_encoding
 
 _lock = threading.Lock()
 _threads: dict[str, threading.Thread] = {}  # "litellm", "sdk": each warmed once
@@ -35,13 +35,17 @@ def start_background_import(warm_up: bool = False, model: str | None = None
     """
     from core.llm.model_map import speaks_openai
 
-    sdk = model is not None and speaks_openai(model)
+    sdk = model if model is not None and speaks_openai(model) else None
     with _lock:
         which = "sdk" if sdk else "litellm"
         thread = _threads.get(which)
         if thread is None:
-            target = _warm_sdk if sdk else _load_and_warm if warm_up else load_litellm
-            thread = threading.Thread(target=target, name=f"{which}-import", daemon=True)
+            if sdk:
+                thread = threading.Thread(target=_warm_sdk, args=(sdk,), name="sdk-import",
+                                          daemon=True)
+            else:
+                thread = threading.Thread(target=_load_and_warm if warm_up else load_litellm,
+                                          name="litellm-import", daemon=True)
             _threads[which] = thread
             thread.start()
         return thread
@@ -55,10 +59,11 @@ def ready_for(model: str) -> bool:
     return litellm_loader.is_loaded() or speaks_openai(model)
 
 
-def _warm_sdk() -> None:
-    """The SDK's path made ready: the tokenizers, the SDK, and its first request's one-time
-    work (a request refused at once on loopback's discard port; nothing leaves the machine)."""
-    _load_tokenizers()
+def _warm_sdk(model: str) -> None:
+    """The SDK's path made ready for `model`: the SDK and its first request's one-time work (a
+    request refused at once on loopback's discard port; nothing leaves the machine), then the
+    model's tokenizer. Only the model's: loading another holds the interpreter (every thread,
+    the window's and a first request's too) for as long again, and whoever needs it loads it."""
     try:
         import asyncio
 
@@ -74,6 +79,10 @@ def _warm_sdk() -> None:
 
         asyncio.run(first_call())
     except Exception:  # the refusal is the expected outcome
+        pass
+    try:
+        get_encoding(encoding_for_model(model))
+    except Exception:  # counting will load it later and report then
         pass
 
 
