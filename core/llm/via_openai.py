@@ -227,6 +227,22 @@ async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool,
                              stream_cls=AsyncStream[ChatCompletionChunk])
 
 
+_tls_context: Any = None
+_tls_lock = threading.Lock()
+
+
+def _tls() -> Any:
+    """The TLS settings every client verifies servers with, made once: as httpx makes them
+    for a client (its certificate bundle, or SSL_CERT_FILE / SSL_CERT_DIR)."""
+    global _tls_context
+    with _tls_lock:
+        if _tls_context is None:
+            import httpx
+
+            _tls_context = httpx.create_ssl_context()
+        return _tls_context
+
+
 def _client(where: Destination) -> Any:
     """The loop's AsyncOpenAI for `where`: made once, its connections kept for the next
     request. Retries are ours to decide (visible, cancellable): the SDK makes none."""
@@ -236,8 +252,12 @@ def _client(where: Destination) -> Any:
         clients = _clients.setdefault(loop, {})
         client = clients.get((base, where.api_key))
         if client is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-            client = AsyncOpenAI(api_key=where.api_key, base_url=base, max_retries=0)
+            # the SDK's own HTTP client, with the one certificate store of the process (each
+            # client would read the bundle again)
+            client = AsyncOpenAI(api_key=where.api_key, base_url=base, max_retries=0,
+                                 http_client=DefaultAsyncHttpxClient(base_url=base,
+                                                                     verify=_tls()))
             clients[(base, where.api_key)] = client
     return client
