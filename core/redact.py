@@ -80,7 +80,27 @@ def known() -> list[str]:
     remembered."""
     with _known_lock:
         extra = list(_known)
-    return [*environment_secrets(os.environ), *extra]
+    return [*_process_secrets(), *extra]
+
+
+# (the process environment as last read, its secrets): every write redacts, and reading the
+# secrets afresh decodes and matches every variable of the environment each time
+_env_seen: tuple[dict[Any, Any], frozenset[str]] | None = None
+
+
+def _process_secrets() -> frozenset[str]:
+    """`environment_secrets(os.environ)`, read again only when the environment changed."""
+    global _env_seen
+    data = getattr(os.environ, "_data", None)  # what os.environ holds, undecoded
+    if not isinstance(data, dict):
+        return frozenset(environment_secrets(os.environ))
+    seen = _env_seen
+    if seen is not None and seen[0] == data:
+        return seen[1]
+    snapshot = dict(data)  # taken first: a change while reading makes the next call read again
+    secrets = frozenset(environment_secrets(os.environ))
+    _env_seen = (snapshot, secrets)
+    return secrets
 
 
 # What every key shape above starts with or follows, lower-cased: text without any of them holds

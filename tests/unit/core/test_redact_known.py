@@ -99,3 +99,14 @@ def test_a_variable_naming_a_place_is_no_key(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/home/someone/.cache/tiktoken-files")
     assert redact("cached in /home/someone/.cache/tiktoken-files") == \
         "cached in /home/someone/.cache/tiktoken-files"
+
+
+def test_the_environment_is_followed_as_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the environment's secrets were is kept between redactions: a change is still seen
+    monkeypatch.setenv("ACME_SERVICE_TOKEN", IN_USE)
+    assert IN_USE in known() and redact(f"env {IN_USE}") == f"env {MARK}"
+    later = "Hm4Kd8Wq2Zr6Tx9Lp3Vn7Bc"
+    monkeypatch.setenv("ACME_SERVICE_TOKEN", later)
+    assert redact(f"env {later}, {IN_USE}") == f"env {MARK}, {IN_USE}"
+    monkeypatch.delenv("ACME_SERVICE_TOKEN")
+    assert later not in known()
