@@ -83,7 +83,8 @@ class UsageMeter:
         # and a big build's memory would stay spread over them.
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter",
                                          initializer=lower_priority)
-        self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
+        self._again: tuple[str | None, Callable[[], list[ConversationMessage]], bool] | None = \
+            None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
         # what waits to go with the draft (app/attachment_flow.py)
         self.attached: Callable[[], list[Attachment]] = list
@@ -150,13 +151,15 @@ class UsageMeter:
                              agent=agent, what_if=True, ask_servers=False)
 
     def refresh(self, conv_id: str | None,
-                history: Callable[[], list[ConversationMessage]]) -> None:
+                history: Callable[[], list[ConversationMessage]], aside: bool = False) -> None:
         """Rebuild the request the next turn would send (cheap: incremental) and show it.
 
         A build that must first tokenize thousands of entries (a large conversation opened
-        with another model) runs on a thread of its own while the meter says so."""
+        with another model) runs on a thread of its own while the meter says so; so does
+        every build with `aside` (while a turn runs: its new tool results make a build
+        shorten and count them, beside the engine's own work)."""
         if self._counting:  # the running count is for an older state: go again after it
-            self._again = (conv_id, history)
+            self._again = (conv_id, history, aside)
             return
         self.report, self._problem, self.built = None, None, None
         context = self.context
@@ -199,10 +202,10 @@ class UsageMeter:
         # asks for the counter (making it loads the tokenizer). litellm is not needed.
         ready = tokenizer_ready(settings.model)
         uncounted = context.uncounted(conv_id, messages, settings.model) if ready else 0
-        if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE and ready:
+        if uncounted <= COUNT_ASIDE and len(messages) <= BUILD_ASIDE and ready and not aside:
             build()()
             return
-        def aside() -> None:
+        def off_the_window() -> None:
             try:
                 apply = build()
             except Exception as e:  # the meter must not stay "counting"
@@ -216,7 +219,7 @@ class UsageMeter:
             self.window.usage.set_pending(f"context: counting {len(messages):,} entries…")
         elif not ready:
             self.window.usage.set_pending("context: loading the tokenizer…")
-        self._aside.submit(aside)
+        self._aside.submit(off_the_window)
 
     def _apply(self, report: BuildReport | None, problem: tuple[str, str] | None,
                built: BuiltRequest | None = None, prepared: dict[str, Any] | None = None
