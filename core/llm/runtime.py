@@ -30,8 +30,9 @@ def start_background_import(warm_up: bool = False, model: str | None = None
     needed for it).
 
     With `warm_up`, also do the one-time work of a first request (litellm imports a few hundred
-    more modules inside its first call) and load the tokenizers, so that a window's first Send
-    does not stall the event loop. A command-line run gains nothing from it and skips it.
+    more modules inside its first call) and load the tokenizers (on the SDK's path the model's
+    alone), so that a window's first Send does not stall the event loop. A command-line run
+    gains nothing from it and skips it.
     """
     from core.llm.model_map import speaks_openai
 
