@@ -4,6 +4,7 @@ which stalled the window mid-turn."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
+from app.window import turns
 from core.context.service import ProjectContext
 from tests.helpers.fake_llm import Answer, FakeLLMServer, ToolCalls
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
@@ -20,8 +23,8 @@ pytestmark = pytest.mark.gui
 
 
 def test_a_running_turn_is_followed_off_the_window_thread(
-        qtbot, qloop, project_dir: Path, llm_server: FakeLLMServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project_dir: Path,
+        llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     project_dir.mkdir(parents=True, exist_ok=True)
     for n in range(6):
         (project_dir / f"f{n}.txt").write_text(f"line {n}\n" * 200)
@@ -29,9 +32,9 @@ def test_a_running_turn_is_followed_off_the_window_thread(
     # the last answer keeps the turn running after the results landed: time for the follow
     llm_server.script(ToolCalls([(f"r{n}", "read_file", json.dumps({"path": f"f{n}.txt"}))
                                  for n in range(6)]), Answer("All read.", first_delay=1.0))
+    monkeypatch.setattr(turns, "MID_TURN_REFRESH_MS", 20)  # followed soon after each entry
     window, controller = open_window(qtbot, project_dir)
     qtbot.mouseClick(window.mode_switcher.buttons["agent"], Qt.MouseButton.LeftButton)
-    controller.turns._follow_timer.setInterval(20)
     builds: list[tuple[bool, int]] = []  # (on the window's thread, the log's length)
     build = ProjectContext.build
 
