@@ -17,6 +17,7 @@ from tests.bench import (
     bench_mcp,
     bench_run,
     bench_store,
+    bench_storm,
     bench_tools,
 )
 
@@ -25,7 +26,7 @@ BENCHES = {"store": bench_store.run, "context": bench_context.run, "cli": bench_
            "tools": bench_tools.run,
            "compaction": bench_compaction.run, "inspector": bench_inspector.run, "run": bench_run.run,
            "cache": bench_cache.run, "huge": bench_huge.run, "mcp": bench_mcp.run,
-           "checkpoints": bench_checkpoints.run}
+           "checkpoints": bench_checkpoints.run, "storm": bench_storm.run}
 
 
 def main(names: list[str]) -> int:

@@ -209,7 +209,7 @@ def run() -> None:
             for turn in (1, 2, 3):
                 stream(f"into it again, the Inspector panel open (turn {turn} of 3)")
             window.inspector_action.trigger()
-        _tool_storm(loop, controller, window, tmp / "big")
+        tool_storm(loop, controller, window, tmp / "big")
 
         window.close()
         loop.close()
@@ -218,10 +218,10 @@ def run() -> None:
         visiting(tmp, msgs)
 
 
-def _tool_storm(loop: asyncio.AbstractEventLoop, controller: Any, window: Any,
-                root: Path) -> None:
+def tool_storm(loop: asyncio.AbstractEventLoop, controller: Any, window: Any,
+               root: Path) -> float:
     """Three answers of 40 read-only calls each (cards appear, run and settle) in agent mode:
-    the window's loop must keep turning."""
+    the window's loop must keep turning. Returns the longest stall in ms."""
     import json
 
     for n in range(40):
@@ -256,3 +256,4 @@ def _tool_storm(loop: asyncio.AbstractEventLoop, controller: Any, window: Any,
     report("  99th percentile loop gap", percentile(gaps, 99), "ms")
     if watch.where():
         print(f"    longest stall: {watch.where()}")
+    return max(gaps)

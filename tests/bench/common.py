@@ -115,14 +115,17 @@ class StallWatch:
 
     @staticmethod
     def _where(frame: Any, depth: int = 3) -> str:
-        import traceback
-
-        stack = traceback.extract_stack(frame)
-        ours = [f for f in stack if "/site-packages/" not in f.filename
-                and "/lib/python3" not in f.filename]
-        inner = (ours or stack)[-depth:] if depth > 1 else stack[-1:]
-        return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
-                          for f in reversed(inner))
+        """The innermost `depth` frames of ours (the innermost one with `depth` 1). Read from
+        the frames alone: the sampler holds the interpreter while it looks, and looking up
+        source lines (as traceback does) would lengthen the very stall it measures."""
+        stack: list[tuple[str, int, str]] = []
+        f = frame
+        while f is not None:
+            stack.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+            f = f.f_back
+        ours = [s for s in stack if "/site-packages/" not in s[0] and "/lib/python3" not in s[0]]
+        inner = (ours or stack)[:depth] if depth > 1 else stack[:1]
+        return " < ".join(f"{Path(name).name}:{line} {func}" for name, line, func in inner)
 
     def where(self) -> str:
         """The commonest sample of the longest stall, or '' when none was seen."""
