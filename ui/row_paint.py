@@ -59,9 +59,29 @@ def label_span(header_w: int, title_w: int, meta_w: int) -> tuple[int, int] | No
     return (left, width) if width >= MIN_LABEL else None
 
 
+# (font, title, meta, width) -> what fit_header made of them: every paint of a running card
+# fits its header again (its meta is the spinner and the time so far), forty at a time in an
+# agent's tool round, and measuring text is most of a paint's work
+_fitted: OrderedDict[tuple[str, str, str, int], tuple[str, str]] = OrderedDict()
+FITTED_KEPT = 512
+
+
 def fit_header(font: QFont, header: str, meta: str, width: int) -> tuple[str, str]:
     """A header line's bold title and right-hand meta, each cut (…) so that together they fit
     `width` with a gap between: the meta is kept whole while the title keeps at least half."""
+    key = (font.key(), header, meta, width)
+    fitted = _fitted.get(key)
+    if fitted is not None:
+        _fitted.move_to_end(key)
+        return fitted
+    fitted = _fit(font, header, meta, width)
+    _fitted[key] = fitted
+    if len(_fitted) > FITTED_KEPT:
+        _fitted.popitem(last=False)
+    return fitted
+
+
+def _fit(font: QFont, header: str, meta: str, width: int) -> tuple[str, str]:
     bold = QFont(font)
     bold.setBold(True)
     fm, bfm = QFontMetrics(font), QFontMetrics(bold)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from datetime import datetime
+from functools import lru_cache
 
 from core.cost import money
 from core.model import ConversationMessage
@@ -83,7 +85,7 @@ def header_line(row: Row) -> tuple[str, str]:
 
 def _header(row: Row) -> tuple[str, str]:
     m = row.message
-    when = m.created_at.astimezone().strftime("%H:%M") if m is not None else ""
+    when = _clock(m.created_at) if m is not None else ""
     if row.kind is RowKind.USER:
         return "You", when
     if row.kind is RowKind.ASSISTANT:
@@ -104,6 +106,13 @@ def _header(row: Row) -> tuple[str, str]:
         return f"⚙ tool result {m.tool_call_id if m else ''}", when
     arg = main_argument(row.call)
     return f"⚙ {row.call.function.name}  {arg}", _tool_status(row)
+
+
+@lru_cache(maxsize=1024)
+def _clock(at: datetime) -> str:
+    """An entry's time of day as its row's header shows it (every paint of a running card
+    shows it again)."""
+    return at.astimezone().strftime("%H:%M")
 
 
 def _system_header(m: ConversationMessage | None, when: str) -> tuple[str, str]:

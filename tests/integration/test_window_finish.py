@@ -103,6 +103,16 @@ def test_a_header_never_draws_its_title_over_the_status(qtbot: QtBot, project_di
         assert used <= width, (header, title, shown)
         assert title and shown  # both still say something
     assert fit_header(font, "You", "14:19", 400) == ("You", "14:19")  # room: nothing is cut
+    # a header fitted once is fitted again for a bigger font (zoomed in): cut shorter, still fits
+    title_before = fit_header(font, long_call, "✓ done · 0.4 s", 420)[0]
+    big = QFont(font)
+    big.setPointSizeF(font.pointSizeF() * 1.6)
+    big_bold = QFont(big)
+    big_bold.setBold(True)
+    title, shown = fit_header(big, long_call, "✓ done · 0.4 s", 420)
+    assert len(title) < len(title_before)
+    assert QFontMetrics(big_bold).horizontalAdvance(title) + LABEL_GAP + \
+        QFontMetrics(big).horizontalAdvance(shown) <= 420
 
 
 def test_an_unchecked_box_shows_in_the_dark_theme(qtbot: QtBot, qapp: QApplication) -> None:
