@@ -72,9 +72,10 @@ async def _streamed(client: Any, body: dict[str, Any], request: LLMRequest,
             raise _translated(e, request, where) from e
         stream = None  # refused: as an empty 200 (below)
     try:
-        async for chunk in stream if stream is not None else _nothing():
+        async for data in stream if stream is not None else _nothing():
             # Give the GIL to the window's thread between chunks (see via_litellm).
             time.sleep(0)
+            chunk = Chunk(data if isinstance(data, dict) else {})
             usage = usage_of(chunk)
             if usage is not None:
                 usage_sent = True
@@ -217,14 +218,43 @@ async def _post(client: Any, body: dict[str, Any], timeout: float, stream: bool,
     would import its every chat type (a third of a second) and walk each message against
     them, to send the same JSON. Its stream, errors and time-out are the SDK's as ever."""
     from openai import AsyncStream
-    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.chat import ChatCompletion
 
     options: dict[str, Any] = {"timeout": timeout}
     if headers:
         options["headers"] = headers
+    # A stream's chunks come as their JSON (read through `Chunk`): the SDK would build its
+    # objects for every chunk, walking the types of every field, on the thread whose work
+    # holds up the window's while an answer streams in.
     return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
                              options=options, stream=stream,
-                             stream_cls=AsyncStream[ChatCompletionChunk])
+                             stream_cls=AsyncStream[object])
+
+
+class Chunk:
+    """A streamed chunk's JSON read as the SDK's objects read (`chunk.choices[0].delta.content`;
+    a field the server did not send reads None), without building them."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _read(self._data.get(name))
+
+    def model_dump(self) -> dict[str, Any]:
+        return self._data
+
+
+def _read(value: Any) -> Any:
+    if isinstance(value, dict):
+        return Chunk(value)
+    if isinstance(value, list):
+        return [_read(v) for v in value]
+    return value
 
 
 _tls_context: Any = None

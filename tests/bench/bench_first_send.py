@@ -25,6 +25,9 @@ def run() -> None:
                "XDG_DATA_HOME": str(tmp / "data"), "WORKBENCH_MODEL": MODEL,
                "WORKBENCH_API_BASE": server.url,
                "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", "PYTHONPATH": str(ROOT)}
+        # a returning user's start (the first one opens Settings and looks for local servers)
+        (tmp / "cfg" / "context-workbench").mkdir(parents=True)
+        (tmp / "cfg" / "context-workbench" / "settings.json").write_text("{}")
         leaves, after_ready, ready, after_sent = [], [], [], []
         for i in range(3):
             server.script(Answer("hi"))
