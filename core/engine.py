@@ -82,6 +82,9 @@ __all__ = ["DEFAULT_TURN", "CompactionFinished", "CompactionProgress", "Compacti
            "SaveFailed", "StoreNotice", "StreamText", "ToolSetup", "ToolStarted", "TurnFinished",
            "TurnOptions"]
 
+NOTHING_TO_SEND = ("Nothing was sent: every message of this conversation is left out of the "
+                   "context (⊘ not sent). Include one again (right-click it: Include in the "
+                   "context again) or write a new message.")
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
@@ -252,18 +255,30 @@ class Engine:
             built = self.context.build(conv_id, history, settings, options.mode,
                                        run_context=options.run_context, agent=options.agent)
         except BudgetError as e:
-            info = ErrorInfo(type="context_overflow", retryable=False,
-                             message=self.context.budget_message(e, settings))
-            entry = self.context.counter(settings.model).with_count(
-                error_entry(info, "", settings, options.mode))
-            written = self.writer.write(conv_id, [entry], "the error")
-            for event in written.events:
+            for event in self._not_sent(conv_id, settings, options, ErrorInfo(
+                    type="context_overflow", retryable=False,
+                    message=self.context.budget_message(e, settings))):
                 yield event
-            yield TurnFinished("error", written.entries[0])
+            return
+        if all(m.get("role") == "system" for m in built.messages):
+            # every entry is excluded from the context: a request of the system prompt alone
+            # asks the model nothing (Anthropic refuses it)
+            for event in self._not_sent(conv_id, settings, options, ErrorInfo(
+                    type="nothing_to_send", retryable=False, message=NOTHING_TO_SEND)):
+                yield event
             return
         async for event in Exchange(self, conv_id, settings, options, history, built,
                                     continues, instruction, later).run():
             yield event
+
+    def _not_sent(self, conv_id: str, settings: LLMSettings, options: TurnOptions,
+                  info: ErrorInfo) -> Iterator[EngineEvent]:
+        """The request could not be made: the error entry that says why ends the turn."""
+        entry = self.context.counter(settings.model).with_count(
+            error_entry(info, "", settings, options.mode))
+        written = self.writer.write(conv_id, [entry], "the error")
+        yield from written.events
+        yield TurnFinished("error", written.entries[0])
 
     async def _turn(
         self, conv_id: str, settings: LLMSettings, options: TurnOptions, **first: Any

@@ -52,6 +52,7 @@ ErrorType = Literal[
     "save_failed",
     "step_limit",
     "cost_cap",
+    "nothing_to_send",
 ]
 
 PROTOCOL_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -452,7 +453,7 @@ def _first_error(e: ValidationError) -> str:
 
 # Causes where continuing cannot help: the request itself must change first.
 NOT_CONTINUABLE = frozenset({"auth", "missing_api_key", "unknown_model", "context_overflow",
-                             "save_failed"})
+                             "save_failed", "nothing_to_send"})
 
 
 def continuable(entry: ConversationMessage | None) -> bool:

@@ -18,8 +18,8 @@ from core.context.budget import BudgetError
 from core.context.digest import digest, digest_caps
 from core.context.fold import fold_units
 from core.context.memo import Compaction, CompactionMemo
-from core.context.normalize import ABORTED_RESULT, normalize
-from core.context.projection import ACK, ack_tokens, alternate, project_entries
+from core.context.normalize import ABORTED_RESULT, Note, normalize
+from core.context.projection import ACK, LEAD, ack_tokens, alternate, project_entries
 from core.context.report import DEFAULT_DROP_REASON, ms_since
 from core.context.stages import BuildStage, Draft
 from core.context.units import Unit
@@ -98,8 +98,12 @@ def _project(draft: Draft) -> None:
     extra -= sum(counter.openai_message(projected[n.index]) for n in notes
                  if n.action == "dropped")
     normalized = alternate(normalized)
+    if normalized and normalized[0].get("content") == LEAD:
+        notes = [*notes, Note(0, "added", "the request would start with the model's turn (the "
+                                          "user's first messages are left out): a short user "
+                                          "message stands first")]
     extra += sum(counter.openai_message(m) for m in normalized
-                 if _synthetic_result(m) or m.get("content") == ACK)
+                 if _synthetic_result(m) or m.get("content") in (ACK, LEAD))
     draft.kept_items, draft.messages, draft.notes = kept_items, normalized, notes
     draft.used = draft.fixed + sum(cands[i][1] for i in kept_items) + extra
 
@@ -218,12 +222,16 @@ def _drop_in_order(units: list[Unit], keep: list[bool], reasons: dict[int, str],
 
 
 def drop_one_more(units: list[Unit], keep: list[bool], reasons: dict[int, str]) -> bool:
-    """Normalizing added synthetic results and went over: drop the oldest droppable unit."""
-    for n, u in enumerate(units):
-        if keep[n] and not u.latest_user:
-            keep[n] = False
-            reasons[n] = "dropped to make room for a synthetic tool result"
-            return True
+    """Normalizing added messages (a stand-in result for a call without one, a user message
+    before a request that would start with the model's turn) and went over: drop the oldest
+    droppable unit, a pinned one or a summary only when no other is left."""
+    for protected in (False, True):
+        for n, u in enumerate(units):
+            if keep[n] and not u.latest_user and u.protected is protected:
+                keep[n] = False
+                reasons[n] = "dropped to make room for what the request's form adds (a " \
+                             "stand-in tool result, a first user message)"
+                return True
     return False
 
 

@@ -21,7 +21,7 @@ ABORTED_RESULT = "[aborted: no result was recorded for this tool call]"
 @dataclass(frozen=True)
 class Note:
     index: int  # position in the input list
-    action: str  # dropped | synthetic | repaired
+    action: str  # dropped | synthetic | repaired | added (a first user message, in fit)
     reason: str
 
 

@@ -12,6 +12,9 @@ from core.model import ConversationMessage
 
 SUMMARY_MARK = "[Summary of the earlier conversation"
 ACK = "(Noted; continuing from there.)"  # short: it is only there to alternate turns
+# Where the request would start with the model's turn (the user left the first messages out):
+# providers want the user's turn first (Anthropic refuses anything else).
+LEAD = "(The conversation's first messages are left out of this request.)"
 
 
 # What the model reads where an answer of its own stopped unfinished: a few neutral words it can
@@ -86,8 +89,11 @@ def project(m: ConversationMessage) -> dict[str, Any]:
 
 def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A summary or digest (a user message) followed by a user message gets a short assistant
-    acknowledgement between them, so user and assistant turns alternate."""
+    acknowledgement between them, so user and assistant turns alternate; messages that start
+    with the model's turn get a short user message (`LEAD`) before them."""
     out: list[dict[str, Any]] = []
+    if messages and messages[0].get("role") != "user":
+        out.append({"role": "user", "content": LEAD})
     for k, m in enumerate(messages):
         out.append(m)
         content = m.get("content")

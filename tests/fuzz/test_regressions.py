@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from core.context.projection import LEAD
 from core.tools.runner import ALLOW_ONCE
 from tests.fuzz.known_bugs import HITS, KNOWN_BUGS
 from tests.fuzz.machine import KEY, Workbench
@@ -75,30 +76,37 @@ def test_a_run_started_after_a_crash_mid_batch_answers_the_interrupted_calls_fir
 def test_excluding_the_first_user_message_starts_the_request_with_the_answer(
         machine: Workbench) -> None:
     """Invariant: every request is valid for Anthropic (the first message after the system
-    prompt is the user's). KNOWN_BUGS["F1"] while unfixed."""
-    with meets("F1"):
-        m = machine
-        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
-               approve="always", choice=ALLOW_ONCE, via_preview=False)
-        m.annotate(which=0, entry=0, action="exclude")  # the user's "hi"
-        check(m)
-        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
-               approve="always", choice=ALLOW_ONCE, via_preview=False)
-        check(m)
+    prompt is the user's). Was F1: the request started with the model's answer; a short
+    user message now stands before it."""
+    m = machine
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    m.annotate(which=0, entry=0, action="exclude")  # the user's "hi"
+    check(m)
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 0), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)
+    check(m)
+    sent = m.server.requests[-1].body["messages"]
+    assert [x["role"] for x in sent[:3]] == ["system", "user", "assistant"]
+    assert sent[1]["content"] == LEAD  # what stands for the left-out message
 
 
 def test_excluding_the_only_user_message_then_retry_sends_only_the_system_prompt(
         machine: Workbench) -> None:
-    """Invariant: every request is valid (a message besides the system prompt, the user's
-    first). KNOWN_BUGS["F2"] while unfixed."""
-    with meets("F2"):
-        m = machine
-        m.send(which=0, mode="chat", text="hi", attach=[], script=([], 6), stop_at=None,
-               approve="always", choice=ALLOW_ONCE, via_preview=False)  # HTTP 500
-        m.annotate(which=0, entry=0, action="exclude")
-        check(m)
-        m.continue_or_retry(which=0, script=([], 0), stop_at=None)  # Retry
-        check(m)
+    """Invariant: every request is valid (a message besides the system prompt). Was F2: the
+    system prompt alone was sent; now nothing is, and the turn ends in an error that says why."""
+    m = machine
+    m.send(which=0, mode="chat", text="hi", attach=[], script=([], 6), stop_at=None,
+           approve="always", choice=ALLOW_ONCE, via_preview=False)  # HTTP 500
+    m.annotate(which=0, entry=0, action="exclude")
+    check(m)
+    requests = len(m.server.requests)
+    m.continue_or_retry(which=0, script=([], 0), stop_at=None)  # Retry
+    check(m)
+    assert len(m.server.requests) == requests  # nothing went out
+    last = m.messages(m.convs[0])[-1]
+    assert last.error is not None and last.error.type == "nothing_to_send"
+    assert "left out of the context" in last.error.message
 
 
 # --- the known bugs (tests/fuzz/known_bugs.py), as the fuzzer met them -------------------------

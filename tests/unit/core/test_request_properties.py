@@ -2,7 +2,7 @@
 rounds, pins, exclusions, summaries, stops, continues and retries, each followed by a build the
 way the engine and the meter make one (one cache reused across appends), checked for
 
-- protocol validity;
+- protocol validity, the user's turn first;
 - every pinned entry sent with its whole tool round;
 - no synthetic "aborted" result for a call whose result is in the log;
 - no sentence of ours meant for the user inside a message the model reads;
@@ -123,6 +123,8 @@ def _build(history: list[ConversationMessage], usable: int,
 def _check(history: list[ConversationMessage], built: BuiltRequest) -> None:
     sent = built.messages
     assert protocol_errors(sent[1:]) == []
+    if len(sent) > 1:  # the user's turn first (Anthropic refuses anything else)
+        assert sent[1]["role"] == "user", sent[1]
     # the meter's figure is the request's counted tokens
     counted = sum(COUNTER.openai_message(m) for m in sent) + REPLY_PRIMER
     assert built.report.used == counted
