@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDockWidget,
-    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -29,7 +28,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
-    QScrollArea,
     QSlider,
     QTableView,
     QToolButton,
@@ -38,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.palette import current
+from ui.panel_scroll import PanelScroll
 from ui.tool_list import ToolList
 
 Row = tuple[int, str, str, str, int, int, str, str]
@@ -169,6 +168,7 @@ class InspectorPanel(QDockWidget):
         self.setObjectName("inspector")
         body = QWidget(self)
         layout = QVBoxLayout(body)
+        layout.setContentsMargins(8, 6, 8, 8)  # as the run panel's: one panel beside 740 px
         self.header = QLabel("No conversation.", body)
         self.header.setObjectName("inspector_header")
         self.header.setWordWrap(True)
@@ -272,12 +272,7 @@ class InspectorPanel(QDockWidget):
         layout.addWidget(self.history)
         layout.addLayout(compact_row)
         # On a short screen the panel scrolls: squeezed, its header lost its last lines.
-        area = QScrollArea(self)
-        area.setWidgetResizable(True)
-        area.setFrameShape(QFrame.Shape.NoFrame)
-        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        area.setWidget(body)
-        self.setWidget(area)
+        self.setWidget(PanelScroll(body, self))  # never narrower than what it holds
         self._all: list[Row] = []
 
     def show_request(self, header: str, parts: list[tuple[str, int]], rows: list[Row]) -> None:

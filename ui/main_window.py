@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QMoveEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
@@ -45,6 +45,7 @@ from ui.window_base import WindowBase
 from ui.window_menus import build_menus
 
 LIST_MIN_WIDTH = 170  # the conversation list never gets narrower (titles, the search box)
+SMALL_SCREEN = (1024, 700)  # a screen's available area under this: the window takes all of it
 
 
 class MainWindow(WindowBase):
@@ -52,15 +53,13 @@ class MainWindow(WindowBase):
     in ui/window_base.py."""
 
     panel_width: int | None = None  # a side panel's width as the user left it (None: ours)
+    _placing: bool | None = None  # None: not shown yet; True: being placed on the screen
+    _frame = (0, 0)  # what the frame added to the window's size when it was first shown
 
     def __init__(self) -> None:
         super().__init__()
         self.setWindowTitle("Context Workbench")
-        screen = self.screen().availableGeometry() if self.screen() else None
-        if screen is not None:  # a comfortable size that still fits a small screen
-            self.resize(min(1200, screen.width() * 9 // 10), min(800, screen.height() * 9 // 10))
-        else:
-            self.resize(1200, 800)
+        self._first_size()
 
         self.folders = DialogFolders()
         self.conversations = ConversationList(self)
@@ -162,6 +161,47 @@ class MainWindow(WindowBase):
         self.transcript_model.rowsRemoved.connect(self._update_stack)
         build_menus(self)
         self._update_stack()
+
+    def _first_size(self) -> None:
+        """A comfortable size on a large screen; all of a small one (800x600): at nine tenths
+        of it, 720 pixels wide, a side panel had no room left beside the list and transcript."""
+        screen = self.screen().availableGeometry() if self.screen() else None
+        if screen is None:
+            self.resize(1200, 800)
+        elif screen.width() < SMALL_SCREEN[0] or screen.height() < SMALL_SCREEN[1]:
+            self.resize(screen.size())  # a window manager fits its frame in as well
+        else:
+            self.resize(min(1200, screen.width() * 9 // 10), min(800, screen.height() * 9 // 10))
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._placing is None:  # the first show: fitted once the window manager placed it
+            self._placing, self._frame = True, self._frame_size()
+            QTimer.singleShot(3000, lambda: setattr(self, "_placing", False))
+
+    def _frame_size(self) -> tuple[int, int]:
+        frame = self.frameGeometry()
+        return frame.width() - self.width(), frame.height() - self.height()
+
+    def moveEvent(self, event: QMoveEvent) -> None:
+        super().moveEvent(event)
+        if self._placing and self._frame_size() != self._frame:
+            self._placing = False  # a window manager put its frame around the window: once
+            self.fit_screen()
+
+    def fit_screen(self) -> None:
+        """Keep the whole window, its frame included, on the screen's available area: a
+        window manager adds its title bar to a window as tall as a small screen."""
+        screen = self.screen().availableGeometry() if self.screen() else None
+        frame = self.frameGeometry()
+        if screen is None or screen.contains(frame):
+            return
+        extra_w, extra_h = frame.width() - self.width(), frame.height() - self.height()
+        self.resize(min(self.width(), screen.width() - extra_w),
+                    min(self.height(), screen.height() - extra_h))
+        frame = self.frameGeometry()
+        self.move(max(screen.left(), min(frame.x(), screen.right() + 1 - frame.width())),
+                  max(screen.top(), min(frame.y(), screen.bottom() + 1 - frame.height())))
 
     # --- menus -----------------------------------------------------------------------------------
 
@@ -322,12 +362,7 @@ class MainWindow(WindowBase):
     def restore_geometry_state(self, geometry: str | None, splitter: str | None) -> None:
         if geometry:
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
-            # Saved on a larger screen? Keep the whole window on this one.
-            screen = self.screen().availableGeometry() if self.screen() else None
-            if screen is not None and not screen.contains(self.frameGeometry()):
-                self.resize(min(self.width(), screen.width()), min(self.height(), screen.height()))
-                self.move(max(screen.left(), min(self.x(), screen.right() - self.width())),
-                          max(screen.top(), min(self.y(), screen.bottom() - self.height())))
+            self.fit_screen()  # saved on a larger screen? The whole window on this one
         if splitter:
             self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
             self.list_width.remember()

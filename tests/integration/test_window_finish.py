@@ -566,3 +566,39 @@ def test_a_short_window_with_the_inspector_keeps_its_height_and_the_header_whole
     assert window.height() == 540 and fits(window)  # the panel scrolls; the window stays
     header = window.inspector.header
     assert header.height() >= header.heightForWidth(header.width())
+
+
+def test_a_small_screen_gets_the_whole_window_and_a_whole_side_panel(
+        qtbot: QtBot, project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtCore import QSize
+
+    window, controller = open_window(qtbot, project_dir)
+    controller.new_conversation()
+    area = available(window)
+    qtbot.waitUntil(lambda: window.isVisible())
+    assert fits(window)
+    if area.width() < 1024 or area.height() < 700:  # 800x600 and the like
+        assert window.width() == area.width()  # not 720 px: room for a panel beside the list
+    # A window manager's frame around it (its title bar): the frame, too, stays on the screen.
+    frame = QSize(2, 25)
+    monkeypatch.setattr(window, "frameGeometry", lambda: QRect(window.pos(), window.size() + frame))
+    window.fit_screen()
+    qtbot.waitUntil(lambda: area.contains(window.frameGeometry()))
+    assert window.width() >= area.width() - frame.width()  # only the frame's room given up
+    for action, dock in ((window.inspector_action, window.inspector),
+                         (window.run_panel_action, window.run_panel)):
+        action.trigger()
+        qtbot.waitUntil(dock.isVisible)
+        qtbot.wait(100)
+        body = dock.widget()
+        assert body is not None
+        inner = body.widget() if hasattr(body, "widget") else body  # the Inspector scrolls
+        shown = body.viewport().width() if hasattr(body, "viewport") else body.width()
+        assert shown >= inner.minimumSizeHint().width(), dock.objectName()  # nothing cut off
+        assert dock.geometry().right() <= window.rect().right()  # inside the window
+        assert fits(window)
+        assert window.conversations.width() >= LIST_MIN_WIDTH
+        right = window.splitter.widget(1)
+        assert right is not None and right.width() >= right.minimumSizeHint().width()
+        action.trigger()
+
