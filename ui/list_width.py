@@ -3,7 +3,7 @@ takes room from it only while it must, and it gets it back as soon as there is r
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtCore import QByteArray, QDataStream, QEvent, QObject, QTimer
 from PySide6.QtWidgets import QSplitter
 
 
@@ -15,8 +15,21 @@ class ListWidth(QObject):
         splitter.installEventFilter(self)
 
     def remember(self) -> None:
-        """The width the list has now is the user's (a drag, a restored layout)."""
+        """The width the list has now is the user's (a drag)."""
         self.width = self.splitter.sizes()[0] or self.width
+
+    def restore(self, state: QByteArray) -> None:
+        """The layout saved by the last run; the list's width is the one it saved. What the
+        splitter holds right after restoring is not: the window is not laid out yet then (48
+        px was read, and the list stayed at its least width from then on)."""
+        self.splitter.restoreState(state)
+        stream = QDataStream(state)  # QSplitter's own format: magic, version, the sizes
+        magic, _version, count = stream.readInt32(), stream.readInt32(), stream.readUInt32()
+        if magic == 0xFF and count == 2 and stream.status() == QDataStream.Status.Ok:
+            saved = stream.readInt32()
+            if stream.status() == QDataStream.Status.Ok and saved >= self.least:
+                self.width = saved
+        QTimer.singleShot(0, self.give_back)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.splitter and event.type() == QEvent.Type.Resize:

@@ -364,8 +364,7 @@ class MainWindow(WindowBase):
             self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
             self.fit_screen()  # saved on a larger screen? The whole window on this one
         if splitter:
-            self.splitter.restoreState(QByteArray.fromBase64(splitter.encode()))
-            self.list_width.remember()
+            self.list_width.restore(QByteArray.fromBase64(splitter.encode()))
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closing.emit()

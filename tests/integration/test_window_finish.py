@@ -602,3 +602,25 @@ def test_a_small_screen_gets_the_whole_window_and_a_whole_side_panel(
         assert right is not None and right.width() >= right.minimumSizeHint().width()
         action.trigger()
 
+
+def test_the_list_keeps_its_width_at_the_next_start_and_around_settings(
+        qtbot: QtBot, project_dir: Path) -> None:
+    window, controller = open_window(qtbot, project_dir)
+    window.resize(780, 580)
+    qtbot.waitUntil(lambda: window.width() == 780)
+    kept = window.conversations.width()
+    assert kept > LIST_MIN_WIDTH + 50  # the list's own width, not its least
+    controller.settings_flow.open()  # a first start opens Settings; the user closes the app
+    window.close()
+    again, controller = open_window(qtbot, project_dir)  # the next start, its layout restored
+    qtbot.waitUntil(lambda: again.width() == 780)
+    qtbot.wait(50)
+    assert again.conversations.width() == kept
+    controller.settings_flow.open()
+    dialog = controller.settings_flow.dialog
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible)
+    assert again.conversations.width() == kept  # while Settings is open
+    dialog.reject()
+    qtbot.wait(50)
+    assert again.conversations.width() == kept  # and after
