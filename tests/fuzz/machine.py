@@ -161,6 +161,9 @@ class Workbench(RuleBasedStateMachine):
         self.convs: list[str] = []
         self.scanned: dict[Path, tuple[int, int]] = {}  # files found without a key, as they were
         self.source: dict[str, str] = {}  # a branch or an import -> the conversation it came from
+        # an import -> the calls that had run when it was exported: a file carries no link
+        # back, so what runs in the exported conversation afterwards is none of its history
+        self.exported_ran: dict[str, set[str]] = {}
         self.produced: dict[str, int] = {}  # an answer's entry id -> the request that produced it
         self.request_images: list[bool] = []  # per request: the model in use read images
         self.request_conv: list[str] = []  # per request: the conversation it was for
@@ -303,12 +306,16 @@ class Workbench(RuleBasedStateMachine):
     def ancestry_ran(self, conv: str) -> set[str]:
         """The calls with a real result in `conv`'s ancestors (what it was forked or imported
         from, and theirs)."""
+        if conv in self.exported_ran:
+            return set(self.exported_ran[conv])
         ran: set[str] = set()
         seen = set()
         at = self.source.get(conv)
         while at is not None and at not in seen:
             seen.add(at)
             ran |= ran_calls(self.messages(at))
+            if at in self.exported_ran:  # an import: its history ends at the export
+                return ran | self.exported_ran[at]
             at = self.source.get(at)
         return ran
 
@@ -642,6 +649,7 @@ class Workbench(RuleBasedStateMachine):
             title, [counter.with_count(store.extern(m)) for m in messages])
         self.convs.append(meta.id)
         self.source[meta.id] = conv
+        self.exported_ran[meta.id] = ran_calls(self.messages(conv)) | self.ancestry_ran(conv)
         if key:
             return
         again = json.loads(export_openai(self.messages(meta.id), "fuzz", inline=store.inline))
