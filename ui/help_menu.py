@@ -9,7 +9,7 @@ import html
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractButton, QDockWidget, QMessageBox, QWidget
 
 from ui.window_base import WindowBase
 
@@ -38,7 +38,8 @@ def build_help_menu(window: WindowBase) -> None:
 
 
 def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
-    """(keys, what they do): every menu action that has a shortcut, then the widgets' keys."""
+    """(keys, what they do): every menu action and button (the modes') that has a shortcut,
+    then the widgets' keys."""
     rows = []
     for action in window.findChildren(QAction):
         keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
@@ -47,7 +48,20 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
             if text in ("Rename", "Delete"):  # the conversation list's own
                 text += " the selected conversation"
             rows.append((keys, text))
+    for button in window.findChildren(QAbstractButton):
+        keys = button.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        if keys and button.text():
+            what = button.text().replace("&", "")
+            rows.append((keys, f"{what} mode" if button.isCheckable() else what + _panel(button)))
     return sorted(set(rows), key=lambda r: r[1].lower()) + WIDGET_KEYS
+
+
+def _panel(widget: QWidget) -> str:
+    """" (in the Run panel)" for a side panel's button: its keys work while it is shown."""
+    parent = widget.parentWidget()
+    while parent is not None and not isinstance(parent, QDockWidget):
+        parent = parent.parentWidget()
+    return f" (in the {parent.windowTitle()} panel)" if parent is not None else ""
 
 
 def show_shortcuts(window: QWidget) -> QMessageBox:

@@ -282,7 +282,7 @@ class RunPanel(QDockWidget):
         paused = view is not None and view.status == "paused"
         # While a turn runs the button pauses it (a run just started may not show yet);
         # otherwise it carries an open run on.
-        self.pause_button.setText("&Pause" if busy else "&Resume")
+        self.pause_button.setText("&Pause" if busy else "Res&ume")  # Alt+R: Redo step
         self.pause_button.setEnabled((running or busy) and not (busy and paused))
         active = view is not None and any(s.status in ("active", "failed") for s in view.steps)
         self.skip_button.setEnabled(running and active)

@@ -206,6 +206,8 @@ def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot: Q
     import PySide6
     from PySide6.QtWidgets import QMenu, QMessageBox
 
+    from ui.help_menu import shortcut_rows
+
     window, _controller = open_window(qtbot, project_dir)
     menus = [a.text().replace("&", "") for a in window.menuBar().actions()]
     assert menus[-1] == "Help"
@@ -220,6 +222,14 @@ def test_the_help_menu_lists_the_keys_where_data_lives_and_the_versions(qtbot: Q
                                                 "About Context Workbench"]
     keys, data, about = (b.text() for b in boxes)
     assert "Ctrl+Enter" in keys and "Ctrl+Shift+R" in keys and "Regenerate the last answer" in keys
+    for mode_keys, mode in (("Ctrl+1", "Chat"), ("Ctrl+2", "Agent"), ("Ctrl+3", "Run")):
+        assert f"<b>{mode_keys}</b>&nbsp;&nbsp;</td><td>{mode} mode" in keys  # the mode switcher
+    # a paused run's Resume and Redo step do not share Alt+R (the key would only move focus)
+    window.run_panel.set_busy(False)
+    rows = shortcut_rows(window)
+    assert ("Alt+U", "Resume (in the Run panel)") in rows
+    taken = [k for k, _ in rows]
+    assert len(taken) == len(set(taken)), sorted(k for k in taken if taken.count(k) > 1)
     assert str(project_dir / ".workbench") in data
     assert PySide6.__version__ in about and "litellm" in about
     for box in boxes:

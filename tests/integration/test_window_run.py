@@ -116,7 +116,7 @@ def test_pause_stops_after_the_round_and_resume_goes_on(qtbot: QtBot,
     run_until(qloop, lambda: not controller.busy())
     assert "paused" in window.run_panel.title.text()
     assert len(provider.requests) == 2  # nothing more was sent once paused
-    assert window.run_panel.pause_button.text() == "&Resume"
+    assert window.run_panel.pause_button.text() == "Res&ume"
     provider.script(complete("c2", "drafted"), complete("c3", "reviewed"), Answer("Done."))
     qtbot.mouseClick(window.run_panel.pause_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy() and "complete" in window.run_panel.title.text())
