@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from core.context.projection import LEAD
 from core.store.project import Project
 from tests.helpers.fake_llm import MODEL, Answer, Cut, FakeLLMServer, HttpError, ToolCalls
 from tests.helpers.trajectories import make_conversation
@@ -129,7 +130,8 @@ def test_an_imported_part_no_provider_takes_is_left_out_and_the_rest_is_sent(
                          "--api-base", llm_server.url, "and now?")
     assert code == 0 and out == "Sure.\n", err
     sent = llm_server.requests[-1].body["messages"]
-    assert [m["content"] for m in sent[1:]] == ["Nice clip.", "and now?"]
+    # the user's turn comes first: a short stand-in for the left-out message, then the answer
+    assert [m["content"] for m in sent[1:]] == [LEAD, "Nice clip.", "and now?"]
     assert "x_clip" in (project_dir / ".workbench").joinpath(
         "conversations", conv, "messages.jsonl").read_text()  # nothing lost from the log
 
