@@ -211,9 +211,11 @@ class InspectorFlow:
         header = self._header_text(report, preview, live)
         self._header = (report, header) if live else None
         since = self._since_last(project, conv, report) if live else None
-        draft_tokens = self._draft if live else 0
+        # the request built with the draft as its next message holds the draft: shown apart
+        inside = not live and preview is None and any(self._shown_draft)
         self.panel.show_request(header + ("\n" + since if since else ""),
-                                budget_parts(report, draft_tokens), rows)
+                                budget_parts(report, self._draft if live or inside else 0,
+                                             draft_inside=inside), rows)
         self.panel.show_instructions(*instructions_switch(report))
         if self.panel.model_view.isChecked():
             self._dim(left_out(rows))

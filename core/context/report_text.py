@@ -233,16 +233,22 @@ def cli_lines(r: BuildReport, positions: dict[str, int], messages_sent: int) -> 
     return lines
 
 
-def budget_parts(r: BuildReport, draft: int = 0) -> list[tuple[str, int]]:
+def budget_parts(r: BuildReport, draft: int = 0, draft_inside: bool = False
+                 ) -> list[tuple[str, int]]:
     """The request against its window, part by part (the Inspector's bar): system prompt,
     project instructions, tools, summary and digest, history, your draft, reserved for the
-    answer, free."""
+    answer, free. `draft_inside`: the request was built with the draft as its last message
+    (its tokens are shown as the draft's, not again in the history)."""
     shown = r.shown
+    history = shown(r.totals.get("history", 0))
+    if draft_inside:
+        draft = min(draft, history)
+        history -= draft
     parts = [("system", shown(r.totals.get("system", 0))),
              ("instructions", shown(r.totals.get("instructions", 0))),
              ("tools", shown(r.totals.get("tools", 0))),
              ("summary", shown(r.totals.get("summary", 0))),
-             ("history", shown(r.totals.get("history", 0))),
+             ("history", history),
              ("draft", draft), ("reserved", r.reserved_output)]
     used = sum(t for _, t in parts)
     parts.append(("free", max(0, r.window - used)))

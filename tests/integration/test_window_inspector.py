@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,14 @@ def test_the_decisions_follow_the_draft_before_it_is_sent(qtbot: QtBot,
     qtbot.waitUntil(lambda: "With your draft" in panel.header.text(), timeout=5000)
     draft_row = [r for r in panel.rows() if r[0] == entries + 1]
     assert len(draft_row) == 1 and draft_row[0][2] == "kept" and draft_row[0][3] == "user"
+    # the bar shows the draft as its own part, with the draft's one count, and not again
+    # inside the history
+    parts = dict(panel.bar.parts)
+    assert parts["draft"] == draft_row[0][5] == controller.meter.draft_figure()
+    used = re.search(r"([\d,]+) of [\d,]+ usable tokens", panel.header.text())
+    assert used is not None
+    assert sum(t for name, t in parts.items() if name not in ("free", "reserved")) == \
+        int(used.group(1).replace(",", ""))
     # a long draft takes room: fewer earlier entries are sent whole
     sent_now = sum(1 for r in panel.rows() if r[2] in ("kept", "previewed", "referenced"))
     assert sent_now - 1 < sent_before
