@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pytestqt.qtbot import QtBot
 
-from core.model import ConversationMessage, ErrorInfo
+from core.model import ConversationMessage, ErrorInfo, FunctionCall, ToolCall
 from ui.transcript_model import Row, RowKind, TranscriptModel
 from ui.transcript_text import clip, header_line
 
@@ -124,3 +124,16 @@ def test_a_tables_header_is_aligned_as_its_column(qapp: object) -> None:
 
     assert align(0, 1) == align(1, 1) == Qt.AlignmentFlag.AlignRight.value
     assert align(0, 0) == align(1, 0) == Qt.AlignmentFlag.AlignLeft.value
+
+
+def test_a_card_whose_result_alone_is_pinned_says_so() -> None:
+    """`workbench pin` pins one entry: a card pinned through its result (the call is sent whole
+    with it) is marked as one pinned through its call."""
+    call = ToolCall(id="c1", function=FunctionCall(name="run_shell", arguments='{"cmd": "ls"}'))
+    asked = ConversationMessage(role="assistant", tool_calls=[call])
+    result = ConversationMessage(role="tool", tool_call_id="c1", content="a.txt", pinned=True)
+    row = Row(RowKind.TOOL, "c1", message=asked, call=call, result=result)
+    assert "★ pinned" in header_line(row)[1]
+    unpinned = Row(RowKind.TOOL, "c1", message=asked, call=call,
+                   result=result.model_copy(update={"pinned": False}))
+    assert "★ pinned" not in header_line(unpinned)[1]
