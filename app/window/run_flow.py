@@ -137,8 +137,8 @@ class RunFlow(QObject):
     def _on_turns_run_updated(self, event: RunUpdated | None) -> None:
         if event is not None and event.conv_id != self.host.current_id:
             return
-        if event is not None and event.stopped is not None:
-            self._message = event.stopped
+        if event is not None:  # why it stopped, or nothing: it moved on since
+            self._message = event.stopped or ""
         self._refresh()
 
     def _after_turn(self) -> None:
@@ -330,7 +330,9 @@ def view_of(run: RunState, message: str = "", busy: bool = False) -> RunView:
     if busy and status == "paused":
         status = "pausing"
         message = "Pausing: the run stops when the current answer or tool round is done."
-    elif not message and not busy:
+    elif busy:  # a turn of it is under way (the user's answer, Resume): why it stopped is past
+        message = ""
+    elif not message:
         message = IDLE_NOTES.get(run.status, "")
     if run.problems:  # what in the log contradicts the run is said, never obeyed
         message = " ".join(filter(None, (message, *run.problems[-3:])))

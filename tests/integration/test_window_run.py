@@ -153,6 +153,7 @@ def test_regenerate_after_a_nudge_keeps_the_answer_it_followed_and_asks_with_the
     start_from_panel(qtbot, window)
     run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
     assert len(provider.requests) == 2 and "call complete_step" in str(provider.requests[1].body)
+    assert "stopped without completing" in window.run_panel.message.text()
     original = controller.current_id
     answer = window.transcript_model.rows()[-1].message
     assert answer is not None and answer.text() == "Still looking."
@@ -384,3 +385,19 @@ def test_a_pause_row_keeps_its_place_live_and_after_a_restart(qtbot: QtBot,
     window, controller = open_window(qtbot, project)  # after a restart
     controller.show_conversation(conv)
     assert shown(window.transcript_model.rows()) == logged
+
+
+def test_while_the_users_answer_to_a_waiting_run_streams_the_panel_no_longer_says_it_stopped(
+        qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
+        provider: FakeLLMServer) -> None:
+    provider.script(Answer("I looked around."), Answer("Still looking."))
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    assert "stopped without completing" in window.run_panel.message.text()
+    provider.script(Answer("Yes, add a one-line migration hint. " * 30, delay=0.05))
+    controller.send("Add a migration hint.")
+    run_until(qloop, lambda: controller.busy() and "running" in window.run_panel.title.text())
+    assert "stopped without completing" not in window.run_panel.message.text()
+    run_until(qloop, lambda: not controller.busy())
