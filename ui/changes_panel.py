@@ -39,7 +39,8 @@ class TurnItem:
     def label(self) -> str:
         files = f"{self.count} file{'s' if self.count != 1 else ''} changed"
         state = " — undone" if self.undone else ""
-        return f"{files}{state}\n{self.title}  ·  {self.when}"
+        # the time on the short first line: after the title it wrapped onto a line of its own
+        return f"{files}{state}  ·  {self.when}\n{self.title}"
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ def test_a_turns_changes_are_shown_undone_and_redone(qtbot: QtBot, qloop: asynci
 
     panel = window.changes_panel
     run_until(qloop, lambda: panel.isVisible() and bool(panel.items()))
-    assert panel.items()[0].startswith("4 files changed\nfix it")
+    first, title = panel.items()[0].split("\n", 1)
+    assert first.startswith("4 files changed  ·  ") and title == "fix it"
     item = panel.list.item(0)
     qtbot.mouseClick(panel.list.viewport(), Qt.MouseButton.LeftButton,
                      pos=panel.list.visualItemRect(item).center())
