@@ -84,7 +84,7 @@ __all__ = ["DEFAULT_TURN", "CompactionFinished", "CompactionProgress", "Compacti
 
 NOTHING_TO_SEND = ("Nothing was sent: every message of this conversation is left out of the "
                    "context (⊘ not sent). Include one again (right-click it: Include in the "
-                   "context again) or write a new message.")
+                   "context again; `workbench include`) or write a new message.")
 RETRY_DELAYS = (2.0, 5.0, 15.0)  # backoff for transient failures before any text arrived
 CONTINUE_INSTRUCTION = (
     "[Your previous answer was cut off ({cause}). Continue exactly where it stopped, without "
@@ -260,9 +260,10 @@ class Engine:
                     message=self.context.budget_message(e, settings))):
                 yield event
             return
-        if all(m.get("role") == "system" for m in built.messages):
+        if instruction is None and all(m.get("role") == "system" for m in built.messages):
             # every entry is excluded from the context: a request of the system prompt alone
-            # asks the model nothing (Anthropic refuses it)
+            # asks the model nothing (Anthropic refuses it); a one-off instruction (Continue's,
+            # a run's nudge) would be its user message
             for event in self._not_sent(conv_id, settings, options, ErrorInfo(
                     type="nothing_to_send", retryable=False, message=NOTHING_TO_SEND)):
                 yield event

@@ -178,6 +178,8 @@ class MainWindow(WindowBase):
         if self._placing is None:  # the first show: fitted once the window manager placed it
             self._placing, self._frame = True, self._frame_size()
             QTimer.singleShot(3000, lambda: setattr(self, "_placing", False))
+            # where the frame is known at once (Windows, macOS), no move comes to tell of it
+            QTimer.singleShot(0, self.fit_screen)
 
     def _frame_size(self) -> tuple[int, int]:
         frame = self.frameGeometry()

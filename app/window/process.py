@@ -39,6 +39,7 @@ def follow_window_thread() -> None:
 def warm_up_library(model: str | None) -> None:
     """Import what a request to `model` needs (litellm, or the openai SDK for a model that
     speaks the OpenAI protocol) and do a first request's one-time work, in the background.
-    Started once the window is on screen: started earlier it would compete with building the
-    window. `model` None (the settings cannot be read): litellm."""
+    Started once the window is shown and its project open (before its first paint): started
+    earlier it would compete with building the window. `model` None (the settings cannot be
+    read): litellm."""
     runtime.start_background_import(warm_up=True, model=model)

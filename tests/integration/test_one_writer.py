@@ -140,6 +140,13 @@ def test_a_pin_or_exclusion_after_a_failure_leaves_retry_and_continue_working(
     drain(engine.send(conv, "first question", settings(llm_server)))
     question = next(m for m in log(project, conv) if m.role == "user")
     project.conversations.append(conv, annotation(question.id, action))
+    if action == "exclude":  # the only question left out: nothing to ask, and nothing is sent
+        events = drain(engine.retry(conv, settings(llm_server)))
+        assert isinstance(events[-1], TurnFinished) and events[-1].status == "error"
+        refusal = log(project, conv)[-1]
+        assert refusal.error is not None and refusal.error.type == "nothing_to_send"
+        assert len(llm_server.requests) == 1  # the first, failed attempt only
+        project.conversations.append(conv, annotation(question.id, "include"))
     llm_server.script(Answer("Answered on retry."))
     events = drain(engine.retry(conv, settings(llm_server)))
     assert isinstance(events[-1], TurnFinished) and events[-1].status == "ok"
@@ -156,6 +163,26 @@ def test_a_pin_or_exclusion_after_a_failure_leaves_retry_and_continue_working(
     assert log(project, conv)[-1].continues == cut.id
     with pytest.raises(NothingToRetry):  # it ends in an answer now: nothing to run again
         engine.check_retry(conv)
+
+
+def test_continue_with_every_entry_left_out_still_asks_with_its_instruction(
+        project: Project, llm_server: FakeLLMServer) -> None:
+    """Nothing is sent only when the request would carry nothing: Continue's instruction is
+    a user message of its own, so an answer cut mid-way goes on even with everything else
+    left out of the context."""
+    engine = build_engine(project)
+    conv = project.conversations.create().id
+    llm_server.script(Cut("The first half", transport=True))
+    drain(engine.send(conv, "a question", settings(llm_server)))
+    question, cut = log(project, conv)
+    for entry in (question, cut):
+        project.conversations.append(conv, annotation(entry.id, "exclude"))
+    llm_server.script(Answer(" and the second half."))
+    events = drain(engine.continue_(conv, settings(llm_server)))
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "ok"
+    assert log(project, conv)[-1].text() == " and the second half."
+    sent = llm_server.requests[-1].body["messages"]
+    assert sent[0]["role"] == "system" and sent[-1]["role"] == "user"
 
 
 def test_a_pin_made_while_a_command_ran_does_not_hide_it_from_crash_repair(

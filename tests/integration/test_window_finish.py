@@ -613,6 +613,25 @@ def test_a_small_screen_gets_the_whole_window_and_a_whole_side_panel(
         action.trigger()
 
 
+def test_a_frame_known_when_the_window_first_shows_stays_on_the_screen(
+        qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the platform knows the frame from the start (Windows, macOS), no move tells of
+    it: a window as large as the screen's free area is fitted, frame and all, as it shows."""
+    from PySide6.QtCore import QSize
+
+    from ui.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    area = available(window)
+    window.resize(area.size())
+    frame = QSize(2, 25)
+    monkeypatch.setattr(window, "frameGeometry", lambda: QRect(window.pos(), window.size() + frame))
+    window.show()
+    qtbot.waitUntil(lambda: area.contains(window.frameGeometry()), timeout=3000)
+    assert window.height() == area.height() - frame.height()  # only the frame's room given up
+
+
 def test_the_list_keeps_its_width_at_the_next_start_and_around_settings(
         qtbot: QtBot, project_dir: Path) -> None:
     window, controller = open_window(qtbot, project_dir)
