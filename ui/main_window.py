@@ -179,7 +179,7 @@ class MainWindow(WindowBase):
             self._placing, self._frame = True, self._frame_size()
             QTimer.singleShot(3000, lambda: setattr(self, "_placing", False))
             # where the frame is known at once (Windows, macOS), no move comes to tell of it
-            QTimer.singleShot(0, self.fit_screen)
+            self.fit_screen()
 
     def _frame_size(self) -> tuple[int, int]:
         frame = self.frameGeometry()

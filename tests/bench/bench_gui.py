@@ -15,11 +15,11 @@ from tests.bench.common import (
     ROOT,
     StallWatch,
     big_messages,
-    headless_window_env,
     median,
     percentile,
     project_with,
     report,
+    window_loop,
 )
 from tests.helpers.fake_llm import MODEL, Answer, ServerProcess, ToolCalls
 
@@ -78,24 +78,11 @@ def run() -> None:
     print("gui")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        headless_window_env(tmp / "cfg-inproc")
-
-        import qasync
-        from PySide6.QtWidgets import QApplication
+        app, loop = window_loop(tmp / "cfg-inproc")
 
         from app.window.controller import Controller
-        from app.window.process import prepare_runtime, warm_up_library
         from core.settings import SettingsStore
         from ui.main_window import MainWindow
-
-        app = QApplication.instance() or QApplication([])
-        loop = qasync.QEventLoop(app)
-        asyncio.set_event_loop(loop)
-        prepare_runtime()
-        warm_up_library(None)
-        from core.llm.runtime import start_background_import
-
-        start_background_import().join()  # as a user who waited a few seconds before sending
 
         msgs = big_messages()
         conv_id = project_with(tmp / "big", msgs)

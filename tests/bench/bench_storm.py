@@ -4,13 +4,12 @@ change is judged by the median of several runs, paired with the build before it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from pathlib import Path
 
 from tests.bench.bench_gui import tool_storm
-from tests.bench.common import headless_window_env, median, report
+from tests.bench.common import median, report, window_loop
 from tests.helpers.fake_llm import MODEL
 
 RUNS = 5
@@ -20,24 +19,13 @@ def run() -> None:
     print("storm")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        headless_window_env(tmp / "cfg-inproc")
-
-        import qasync
-        from PySide6.QtWidgets import QApplication
+        os.environ["WORKBENCH_MODEL"] = MODEL
+        app, loop = window_loop(tmp / "cfg-inproc", MODEL)
 
         from app.window.controller import Controller
-        from app.window.process import prepare_runtime, warm_up_library
-        from core.llm.runtime import start_background_import
         from core.settings import SettingsStore
         from ui.main_window import MainWindow
 
-        app = QApplication.instance() or QApplication([])
-        loop = qasync.QEventLoop(app)
-        asyncio.set_event_loop(loop)
-        prepare_runtime()
-        os.environ["WORKBENCH_MODEL"] = MODEL
-        warm_up_library(MODEL)
-        start_background_import(True, MODEL).join()  # a user who waited before sending
         window = MainWindow()
         window.resize(1200, 800)
         controller = Controller(window, SettingsStore(tmp / "cfg"),

@@ -58,6 +58,27 @@ def headless_window_env(config: Path) -> None:
     os.environ["WORKBENCH_AUTO_TITLE"] = "0"
 
 
+def window_loop(config: Path, model: str | None = None) -> tuple[Any, Any]:
+    """(the QApplication, its asyncio loop) for a window benchmark in this process, the model
+    library warmed for `model` (None: litellm) as for a user who waited before sending."""
+    import asyncio
+
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from app.window.process import prepare_runtime, warm_up_library
+    from core.llm.runtime import start_background_import
+
+    headless_window_env(config)
+    app = QApplication.instance() or QApplication([])
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    prepare_runtime()
+    warm_up_library(model)
+    start_background_import(True, model).join()
+    return app, loop
+
+
 class StallWatch:
     """Where the window's thread was during its longest stall: a sampler thread looks at the
     thread's stack every few milliseconds while `tick()` has not been called for `after` ms,

@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from app.window.controller import Controller
 from core.store.project import Project
 from tests.helpers.fake_llm import Answer, FakeLLMServer, HttpError
 from tests.helpers.gui import open_window, run_until, type_and_send, use_fake_provider
@@ -62,6 +63,17 @@ def start_from_panel(qtbot: QtBot, window: MainWindow, goal: str = "") -> None:
     if goal:
         qtbot.keyClicks(panel.goal, goal)
     qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+
+
+def waiting_run(qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path
+                ) -> tuple[MainWindow, Controller]:
+    """The window with a run started from its panel, once the run waits for the user (the
+    model answered without completing its step, nudged once)."""
+    window, controller = open_window(qtbot, project)
+    window.run_panel.show()
+    start_from_panel(qtbot, window)
+    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    return window, controller
 
 
 def test_a_run_started_from_the_panel_walks_its_steps(qtbot: QtBot,
@@ -126,10 +138,7 @@ def test_pause_stops_after_the_round_and_resume_goes_on(qtbot: QtBot,
 def test_typing_during_a_run_joins_the_active_step(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
                                                    project: Path, provider: FakeLLMServer) -> None:
     provider.script(Answer("Where are the changes?"), Answer("I need the file name."))
-    window, controller = open_window(qtbot, project)
-    window.run_panel.show()
-    start_from_panel(qtbot, window)
-    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    window, controller = waiting_run(qtbot, qloop, project)
     assert "answer it, or Resume" in window.run_panel.message.text()
     provider.script(complete("c1", "from CHANGES.txt"), Answer("Draft coming"),
                     Answer("Still drafting"))
@@ -148,10 +157,7 @@ def test_regenerate_after_a_nudge_keeps_the_answer_it_followed_and_asks_with_the
     stored): Regenerate branches at that answer, not at the run's start, and the request is
     the original's byte for byte."""
     provider.script(Answer("I looked around."), Answer("Still looking."))
-    window, controller = open_window(qtbot, project)
-    window.run_panel.show()
-    start_from_panel(qtbot, window)
-    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    window, controller = waiting_run(qtbot, qloop, project)
     assert len(provider.requests) == 2 and "call complete_step" in str(provider.requests[1].body)
     assert "stopped without completing" in window.run_panel.message.text()
     original = controller.current_id
@@ -201,10 +207,7 @@ def test_a_run_that_failed_shows_where_it_was_after_a_restart_and_resumes(
 def test_skip_redo_and_abort_from_the_panel(qtbot: QtBot, qloop: asyncio.AbstractEventLoop,
                                             project: Path, provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
-    window, controller = open_window(qtbot, project)
-    window.run_panel.show()
-    start_from_panel(qtbot, window)
-    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    window, controller = waiting_run(qtbot, qloop, project)
     provider.script(Answer("reviewing"), Answer("reviewing more"))
     qtbot.mouseClick(window.run_panel.skip_button, Qt.MouseButton.LeftButton)
     run_until(qloop, lambda: not controller.busy() and len(provider.requests) == 5)
@@ -313,10 +316,7 @@ def test_a_selected_step_stays_selected_without_moving_the_transcript(
         qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
         provider: FakeLLMServer) -> None:
     provider.script(complete("c1", "listed"), Answer("drafting"), Answer("drafting more"))
-    window, controller = open_window(qtbot, project)
-    window.run_panel.show()
-    start_from_panel(qtbot, window)
-    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    window, controller = waiting_run(qtbot, qloop, project)
     shown: list[str] = []
     window.run_panel.step_selected.connect(shown.append)
     tree = window.run_panel.steps
@@ -391,10 +391,7 @@ def test_while_the_users_answer_to_a_waiting_run_streams_the_panel_no_longer_say
         qtbot: QtBot, qloop: asyncio.AbstractEventLoop, project: Path,
         provider: FakeLLMServer) -> None:
     provider.script(Answer("I looked around."), Answer("Still looking."))
-    window, controller = open_window(qtbot, project)
-    window.run_panel.show()
-    start_from_panel(qtbot, window)
-    run_until(qloop, lambda: not controller.busy() and "waiting" in window.run_panel.title.text())
+    window, controller = waiting_run(qtbot, qloop, project)
     assert "stopped without completing" in window.run_panel.message.text()
     provider.script(Answer("Yes, add a one-line migration hint. " * 30, delay=0.05))
     controller.send("Add a migration hint.")
