@@ -254,7 +254,9 @@ def test_the_inspector_with_a_draft_counts_its_attachments_as_the_meter_does(
     shown = meter.report.provider_estimate + round(meter.draft_tokens() * meter.report.calibration)
     qtbot.waitUntil(lambda: "With your draft" in window.inspector.header.text(), timeout=5000)
     assert f"{shown:,} of " in window.inspector.header.text()
-    assert dict(window.inspector.bar.parts)["history"] >= attached
+    parts = dict(window.inspector.bar.parts)
+    assert parts["draft"] >= attached  # the draft's part holds its attachments
+    assert parts["history"] < attached  # and the history does not count them again
 
 
 def test_an_attachment_too_large_for_the_window_is_named_in_the_refusal(
