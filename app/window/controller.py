@@ -106,6 +106,7 @@ class Controller(QObject):
         window.mode_switcher.agent_changed.connect(lambda _name: self.refresh_usage())
         self._count_draft = Throttle(self.meter.show, USAGE_DEBOUNCE_MS, self, mode="debounce")
         self.turns = TurnRunner(window, self.notices, self, self.settings_flow, self.meter)
+        self.meter.turn_running = self.turns.busy
         self.turns.finished.connect(self.turn_finished)
         self.server_window = ServerWindow(self.turns.worker, self.meter, self.settings_flow,
                                           self.refresh_usage, self)

@@ -88,6 +88,8 @@ class UsageMeter:
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
         # what waits to go with the draft (app/attachment_flow.py)
         self.attached: Callable[[], list[Attachment]] = list
+        # whether a turn runs (the controller's): every build then goes beside it
+        self.turn_running: Callable[[], bool] = lambda: False
         # Work on each new request that a listener will want, done where the build is done
         # (on the meter's thread for a long log, so the window never waits for it): name ->
         # f(request, log) -> result or None; the results are in `prepared`.
@@ -161,6 +163,9 @@ class UsageMeter:
         if self._counting:  # the running count is for an older state: go again after it
             self._again = (conv_id, history, aside)
             return
+        # while a turn runs, never on the window's thread (an automatic summary's end, a server
+        # that started, a build queued before the turn and run now): beside the engine's work
+        aside = aside or self.turn_running()
         self.report, self._problem, self.built = None, None, None
         context = self.context
         if conv_id is None or context is None:
