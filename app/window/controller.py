@@ -359,14 +359,12 @@ class Controller(QObject):
         at = next((n for n, m in enumerate(messages) if m.id == cut), None)
         return messages if at is None else messages[:at]
 
-    def refresh_usage(self, aside: bool = False) -> None:
-        """The request the next turn would send (incremental); `aside`: built off the
-        window's thread (see UsageMeter.refresh)."""
+    def refresh_usage(self) -> None:  # the request the next turn would send (incremental)
         project, conv = self.project, self.current_id
         if project is None or conv is None:
             self.meter.refresh(None, list)
             return
-        self.meter.refresh(conv, lambda: self.history(conv, project), aside)
+        self.meter.refresh(conv, lambda: self.history(conv, project))
         self.server_window.ask(conv)  # a local server not asked yet: what it states
 
     # --- turns (app/turns.py runs them) ----------------------------------------------------------

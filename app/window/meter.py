@@ -83,8 +83,7 @@ class UsageMeter:
         # and a big build's memory would stay spread over them.
         self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meter",
                                          initializer=lower_priority)
-        self._again: tuple[str | None, Callable[[], list[ConversationMessage]], bool] | None = \
-            None
+        self._again: tuple[str | None, Callable[[], list[ConversationMessage]]] | None = None
         self.listeners: list[Callable[[], None]] = []  # told of each new report (the Inspector)
         # what waits to go with the draft (app/attachment_flow.py)
         self.attached: Callable[[], list[Attachment]] = list
@@ -153,19 +152,18 @@ class UsageMeter:
                              agent=agent, what_if=True, ask_servers=False)
 
     def refresh(self, conv_id: str | None,
-                history: Callable[[], list[ConversationMessage]], aside: bool = False) -> None:
+                history: Callable[[], list[ConversationMessage]]) -> None:
         """Rebuild the request the next turn would send (cheap: incremental) and show it.
 
         A build that must first tokenize thousands of entries (a large conversation opened
         with another model) runs on a thread of its own while the meter says so; so does
-        every build with `aside` (while a turn runs: its new tool results make a build
-        shorten and count them, beside the engine's own work)."""
+        every build while a turn runs (its new tool results make a build shorten and count
+        them, beside the engine's own work), however it was asked for: the follow, an
+        automatic summary's end, a server that started, a build queued before the turn."""
         if self._counting:  # the running count is for an older state: go again after it
-            self._again = (conv_id, history, aside)
+            self._again = (conv_id, history)
             return
-        # while a turn runs, never on the window's thread (an automatic summary's end, a server
-        # that started, a build queued before the turn and run now): beside the engine's work
-        aside = aside or self.turn_running()
+        aside = self.turn_running()
         self.report, self._problem, self.built = None, None, None
         context = self.context
         if conv_id is None or context is None:
