@@ -40,6 +40,13 @@ class Row:
     versions: tuple[int, int] | None = None  # (n, of): where branches part, this is version n
     found: str = ""  # a search's text, marked where it occurs in the row
 
+    @property
+    def pinned(self) -> bool:
+        """Sent whole whatever the budget: a tool card stands for its call and its result, and
+        either one pinned (`workbench pin` takes one entry) pins the card."""
+        return bool(self.message is not None and self.message.pinned
+                    or self.result is not None and self.result.pinned)
+
     def copy_text(self) -> str:
         """What Copy puts on the clipboard."""
         if self.kind is RowKind.TOOL and self.call is not None:

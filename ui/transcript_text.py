@@ -72,9 +72,7 @@ def header_line(row: Row) -> tuple[str, str]:
     title, meta = _header(row)
     marks = []
     m = row.message
-    # a tool card stands for its call and its result: either one pinned (`workbench pin` takes
-    # one entry) is sent whole
-    if m is not None and m.pinned or row.result is not None and row.result.pinned:
+    if row.pinned:
         marks.append("★ pinned")  # a glyph every common font has
     if m is not None and not m.include_in_context:
         marks.append("⊘ not sent" if m.kind != "summary" else "⊘ undone")

@@ -183,8 +183,7 @@ class TranscriptView(RowView):
             ids = [m.id] + ([row.result.id] if row.result is not None
                             and row.result.id != m.id else [])
             menu.addSeparator()
-            pinned = m.pinned or row.result is not None and row.result.pinned
-            pin = ("unpin", "Unpin") if pinned else ("pin", "Pin (always sent)")
+            pin = ("unpin", "Unpin") if row.pinned else ("pin", "Pin (always sent)")
             off = (("include", "Include in the context again") if not m.include_in_context
                    else ("exclude", "Exclude from the context"))
             for action, label in (pin, off):
