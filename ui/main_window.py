@@ -198,7 +198,7 @@ class MainWindow(WindowBase):
         frame = self.frameGeometry()
         if screen is None or screen.contains(frame):
             return
-        extra_w, extra_h = frame.width() - self.width(), frame.height() - self.height()
+        extra_w, extra_h = self._frame_size()
         self.resize(min(self.width(), screen.width() - extra_w),
                     min(self.height(), screen.height() - extra_h))
         frame = self.frameGeometry()
