@@ -226,8 +226,11 @@ def tool_storm(loop: asyncio.AbstractEventLoop, controller: Any, window: Any,
 
     async def measure(watch: StallWatch) -> None:
         last = time.perf_counter()
+        deadline = last + 120  # a turn that never ends fails the benchmark, never hangs it
         controller.send("read everything")
         while controller.busy():
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the 120-call agent turn did not end within 120 s")
             await asyncio.sleep(0.005)
             watch.tick()
             now = time.perf_counter()
