@@ -44,7 +44,11 @@ system-deps:
 	  fi; \
 	fi
 
+# Our modules' bytecode is compiled ahead (only what changed; a fraction of a second): Python
+# would compile them on every start where writing it is off (PYTHONDONTWRITEBYTECODE, set in
+# some containers), half a second before the window shows.
 run: $(VENV)/.run-deps system-deps
+	$(BIN)/python -m compileall -q app core ui >/dev/null
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps system-deps
