@@ -57,6 +57,7 @@ def missing_display_libraries() -> str | None:
 
 def run_gui(project_dir: str | None) -> int:
     process.prepare_runtime()
+    process.start_up_without_collector()
 
     problem = missing_display_libraries()
     if problem:

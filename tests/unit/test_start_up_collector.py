@@ -1,0 +1,57 @@
+"""The window's start runs without Python's cyclic collector (it would rescan the modules and
+types the start makes, again and again, while the first request waits for them): the collector
+must come back on once the warm-up has ended, or after START_UP_S if it never does, or cycles
+would pile up for as long as the window stays open."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app.window import process
+from core.llm import runtime
+from tests.helpers.fake_llm import MODEL
+
+
+@pytest.fixture(autouse=True)
+def collector_restored() -> Iterator[None]:
+    yield
+    gc.enable()
+
+
+def wait_for_collector(seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not gc.isenabled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return gc.isenabled()
+
+
+def test_the_collector_is_off_during_the_start_and_on_once_the_warm_up_ends() -> None:
+    process.start_up_without_collector()
+    assert not gc.isenabled()
+    frozen = gc.get_freeze_count()
+    process.warm_up_library(MODEL)  # an OpenAI-compatible model: the SDK's warm-up
+    assert wait_for_collector(60)
+    assert gc.get_freeze_count() >= frozen  # what the start made is left alone from now on
+    made: list[list[object]] = [[]]
+    made[0].append(made)  # a cycle made after the start is collected again
+    del made
+    assert gc.collect() >= 1
+
+
+def test_a_warm_up_that_never_ends_does_not_keep_the_collector_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck = threading.Event()
+    never = threading.Thread(target=stuck.wait, daemon=True)
+    never.start()
+    monkeypatch.setattr(runtime, "start_background_import", lambda **_: never)
+    monkeypatch.setattr(process, "START_UP_S", 0.2)
+    process.start_up_without_collector()
+    process.warm_up_library(MODEL)
+    assert wait_for_collector(10)
+    assert never.is_alive()
+    stuck.set()
