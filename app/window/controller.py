@@ -243,13 +243,13 @@ class Controller(QObject):
         try:
             self._save_ui_state()
         finally:
-            if self.project is not None:
-                self.project.close()
+            closed, self.project, self.current_id = self.project, None, None
+            if closed is not None:
+                closed.close()
             if self.engine is not None:  # its MCP servers stop (on the engine's loop)
                 self.turns.worker.call_soon(self.engine.close())
-            self.project = None
-            self.current_id = None
-            memory.settle()
+            if closed is not None:  # the window's first project closes none: nothing to free
+                memory.settle()
 
     def shutdown(self) -> None:
         """The window is closing: stop a running turn (its partial answer is kept), save state,

@@ -9,12 +9,15 @@ import gc
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
-from app.window import process
+from app.window import memory, process
 from core.llm import runtime
 from tests.helpers.fake_llm import MODEL
+from tests.helpers.gui import open_window
 
 
 @pytest.fixture(autouse=True)
@@ -55,3 +58,17 @@ def test_a_warm_up_that_never_ends_does_not_keep_the_collector_off(
     assert wait_for_collector(10)
     assert never.is_alive()
     stuck.set()
+
+
+@pytest.mark.gui
+def test_the_first_project_opened_runs_no_full_collection_and_a_switch_does(
+        qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full collection of the start's heap is a pause while the first request waits; the
+    first project closes none, so there is nothing to free. Leaving one frees its cycles."""
+    settled: list[bool] = []
+    monkeypatch.setattr(memory, "settle", lambda collect=True: settled.append(collect))
+    window, controller = open_window(qtbot, tmp_path / "first", tmp_path / "cfg")
+    assert True not in settled  # (showing its short conversation freezes it: no collection)
+    assert controller.open_project(tmp_path / "second")
+    assert settled.count(True) == 1
+    controller.shutdown()
