@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from core.give_way import give_way, lower_priority
 
-SLICE_S = 0.008  # the longest the window spends on engine events before it paints again
+SLICE_S = 0.004  # the longest the window spends on engine events before it paints again
 
 
 class _Finished:
