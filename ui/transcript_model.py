@@ -210,7 +210,8 @@ class TranscriptModel(QAbstractListModel):
         i = self._cards.get(call_id)
         if i is not None and i < len(self._rows) and self._rows[i].result is None:
             self._rows[i].running_since = since
-            self._changed(i)
+            idx = self.index(i)  # only its header's details change: repainted, not laid out
+            self.dataChanged.emit(idx, idx, [TICK_ROLE])
 
     def tick_running(self) -> bool:
         """Advance the running cards' spinners; False when none is running."""

@@ -92,6 +92,21 @@ def test_a_running_cards_spinner_moves_without_a_new_layout(qtbot: QtBot) -> Non
     assert view.delegate.layout(row, view.viewport().width(), view.font()) is layout
 
 
+def test_a_card_that_starts_running_shows_it_without_a_new_layout(qtbot: QtBot) -> None:
+    """Forty cards start at once in an agent's round: each shows its spinner, none is laid
+    out again for it (only its header's details change)."""
+    view, model = _view(qtbot)
+    before = _settled(qtbot, view)
+    row = model.rows()[1]
+    version = row.version
+    layout = view.delegate.layout(row, view.viewport().width(), view.font())
+    for n in range(6):
+        model.tool_started(f"c{n}", time.time() - 2)
+    assert _settled(qtbot, view) != before  # "waiting" became "running 2 s"
+    assert row.version == version
+    assert view.delegate.layout(row, view.viewport().width(), view.font()) is layout
+
+
 def test_cards_left_for_the_next_paint_are_all_drawn(qtbot: QtBot,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     view, model = _view(qtbot, calls=12)
