@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app import start_up
 from app.cli.checkpoints import cmd_checkpoints, cmd_diff, cmd_restore
 from app.cli.commands import (
     COMMANDS,
@@ -74,6 +75,8 @@ def run() -> NoReturn:
     window's background threads (the meter's count) would be waited for; everything of
     ours is written and closed by then, so once the request copies are written and the output
     flushed, the process ends."""
+    start_up.without_collector()  # until the model's transport is warm (app/start_up.py)
+    start_up.collector_after(None)
     code = main()
     if "core.request_copies" in sys.modules:
         from core.request_copies import finish_writes

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app import start_up
 from app.cli.commands import (
     EXIT_FAIL,
     EXIT_INTERRUPTED,
@@ -259,13 +260,13 @@ def _warm_up(settings: LLMSettings) -> None:
     """Start loading what the request will need (litellm, the token encoding) in the
     background, in parallel with the rest of the preparation."""
     from core.llm.model_map import speaks_openai
+    from core.llm.runtime import start_background_import
 
-    if not speaks_openai(settings.model):
-        # litellm takes seconds to import: start it now, in parallel with the rest. A
-        # model that speaks the OpenAI protocol goes through the openai SDK without it.
-        from core.llm.runtime import start_background_import
-
-        start_background_import()
+    # litellm takes seconds to import, the openai SDK (a model that speaks the OpenAI protocol
+    # goes through it, without litellm) half of one: started now, it imports while the project
+    # opens and the conversation is written (waits on the disk), not after.
+    model = settings.model if speaks_openai(settings.model) else None
+    start_up.collector_after(start_background_import(model=model))
     from core.llm.tokens import encoding_for_model, get_encoding
 
     threading.Thread(target=get_encoding, args=(encoding_for_model(settings.model),),

@@ -3,10 +3,9 @@ is busy, and the model's transport warmed in the background."""
 
 from __future__ import annotations
 
-import gc
 import sys
-import threading
 
+from app import start_up
 from core import give_way
 from core.llm import runtime
 
@@ -38,34 +37,10 @@ def follow_window_thread() -> None:
     dispatcher.aboutToBlock.connect(give_way.window_idle)
 
 
-# The longest the collector stays off at the start (a warm-up that never ends must not keep it
-# off for good).
-START_UP_S = 30.0
-
-
-def start_up_without_collector() -> None:
-    """The start creates objects that live as long as the process (modules, classes, widgets,
-    the model library's types): Python's cyclic collector rescans them ever more often as they
-    pile up, a tenth of a second of the first request's wait spent finding no garbage. It is
-    off until the warm-up has ended (`warm_up_library`); what the start made is then frozen
-    (never rescanned) and the collector on again."""
-    gc.disable()
-
-
 def warm_up_library(model: str | None) -> None:
     """Import what a request to `model` needs (litellm, or the openai SDK for a model that
     speaks the OpenAI protocol) and do a first request's one-time work, in the background.
     Started once the window is shown and its project open (before its first paint): started
     earlier it would compete with building the window. `model` None (the settings cannot be
-    read): litellm. When it ends (or after START_UP_S), the collector is on again."""
-    warm = runtime.start_background_import(warm_up=True, model=model)
-    if not gc.isenabled():
-        threading.Thread(target=_collector_after, args=(warm,), name="start-up-collector",
-                         daemon=True).start()
-
-
-def _collector_after(warm: threading.Thread) -> None:
-    warm.join(START_UP_S)
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
+    read): litellm. The start's collector is on again when it ends (`app.start_up`)."""
+    start_up.collector_after(runtime.start_background_import(warm_up=True, model=model))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app import start_up
 from app.window import process
 from core.settings import SettingsStore, data_dir
 
@@ -57,7 +58,7 @@ def missing_display_libraries() -> str | None:
 
 def run_gui(project_dir: str | None) -> int:
     process.prepare_runtime()
-    process.start_up_without_collector()
+    start_up.without_collector()
 
     problem = missing_display_libraries()
     if problem:

@@ -1,4 +1,4 @@
-"""The window's start runs without Python's cyclic collector (it would rescan the modules and
+"""A front end's start runs without Python's cyclic collector (it would rescan the modules and
 types the start makes, again and again, while the first request waits for them): the collector
 must come back on once the warm-up has ended, or after START_UP_S if it never does, or cycles
 would pile up for as long as the window stays open."""
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
+from app import start_up
 from app.window import memory, process
 from core.llm import runtime
 from tests.helpers.fake_llm import MODEL
@@ -34,7 +35,7 @@ def wait_for_collector(seconds: float) -> bool:
 
 
 def test_the_collector_is_off_during_the_start_and_on_once_the_warm_up_ends() -> None:
-    process.start_up_without_collector()
+    start_up.without_collector()
     assert not gc.isenabled()
     frozen = gc.get_freeze_count()
     process.warm_up_library(MODEL)  # an OpenAI-compatible model: the SDK's warm-up
@@ -52,12 +53,23 @@ def test_a_warm_up_that_never_ends_does_not_keep_the_collector_off(
     never = threading.Thread(target=stuck.wait, daemon=True)
     never.start()
     monkeypatch.setattr(runtime, "start_background_import", lambda **_: never)
-    monkeypatch.setattr(process, "START_UP_S", 0.2)
-    process.start_up_without_collector()
+    monkeypatch.setattr(start_up, "START_UP_S", 0.2)
+    start_up.without_collector()
     process.warm_up_library(MODEL)
     assert wait_for_collector(10)
     assert never.is_alive()
     stuck.set()
+
+
+def test_a_command_without_a_warm_up_has_the_collector_back_after_the_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`workbench list`, `context`, ...: no model's transport to wait for; a long command
+    still gets the collector back."""
+    monkeypatch.setattr(start_up, "START_UP_S", 0.2)
+    start_up.without_collector()
+    start_up.collector_after(None)
+    assert not gc.isenabled()
+    assert wait_for_collector(10)
 
 
 @pytest.mark.gui
