@@ -24,7 +24,9 @@ def body_text(row: Row) -> str:
         if not row.expanded:
             if row.result is not None:
                 return result
-            return "(running…)" if row.running_since is not None else "(waiting for the result)"
+            # waiting or running: the header says which (and for how long), over this text
+            # that stays as it is (a card that starts is not laid out again)
+            return "(no result yet)"
         args = row.call.function.arguments if row.call else ""
         try:
             args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)

@@ -104,7 +104,11 @@ def test_a_card_that_starts_running_shows_it_without_a_new_layout(qtbot: QtBot) 
         model.tool_started(f"c{n}", time.time() - 2)
     assert _settled(qtbot, view) != before  # "waiting" became "running 2 s"
     assert row.version == version
-    assert view.delegate.layout(row, view.viewport().width(), view.font()) is layout
+    kept = view.delegate.layout(row, view.viewport().width(), view.font())
+    assert kept is layout
+    view.delegate.forget()  # what the card reads is what a new layout of it would read
+    fresh = view.delegate.layout(row, view.viewport().width(), view.font())
+    assert kept.doc.toPlainText() == fresh.doc.toPlainText()
 
 
 def test_cards_left_for_the_next_paint_are_all_drawn(qtbot: QtBot,
