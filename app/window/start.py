@@ -93,15 +93,12 @@ def run_gui(project_dir: str | None) -> int:
     window = MainWindow()
     controller = Controller(window, store, notices=notices)
     window.show()
-    # The window is built: the warm-up starts now, beside the project's opening (whose reads
-    # and writes wait on the disk), not after the loop's first pass (which paints, counts and
-    # opens what the first start asks for before it). A project that names a model of its own
-    # that takes the other transport has that one warmed once it is open.
-    process.warm_up_library(controller.model_in_use())
     if not controller.open_project(choose_project(project_dir, store)):
         # The chosen folder cannot hold a project: fall back to the default one.
         if not controller.open_project(data_dir() / DEFAULT_PROJECT_NAME):
             return 1
+    # The window is built and its project open: the warm-up starts now, not after the loop's
+    # first pass (which paints, counts and opens what the first start asks for before it).
     process.warm_up_library(controller.model_in_use())
     if os.environ.get("WORKBENCH_EXIT_AFTER_SHOW"):  # benchmarks: show (and visit), then leave
         QTimer.singleShot(0, lambda: _bench_and_leave(
