@@ -44,11 +44,12 @@ system-deps:
 	  fi; \
 	fi
 
-# Our modules' bytecode is compiled ahead (only what changed; a fraction of a second): Python
-# would compile them on every start where writing it is off (PYTHONDONTWRITEBYTECODE, set in
-# some containers), half a second before the window shows.
+# Our modules' bytecode is compiled ahead (only what changed): Python would compile them all on
+# every start where writing it is off (PYTHONDONTWRITEBYTECODE, set in some containers), before
+# the window could show. A file that does not compile is named here and the app still starts
+# (and says where).
 run: $(VENV)/.run-deps system-deps
-	$(BIN)/python -m compileall -q app core ui >/dev/null
+	-$(BIN)/python -m compileall -q app core ui
 	$(BIN)/workbench $(ARGS)
 
 test: $(VENV)/.test-deps system-deps

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import sys
 
+from app import start_up
 from app.cli.commands import (
     EXIT_FAIL,
     EXIT_OK,
@@ -30,7 +31,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     1 when there is nothing to summarize."""
     from core.llm.runtime import start_background_import
 
-    start_background_import()
+    start_up.collector_after(start_background_import())
     from core.engine import CompactionFinished, CompactionProgress, CompactionStarted
     from core.settings import SettingsError, SettingsStore, resolve_llm_settings
 

@@ -76,7 +76,6 @@ def run() -> NoReturn:
     ours is written and closed by then, so once the request copies are written and the output
     flushed, the process ends."""
     start_up.without_collector()  # until the model's transport is warm (app/start_up.py)
-    start_up.collector_after(None)
     code = main()
     if "core.request_copies" in sys.modules:
         from core.request_copies import finish_writes

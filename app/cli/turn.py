@@ -257,14 +257,15 @@ def _settings(args: argparse.Namespace, project: Project) -> LLMSettings:
 
 
 def _warm_up(settings: LLMSettings) -> None:
-    """Start loading what the request will need (litellm, the token encoding) in the
-    background, in parallel with the rest of the preparation."""
+    """Start loading what the request will need (litellm or the openai SDK, the token encoding)
+    in the background, in parallel with the rest of the preparation; the collector is on again
+    once the transport is in (`app.start_up`)."""
     from core.llm.model_map import speaks_openai
     from core.llm.runtime import start_background_import
 
-    # litellm takes seconds to import, the openai SDK (a model that speaks the OpenAI protocol
-    # goes through it, without litellm) half of one: started now, it imports while the project
-    # opens and the conversation is written (waits on the disk), not after.
+    # litellm's import is long, the openai SDK's (a model that speaks the OpenAI protocol goes
+    # through it, without litellm) the longest step of a cold send still: started now, it
+    # imports while the project opens and the conversation is written (waits on the disk).
     model = settings.model if speaks_openai(settings.model) else None
     start_up.collector_after(start_background_import(model=model))
     from core.llm.tokens import encoding_for_model, get_encoding

@@ -32,7 +32,8 @@ def start_background_import(warm_up: bool = False, model: str | None = None
     With `warm_up`, also do the one-time work of a first request (litellm imports a few hundred
     more modules inside its first call) and load the tokenizers (on the SDK's path the model's
     alone), so that a window's first Send does not stall the event loop. A command-line run
-    gains nothing from it and skips it.
+    gains nothing from it on litellm's path and skips it there (the SDK's warm-up is the same
+    for both).
     """
     from core.llm.model_map import speaks_openai
 

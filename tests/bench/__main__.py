@@ -45,7 +45,7 @@ def main(names: list[str]) -> int:
 def compile_bytecode() -> None:
     """Start-up figures are a user's: Python compiles our modules once and reads the bytecode
     after (`make run` compiles it ahead). Where writing it is off (PYTHONDONTWRITEBYTECODE, as
-    some containers set), every start would compile them all again, half a second of it."""
+    some containers set), every start would compile them all again."""
     import compileall
 
     for folder in ("app", "core", "ui", "tests"):

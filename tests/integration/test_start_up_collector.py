@@ -25,6 +25,7 @@ from tests.helpers.gui import open_window
 def collector_restored() -> Iterator[None]:
     yield
     gc.enable()
+    gc.unfreeze()  # the next tests start from a collector as they know it
 
 
 def wait_for_collector(seconds: float) -> bool:
@@ -34,17 +35,15 @@ def wait_for_collector(seconds: float) -> bool:
     return gc.isenabled()
 
 
-def test_the_collector_is_off_during_the_start_and_on_once_the_warm_up_ends() -> None:
+def test_the_collector_is_off_during_the_start_and_on_once_the_warm_up_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start_up, "START_UP_S", 1000.0)  # on again by the warm-up, not late
     start_up.without_collector()
     assert not gc.isenabled()
     frozen = gc.get_freeze_count()
     process.warm_up_library(MODEL)  # an OpenAI-compatible model: the SDK's warm-up
     assert wait_for_collector(60)
-    assert gc.get_freeze_count() >= frozen  # what the start made is left alone from now on
-    made: list[list[object]] = [[]]
-    made[0].append(made)  # a cycle made after the start is collected again
-    del made
-    assert gc.collect() >= 1
+    assert gc.get_freeze_count() > frozen  # what the start made is left alone from now on
 
 
 def test_a_warm_up_that_never_ends_does_not_keep_the_collector_off(
@@ -67,9 +66,9 @@ def test_a_command_without_a_warm_up_has_the_collector_back_after_the_start(
     still gets the collector back."""
     monkeypatch.setattr(start_up, "START_UP_S", 0.2)
     start_up.without_collector()
-    start_up.collector_after(None)
     assert not gc.isenabled()
     assert wait_for_collector(10)
+    assert gc.get_freeze_count() > 0
 
 
 @pytest.mark.gui
