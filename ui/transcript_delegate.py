@@ -69,10 +69,8 @@ from ui.transcript_text import (
 
 CACHE_SIZE = 300
 PIXMAP_BYTES = 32 * 1024 * 1024  # painted rows kept: a few screens' worth of a wide window
-# A paint lays out new rows for at most this long; the rest show as plain bubbles and are drawn
-# in the next paint, a moment later (forty new tool cards laid out at once made a visible stall).
-# With the engine's events (worker.SLICE_S) a pass of the window's loop stays within a 60 Hz
-# frame, Qt's own work included: in an agent's storm of tool calls the loop turns every pass.
+# A paint lays out new rows for at most this long (the rest show as plain bubbles until the next
+# one): with the engine's events (worker.SLICE_S), a loop's pass fits a 60 Hz frame in a storm.
 PAINT_SLICE_S = 0.006
 STREAM_MARKDOWN_CHARS = 24_000  # a streaming answer laid out as markdown up to this length
 HEIGHTS_MS = 0  # new heights found by a paint are told to the view once, in a later pass
